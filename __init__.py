@@ -1,0 +1,1 @@
+"""ziggurat: a deep-learning compiler on xDSL."""

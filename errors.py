@@ -1,0 +1,42 @@
+"""The errors a user of ziggurat can see.
+
+Every error a user can trigger derives from `ZigguratError`. Its message names
+the node or op, where it is, and what to do; the CLI prints it as one line and
+exits with status 1, never with a traceback.
+"""
+
+from __future__ import annotations
+
+
+class ZigguratError(Exception):
+    """Base of every user-facing ziggurat error."""
+
+
+class UnsupportedOpError(ZigguratError):
+    """An ONNX op (or op variant) that the frontend cannot convert."""
+
+    def __init__(self, op_type: str, node_name: str, opset: int, reason: str = ""):
+        self.op_type = op_type
+        self.node_name = node_name
+        self.opset = opset
+        detail = f": {reason}" if reason else ""
+        super().__init__(
+            f"unsupported ONNX op '{op_type}' (opset {opset}) at node '{node_name}'{detail}. "
+            "Remove or replace the node, or add a converter in ziggurat/frontends/onnx/."
+        )
+
+
+class ShapeError(ZigguratError):
+    """A shape that is unknown, dynamic where a static one is needed, or inconsistent."""
+
+
+class ModelLoadError(ZigguratError):
+    """A model file that cannot be read: missing, malformed, or unsafe."""
+
+
+class CompileError(ZigguratError):
+    """A failure inside a lowering or the backend, named by pass and op."""
+
+
+class InputError(ZigguratError):
+    """Arguments to a compiled model that do not match its inputs."""
