@@ -1,0 +1,57 @@
+"""ziggurat's dialects, one per level, and the context that loads them.
+
+`get_all_dialects()` maps each dialect name to a factory that imports it on
+call (as xDSL's own registry does); a test checks every key equals the
+dialect's `name`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from xdsl.context import Context
+from xdsl.ir import Dialect
+
+
+def _graph() -> Dialect:
+    from ziggurat.dialects.graph import Graph
+
+    return Graph
+
+
+def _te() -> Dialect:
+    from ziggurat.dialects.te import TE
+
+    return TE
+
+
+def _loop() -> Dialect:
+    from ziggurat.dialects.loop import Loop
+
+    return Loop
+
+
+def _hw() -> Dialect:
+    from ziggurat.dialects.hw import HW
+
+    return HW
+
+
+def get_all_dialects() -> dict[str, Callable[[], Dialect]]:
+    """ziggurat's own dialects, from the highest level to the lowest."""
+    return {"graph": _graph, "te": _te, "loop": _loop, "hw": _hw}
+
+
+def make_context(allow_unregistered: bool = False) -> Context:
+    """A context with ziggurat's dialects and every upstream xDSL dialect registered."""
+    from xdsl.dialects import get_all_dialects as upstream_dialects
+
+    ctx = Context(allow_unregistered=allow_unregistered)
+    ours = get_all_dialects()
+    for name, factory in ours.items():
+        ctx.register_dialect(name, factory)
+    # Upstream xDSL also ships CIRCT's `hw`; ours takes that name here.
+    for name, factory in upstream_dialects().items():
+        if name not in ours:
+            ctx.register_dialect(name, factory)
+    return ctx

@@ -1,0 +1,390 @@
+"""The `loop` dialect: loop nests over buffers, *how* a kernel is computed.
+
+The third of ziggurat's four levels. Values are buffers (builtin `memref`) and
+scalars; kernels are `func.func`s in destination-passing style (outputs are
+arguments). The dialect follows TVM's TensorIR rather than MLIR's `scf`:
+
+* `loop.for` has static bounds and a *kind* (`serial`, `parallel`,
+  `vectorized`, `unrolled`) that schedule primitives set and later levels obey;
+* `loop.block` is the unit of computation: it binds its own iteration
+  variables, each spatial (`S`) or reduction (`R`), to expressions of the
+  surrounding loop variables, so splitting or reordering loops rewrites the
+  bindings and never the block body.
+
+```mlir
+func.func @relu_0(%x: memref<1x512xf32>, %y: memref<1x512xf32>) {
+  loop.for %i = 0 to 1 serial {
+    loop.for %j = 0 to 512 vectorized {
+      loop.block "relu" [S %vi = %i, S %vj = %j] {
+        %v = loop.load %x[%vi, %vj] : memref<1x512xf32>
+        %c = arith.constant 0.000000e+00 : f32
+        %r = arith.maximumf %v, %c : f32
+        loop.store %r, %y[%vi, %vj] : memref<1x512xf32>
+      }
+    }
+  }
+  func.return
+}
+```
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, StringAttr, i64
+from xdsl.ir import Block, Dialect, Region, SSAValue
+from xdsl.irdl import (
+    IRDLOperation,
+    irdl_op_definition,
+    operand_def,
+    prop_def,
+    region_def,
+    result_def,
+    traits_def,
+    var_operand_def,
+)
+from xdsl.parser import Parser
+from xdsl.printer import Printer
+from xdsl.traits import NoTerminator
+from xdsl.utils.exceptions import VerifyException
+
+LOOP_KINDS = ("serial", "parallel", "vectorized", "unrolled")
+ITER_KINDS = ("S", "R")
+
+
+def _require(cond: bool, op: IRDLOperation, message: str) -> None:
+    if not cond:
+        raise VerifyException(f"'{op.name}' op {message}")
+
+
+@irdl_op_definition
+class ForOp(IRDLOperation):
+    """A loop with static bounds and a kind.
+
+    `kind` is `serial`, `parallel` (iterations may run on different threads),
+    `vectorized` (the innermost loop becomes vector code in convert-loop-to-hw)
+    or `unrolled`. The step is printed only when it is not 1.
+
+    ```mlir
+    loop.for %i = 0 to 64 step 4 parallel {
+      "test.op"(%i) : (index) -> ()
+    }
+    ```
+    """
+
+    name = "loop.for"
+    lb = prop_def(IntegerAttr)
+    ub = prop_def(IntegerAttr)
+    step = prop_def(IntegerAttr)
+    kind = prop_def(StringAttr)
+    body = region_def("single_block")
+    traits = traits_def(NoTerminator())
+
+    def __init__(self, lb: int, ub: int, step: int = 1, kind: str = "serial", body: Region | None = None):
+        if body is None:
+            body = Region(Block(arg_types=[IndexType()]))
+        super().__init__(
+            properties={
+                "lb": IntegerAttr(lb, i64),
+                "ub": IntegerAttr(ub, i64),
+                "step": IntegerAttr(step, i64),
+                "kind": StringAttr(kind),
+            },
+            regions=[body],
+        )
+
+    @property
+    def iv(self) -> SSAValue:
+        return self.body.block.args[0]
+
+    @property
+    def bounds(self) -> tuple[int, int, int]:
+        return self.lb.value.data, self.ub.value.data, self.step.value.data
+
+    @property
+    def trip_count(self) -> int:
+        lb, ub, step = self.bounds
+        return max(0, (ub - lb + step - 1) // step)
+
+    def verify_(self) -> None:
+        lb, ub, step = self.bounds
+        _require(step > 0, self, f"step must be positive, got {step}")
+        _require(lb <= ub, self, f"lower bound {lb} exceeds upper bound {ub}")
+        _require(self.kind.data in LOOP_KINDS, self, f"kind must be one of {LOOP_KINDS}, got '{self.kind.data}'")
+        args = self.body.block.args
+        _require(len(args) == 1 and isinstance(args[0].type, IndexType), self, "body needs one index argument")
+
+    def print(self, printer: Printer) -> None:
+        lb, ub, step = self.bounds
+        printer.print_string(" ")
+        printer.print_ssa_value(self.iv)
+        printer.print_string(f" = {lb} to {ub}")
+        if step != 1:
+            printer.print_string(f" step {step}")
+        printer.print_string(f" {self.kind.data} ")
+        printer.print_region(self.body, print_entry_block_args=False)
+        printer.print_op_attributes(self.attributes)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> ForOp:
+        iv = parser.parse_argument(expect_type=False).resolve(IndexType())
+        parser.parse_punctuation("=")
+        lb = parser.parse_integer(allow_boolean=False)
+        parser.parse_keyword("to")
+        ub = parser.parse_integer(allow_boolean=False)
+        step = parser.parse_integer(allow_boolean=False) if parser.parse_optional_keyword("step") else 1
+        kind = parser.parse_keyword_in(LOOP_KINDS, " (loop kind)")
+        body = parser.parse_region([iv])
+        op = cls(lb, ub, step, kind, body)
+        op.attributes |= parser.parse_optional_attr_dict()
+        return op
+
+
+@irdl_op_definition
+class BlockOp(IRDLOperation):
+    """A named unit of computation with bound iteration variables.
+
+    Each operand binds one block argument; `iter_kinds` says whether that
+    variable is spatial (`S`) or a reduction (`R`). The body reads and writes
+    buffers only through its own variables.
+
+    ```mlir
+    loop.block "dense" [S %vi = %i, S %vj = %j, R %vk = %k] {
+      %a = loop.load %x[%vi, %vk] : memref<1x784xf32>
+      "test.op"(%a) : (f32) -> ()
+    }
+    ```
+    """
+
+    name = "loop.block"
+    block_name = prop_def(StringAttr)
+    iter_kinds = prop_def(StringAttr)
+    bindings = var_operand_def(IndexType)
+    body = region_def("single_block")
+    traits = traits_def(NoTerminator())
+
+    def __init__(self, name: str, kinds: str, bindings: Sequence[SSAValue], body: Region | None = None):
+        if body is None:
+            body = Region(Block(arg_types=[IndexType()] * len(bindings)))
+        super().__init__(
+            operands=[bindings],
+            properties={"block_name": StringAttr(name), "iter_kinds": StringAttr(kinds)},
+            regions=[body],
+        )
+
+    @property
+    def vars(self) -> tuple[SSAValue, ...]:
+        return tuple(self.body.block.args)
+
+    def verify_(self) -> None:
+        kinds = self.iter_kinds.data
+        _require(all(k in ITER_KINDS for k in kinds), self, f"iteration kinds must be S or R, got '{kinds}'")
+        _require(len(kinds) == len(self.bindings) == len(self.body.block.args), self, "needs one kind and one block argument per binding")
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_attribute(self.block_name)
+        printer.print_string(" [")
+        triples = list(zip(self.iter_kinds.data, self.body.block.args, self.bindings))
+
+        def print_binding(t) -> None:
+            printer.print_string(f"{t[0]} ")
+            printer.print_ssa_value(t[1])
+            printer.print_string(" = ")
+            printer.print_ssa_value(t[2])
+
+        printer.print_list(triples, print_binding)
+        printer.print_string("] ")
+        printer.print_region(self.body, print_entry_block_args=False)
+        printer.print_op_attributes(self.attributes)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> BlockOp:
+        name = parser.parse_str_literal()
+
+        def parse_binding():
+            kind = parser.parse_keyword_in(ITER_KINDS, " (iteration kind)")
+            arg = parser.parse_argument(expect_type=False).resolve(IndexType())
+            parser.parse_punctuation("=")
+            value = parser.resolve_operand(parser.parse_unresolved_operand(), IndexType())
+            return kind, arg, value
+
+        triples = parser.parse_comma_separated_list(Parser.Delimiter.SQUARE, parse_binding)
+        body = parser.parse_region([a for _, a, _ in triples])
+        op = cls(name, "".join(k for k, _, _ in triples), [v for _, _, v in triples], body)
+        op.attributes |= parser.parse_optional_attr_dict()
+        return op
+
+
+def _print_access(printer: Printer, buf: SSAValue, indices: Sequence[SSAValue]) -> None:
+    printer.print_ssa_value(buf)
+    with printer.in_square_brackets():
+        printer.print_list(indices, printer.print_ssa_value)
+
+
+def _check_access(op: IRDLOperation, buf: SSAValue, indices: Sequence[SSAValue]) -> None:
+    rank = len(buf.type.get_shape())  # type: ignore[attr-defined]
+    _require(len(indices) == rank, op, f"needs {rank} indices for {buf.type}, has {len(indices)}")
+
+
+@irdl_op_definition
+class LoadOp(IRDLOperation):
+    """Loads one element of a buffer.
+
+    ```mlir
+    %v = loop.load %x[%i, %j] : memref<4x8xf32>
+    ```
+    """
+
+    name = "loop.load"
+    buffer = operand_def(MemRefType)
+    indices = var_operand_def(IndexType)
+    result = result_def()
+
+    def __init__(self, buffer: SSAValue, indices: Sequence[SSAValue]):
+        elt = buffer.type.element_type  # type: ignore[attr-defined]
+        super().__init__(operands=[buffer, indices], result_types=[elt])
+
+    def verify_(self) -> None:
+        _check_access(self, self.buffer, self.indices)
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        _print_access(printer, self.buffer, self.indices)
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        printer.print_attribute(self.buffer.type)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> LoadOp:
+        buf = parser.parse_unresolved_operand()
+        idx = parser.parse_comma_separated_list(Parser.Delimiter.SQUARE, parser.parse_unresolved_operand)
+        attrs = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        t = parser.parse_type()
+        op = cls(parser.resolve_operand(buf, t), [parser.resolve_operand(i, IndexType()) for i in idx])
+        op.attributes |= attrs
+        return op
+
+
+@irdl_op_definition
+class StoreOp(IRDLOperation):
+    """Stores one element into a buffer.
+
+    ```mlir
+    loop.store %v, %y[%i, %j] : memref<4x8xf32>
+    ```
+    """
+
+    name = "loop.store"
+    value = operand_def()
+    buffer = operand_def(MemRefType)
+    indices = var_operand_def(IndexType)
+
+    def __init__(self, value: SSAValue, buffer: SSAValue, indices: Sequence[SSAValue]):
+        super().__init__(operands=[value, buffer, indices])
+
+    def verify_(self) -> None:
+        _check_access(self, self.buffer, self.indices)
+        elt = self.buffer.type.element_type  # type: ignore[attr-defined]
+        _require(self.value.type == elt, self, f"stores {self.value.type} into a buffer of {elt}")
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_ssa_value(self.value)
+        printer.print_string(", ")
+        _print_access(printer, self.buffer, self.indices)
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        printer.print_attribute(self.buffer.type)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> StoreOp:
+        value = parser.parse_unresolved_operand()
+        parser.parse_punctuation(",")
+        buf = parser.parse_unresolved_operand()
+        idx = parser.parse_comma_separated_list(Parser.Delimiter.SQUARE, parser.parse_unresolved_operand)
+        attrs = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        t = parser.parse_type()
+        op = cls(
+            parser.resolve_operand(value, t.element_type),  # type: ignore[attr-defined]
+            parser.resolve_operand(buf, t),
+            [parser.resolve_operand(i, IndexType()) for i in idx],
+        )
+        op.attributes |= attrs
+        return op
+
+
+@irdl_op_definition
+class AllocOp(IRDLOperation):
+    """Allocates a buffer in a memory scope (`global`, `local`).
+
+    In the model function a `global` buffer is a slot of the static arena; in a
+    kernel it is scratch memory for the kernel's duration.
+
+    ```mlir
+    %t = loop.alloc "global" : memref<1x512xf32>
+    ```
+    """
+
+    name = "loop.alloc"
+    scope = prop_def(StringAttr)
+    result = result_def(MemRefType)
+    assembly_format = "$scope attr-dict `:` type($result)"
+
+    def __init__(self, result_type: MemRefType, scope: str = "global"):
+        super().__init__(properties={"scope": StringAttr(scope)}, result_types=[result_type])
+
+    def verify_(self) -> None:
+        _require(self.scope.data in ("global", "local"), self, f"scope must be global or local, got '{self.scope.data}'")
+
+
+@irdl_op_definition
+class ConstBufferOp(IRDLOperation):
+    """A read-only buffer bound at run time to a named weight.
+
+    ```mlir
+    %w = loop.const_buffer "fc1.weight" : memref<512x784xf32>
+    ```
+    """
+
+    name = "loop.const_buffer"
+    ref = prop_def(StringAttr)
+    result = result_def(MemRefType)
+    assembly_format = "$ref attr-dict `:` type($result)"
+
+    def __init__(self, ref: str, result_type: MemRefType):
+        super().__init__(properties={"ref": StringAttr(ref)}, result_types=[result_type])
+
+
+@irdl_op_definition
+class CopyOp(IRDLOperation):
+    """Copies a whole buffer into another of the same element count.
+
+    Used where a model output is an input or a weight, or for a reshape that
+    must materialize.
+
+    ```mlir
+    loop.copy %a, %b : memref<4x8xf32>, memref<32xf32>
+    ```
+    """
+
+    name = "loop.copy"
+    source = operand_def(MemRefType)
+    dest = operand_def(MemRefType)
+    assembly_format = "$source `,` $dest attr-dict `:` type($source) `,` type($dest)"
+
+    def __init__(self, source: SSAValue, dest: SSAValue):
+        super().__init__(operands=[source, dest])
+
+    def verify_(self) -> None:
+        a, b = self.source.type, self.dest.type
+        _require(a.element_count() == b.element_count(), self, "source and destination sizes differ")  # type: ignore[attr-defined]
+        _require(a.element_type == b.element_type, self, "element types differ")  # type: ignore[attr-defined]
+
+
+LOOP_OPS = [ForOp, BlockOp, LoadOp, StoreOp, AllocOp, ConstBufferOp, CopyOp]
+
+Loop = Dialect("loop", LOOP_OPS, [])
