@@ -143,7 +143,7 @@ class ReduceOp(IRDLOperation):
     element with `combiner` (add, mul, max, min), starting from `init`.
 
     ```mlir
-    %y = te.reduce "dense" add init 0.000000e+00 (%i, %j) reduce (%k : 784) : tensor<1x512xf32> {
+    %y = te.reduce "dense" add init 0.000000e+00 : f32 (%i, %j) reduce (%k : 784) : tensor<1x512xf32> {
       %a = te.read %x[%i, %k] : tensor<1x784xf32>
       %b = te.read %w[%j, %k] : tensor<512x784xf32>
       %m = arith.mulf %a, %b : f32
@@ -202,7 +202,7 @@ class ReduceOp(IRDLOperation):
         printer.print_string(" ")
         printer.print_attribute(self.tag)
         printer.print_string(f" {self.combiner.data} init ")
-        printer.print_float(self.init.value.data, self.init.type)  # type: ignore[arg-type]
+        printer.print_attribute(self.init)
         printer.print_string(" ")
         _print_args(printer, args[: self.rank])
         printer.print_string(" reduce (")
@@ -224,7 +224,7 @@ class ReduceOp(IRDLOperation):
         tag = parser.parse_str_literal()
         combiner = parser.parse_identifier()
         parser.parse_keyword("init")
-        init = parser.parse_float()
+        init = parser.parse_attribute()
         spatial = _parse_index_args(parser)
         parser.parse_keyword("reduce")
 
@@ -237,7 +237,7 @@ class ReduceOp(IRDLOperation):
         parser.parse_punctuation(":")
         result_type = parser.parse_type()
         body = parser.parse_region([*spatial, *(a for a, _ in axes)])
-        op = cls(tag, combiner, init, [e for _, e in axes], result_type, body)  # type: ignore[arg-type]
+        op = cls(tag, combiner, init.value.data, [e for _, e in axes], result_type, body)  # type: ignore[arg-type, attr-defined]
         op.attributes |= parser.parse_optional_attr_dict()
         return op
 
@@ -250,7 +250,7 @@ class ReadOp(IRDLOperation):
     the pad value (zero padding for convolution, -inf for max pooling).
 
     ```mlir
-    %v = te.read %x[%n, %c, %h, %w] pad 0.000000e+00 : tensor<1x3x32x32xf32>
+    %v = te.read %x[%n, %c, %h, %w] pad 0.000000e+00 : f32 : tensor<1x3x32x32xf32>
     ```
     """
 
@@ -278,7 +278,7 @@ class ReadOp(IRDLOperation):
             printer.print_list(self.indices, printer.print_ssa_value)
         if self.pad is not None:
             printer.print_string(" pad ")
-            printer.print_float(self.pad.value.data, self.pad.type)  # type: ignore[arg-type]
+            printer.print_attribute(self.pad)
         printer.print_op_attributes(self.attributes)
         printer.print_string(" : ")
         printer.print_attribute(self.tensor.type)
@@ -287,7 +287,7 @@ class ReadOp(IRDLOperation):
     def parse(cls, parser: Parser) -> ReadOp:
         tensor = parser.parse_unresolved_operand()
         indices = parser.parse_comma_separated_list(Parser.Delimiter.SQUARE, parser.parse_unresolved_operand)
-        pad = parser.parse_float() if parser.parse_optional_keyword("pad") else None
+        pad = parser.parse_attribute().value.data if parser.parse_optional_keyword("pad") else None  # type: ignore[attr-defined]
         attrs = parser.parse_optional_attr_dict()
         parser.parse_punctuation(":")
         tensor_type = parser.parse_type()

@@ -1,0 +1,71 @@
+"""Options of the LLVM backend and what translation reports about a module.
+
+`LLVMOptions` is what a user (or the autotuner) sets; `ModuleInfo` is what
+`translate_module` found out and what a runtime needs to call the result:
+the entry symbol, the order of the packed arguments and the arena size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+FAST_MATH_FLAGS = frozenset({"fast", "nnan", "ninf", "nsz", "arcp", "contract", "afn", "reassoc"})
+
+
+@dataclass(frozen=True)
+class LLVMOptions:
+    """How the backend translates and compiles a loop-level module.
+
+    * `num_threads`: threads for `parallel` loops. With 1, parallel loops are
+      serial and no OpenMP symbol is referenced, so libgomp is not needed.
+    * `entry`: name of the model function that gets the packed entry wrapper.
+    * `prefix`: the wrapper is exported as `<prefix>_entry`.
+    * `export_all`: every `func.func` is external under its own name, with
+      one plain pointer per memref argument (single kernels, tests, tuning).
+    * `fast_math`: LLVM fast-math flags put on every float instruction.
+    * `opt_level`: 0-3, for the IR pipeline and for code generation.
+    * `cpu`, `features`: target overrides; None means the host's.
+    """
+
+    num_threads: int = 1
+    entry: str = "main"
+    prefix: str = "ziggurat"
+    export_all: bool = False
+    fast_math: tuple[str, ...] = ("contract", "reassoc")
+    opt_level: int = 3
+    cpu: str | None = None
+    features: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.num_threads < 1:
+            raise ValueError(f"num_threads must be at least 1, got {self.num_threads}")
+        if not 0 <= self.opt_level <= 3:
+            raise ValueError(f"opt_level must be 0..3, got {self.opt_level}")
+        bad = set(self.fast_math) - FAST_MATH_FLAGS
+        if bad:
+            raise ValueError(f"unknown fast-math flags {sorted(bad)}; known: {sorted(FAST_MATH_FLAGS)}")
+        if not self.prefix.isidentifier():
+            raise ValueError(f"prefix must be a C identifier, got '{self.prefix}'")
+
+
+@dataclass
+class ModuleInfo:
+    """What a caller of the translated module needs to know.
+
+    The packed entry ABI is `void <entry_symbol>(void** args)` with
+    `args = [entry memref args (num_args)] + [const buffers (const_names order)]
+    + [arena pointer, only if arena_size > 0]`.
+    """
+
+    entry_symbol: str | None = None
+    num_args: int = 0
+    const_names: list[str] = field(default_factory=list)
+    arena_size: int = 0
+    arena_offsets: list[int] = field(default_factory=list)
+    exported: list[str] = field(default_factory=list)
+    uses_openmp: bool = False
+
+    @property
+    def num_slots(self) -> int:
+        """Length of the packed `void*` argument array of the entry wrapper."""
+        return self.num_args + len(self.const_names) + (1 if self.arena_size > 0 else 0)

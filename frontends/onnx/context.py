@@ -1,0 +1,161 @@
+"""What the ONNX converters share while one graph is imported.
+
+An ONNX value name is bound either to an SSA value of the `graph` dialect or,
+while it is still known at import time (initializers, `Constant` nodes and data
+movement on them), to a numpy array. Arrays become `graph.constant` ops only
+when an op needs them as tensors, once per shape, at their first use; an array
+read only at import time (a Reshape target shape) never appears in the IR.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+from xdsl.builder import Builder
+from xdsl.dialects.builtin import TensorType, f32
+from xdsl.ir import Operation, SSAValue
+
+from ziggurat.dialects import graph
+from ziggurat.errors import ModelLoadError, ShapeError, UnsupportedOpError
+from ziggurat.frontends.weights import WeightStore
+
+Value = SSAValue | np.ndarray
+"""What an ONNX value name is bound to: an SSA value or an import-time constant."""
+
+Shape = tuple[int, ...]
+
+
+def tensor_type(shape: Sequence[int]) -> TensorType:
+    """The float32 tensor type of a static shape."""
+    return TensorType(f32, list(shape))
+
+
+def shape_of(value: SSAValue) -> Shape:
+    """The static shape of a tensor SSA value."""
+    assert isinstance(value.type, TensorType)
+    return tuple(value.type.get_shape())
+
+
+def name_hint(onnx_name: str) -> str | None:
+    """A readable SSA name for an ONNX name: `[A-Za-z0-9_]`, not starting with a digit.
+
+    PyTorch's `/layer/Op_output_0` loses its `_output_0` suffix.
+    """
+    name = re.sub(r"_output_0$", "", onnx_name)
+    name = re.sub(r"[^A-Za-z0-9_]+", "_", name).strip("_")
+    if not name:
+        return None
+    return f"v{name}" if name[0].isdigit() else name
+
+
+def attributes(node: onnx.NodeProto) -> dict[str, Any]:
+    """The attributes of `node` as Python values (strings decoded)."""
+    values = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    return {k: v.decode() if isinstance(v, bytes) else v for k, v in values.items()}
+
+
+def float32_literal(value: float) -> float:
+    """`value` rounded to float32 and spelled shortest (1e-05, not 9.99999974e-06)."""
+    return float(str(np.float32(value)))
+
+
+class ConversionContext:
+    """Bindings of ONNX names, the IR builder and the weight store of one import."""
+
+    def __init__(self, builder: Builder, weights: WeightStore, opset: int):
+        self.builder = builder
+        self.weights = weights
+        self.opset = opset
+        self.node: onnx.NodeProto | None = None
+        self.node_label = ""
+        self._values: dict[str, Value] = {}
+        self._materialized: dict[tuple[str, Shape], SSAValue] = {}
+
+    # -- bindings ------------------------------------------------------------
+
+    def begin_node(self, node: onnx.NodeProto | None, label: str = "") -> None:
+        """Makes `node` the one whose errors the helpers below report."""
+        self.node, self.node_label = node, label
+
+    def bind(self, name: str, value: Value) -> None:
+        self._values[name] = value
+
+    def lookup(self, name: str) -> Value:
+        """What `name` is bound to, constant or not."""
+        if name not in self._values:
+            where = f"node '{self.node_label}' uses" if self.node is not None else "the graph returns"
+            raise ModelLoadError(
+                f"{where} '{name}', which no input, initializer or earlier node defines. "
+                "The graph must be topologically sorted; check it with onnx.checker.check_model."
+            )
+        return self._values[name]
+
+    def constant(self, name: str) -> np.ndarray | None:
+        """The import-time value of `name`, or None when it is only known at run time."""
+        value = self.lookup(name)
+        return value if isinstance(value, np.ndarray) else None
+
+    def shape(self, name: str) -> Shape:
+        value = self.lookup(name)
+        return tuple(value.shape) if isinstance(value, np.ndarray) else shape_of(value)
+
+    def value(self, name: str) -> SSAValue:
+        """`name` as an SSA value, materializing a constant at its first use."""
+        value = self.lookup(name)
+        if isinstance(value, np.ndarray):
+            return self.reshaped(name, value.shape)
+        return value
+
+    @staticmethod
+    def input(node: onnx.NodeProto, index: int) -> str | None:
+        """The name of optional input `index`, or None when it is left out."""
+        return node.input[index] if index < len(node.input) and node.input[index] else None
+
+    # -- building ------------------------------------------------------------
+
+    def emit(self, op: Operation) -> SSAValue:
+        """Appends `op` and returns its single result."""
+        self.builder.insert(op)
+        return op.results[0]
+
+    def add_constant(self, array: np.ndarray, ref: str) -> SSAValue:
+        """Stores `array` under (a unique variant of) `ref` and emits its graph.constant."""
+        if array.dtype != np.float32:
+            message = f"constant '{ref}' has dtype {array.dtype}; only float32 tensors are supported for now"
+            raise self.unsupported(message) if self.node is not None else ShapeError(message)
+        stored = self.weights.add(ref, array)
+        result = self.emit(graph.ConstantOp(stored, tensor_type(array.shape)))
+        result.name_hint = name_hint(stored)
+        return result
+
+    def reshape(self, value: SSAValue, shape: Sequence[int]) -> SSAValue:
+        """`value` under a new shape; no op when the shape does not change."""
+        if shape_of(value) == tuple(shape):
+            return value
+        return self.emit(graph.ReshapeOp(value, tensor_type(shape)))
+
+    def reshaped(self, name: str, shape: Sequence[int]) -> SSAValue:
+        """`name` under `shape`: a reshaped weight for a constant, else a graph.reshape."""
+        array = self.constant(name)
+        if array is None:
+            return self.reshape(self.value(name), shape)
+        key = (name, tuple(shape))
+        if key not in self._materialized:
+            self._materialized[key] = self.add_constant(array.reshape(shape), name)
+        return self._materialized[key]
+
+    # -- errors --------------------------------------------------------------
+
+    def unsupported(self, reason: str) -> UnsupportedOpError:
+        """An error for a variant of the current node's op that has no conversion."""
+        assert self.node is not None
+        return UnsupportedOpError(self.node.op_type, self.node_label, self.opset, reason)
+
+    def shape_error(self, message: str) -> ShapeError:
+        """An error for inconsistent shapes at the current node."""
+        assert self.node is not None
+        return ShapeError(f"{self.node.op_type} node '{self.node_label}': {message}. Check the model with onnx.checker.check_model(model, full_check=True).")

@@ -1,0 +1,265 @@
+"""The ONNX importer: an ONNX model to a `graph`-dialect module and a weight store.
+
+The module holds one `func.func @main` whose arguments are the graph inputs
+that are not initializers and whose results are the graph outputs, both in
+graph order; their ONNX names are kept in the func attributes
+`graph.input_names` and `graph.output_names`. Weights are `graph.constant` ops
+that name entries of the returned `WeightStore`.
+
+```mlir
+func.func @main(%input: tensor<1x784xf32>) -> tensor<1x10xf32> attributes {graph.input_names = ["input"], graph.output_names = ["logits"]} {
+  %fc_weight = graph.constant "fc.weight" : tensor<10x784xf32>
+  %logits = graph.matmul %input, %fc_weight {transpose_b = true} : tensor<1x784xf32>, tensor<10x784xf32> -> tensor<1x10xf32>
+  func.return %logits : tensor<1x10xf32>
+}
+```
+
+Every node is checked for a converter before any IR is built. Shapes are
+static: each converter computes its output shapes, and they are checked against
+ONNX shape inference wherever it knows them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+from xdsl.builder import Builder
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr
+from xdsl.ir import Block, Region
+from xdsl.rewriter import InsertPoint
+
+from ziggurat.errors import ModelLoadError, ShapeError, UnsupportedOpError
+from ziggurat.frontends.onnx.context import ConversionContext, Shape, Value, name_hint, tensor_type
+from ziggurat.frontends.onnx.convert_elementwise import BINARY_OPS, UNARY_OPS, convert_binary, convert_unary
+from ziggurat.frontends.onnx.convert_nn import (
+    convert_average_pool,
+    convert_batch_norm,
+    convert_conv,
+    convert_gemm,
+    convert_global_average_pool,
+    convert_matmul,
+    convert_max_pool,
+    convert_softmax,
+)
+from ziggurat.frontends.onnx.convert_shape import (
+    convert_constant,
+    convert_flatten,
+    convert_identity,
+    convert_reshape,
+    convert_transpose,
+)
+from ziggurat.frontends.onnx.loader import ModelSource, load_model
+from ziggurat.frontends.weights import WeightStore
+
+Converter = Callable[[ConversionContext, onnx.NodeProto], Sequence[Value]]
+"""Converts one node; returns one value per leading output of the node."""
+
+CONVERTERS: dict[str, Converter] = {
+    **dict.fromkeys(UNARY_OPS, convert_unary),
+    **dict.fromkeys(BINARY_OPS, convert_binary),
+    "Conv": convert_conv,
+    "MaxPool": convert_max_pool,
+    "AveragePool": convert_average_pool,
+    "GlobalAveragePool": convert_global_average_pool,
+    "BatchNormalization": convert_batch_norm,
+    "Gemm": convert_gemm,
+    "MatMul": convert_matmul,
+    "Softmax": convert_softmax,
+    "Flatten": convert_flatten,
+    "Reshape": convert_reshape,
+    "Transpose": convert_transpose,
+    "Constant": convert_constant,
+    "Identity": convert_identity,
+}
+"""ONNX op type (default domain) -> converter."""
+
+MIN_OPSET = 7
+"""Older opsets have other broadcasting rules (the `broadcast` attribute)."""
+
+_DEFAULT_DOMAINS = ("", "ai.onnx")
+
+
+@dataclass
+class ImportedModel:
+    """A model in the `graph` dialect: `module` holds `func.func @main`, whose
+    `graph.constant` ops name the entries of `weights`."""
+
+    module: ModuleOp
+    weights: WeightStore
+    input_names: list[str]
+    output_names: list[str]
+    input_shapes: list[Shape]
+    output_shapes: list[Shape]
+    opset: int
+
+
+def import_onnx(model_or_path: ModelSource) -> ImportedModel:
+    """Imports an ONNX model given as a `ModelProto`, a path or serialized bytes.
+
+    Raises ModelLoadError for a file that cannot be read or is not valid ONNX,
+    UnsupportedOpError for an op without a converter, and ShapeError for
+    dynamic, non-float32 or inconsistent shapes.
+    """
+    model, label = load_model(model_or_path)
+    opset = _default_opset(model, label)
+    _check_supported(model.graph, opset)
+    _check_valid(model, label)
+    return _import_graph(model.graph, opset, _inferred_shapes(model))
+
+
+def _node_label(node: onnx.NodeProto, index: int) -> str:
+    return node.name or f"<node #{index}>"
+
+
+def _default_opset(model: onnx.ModelProto, label: str) -> int:
+    versions = [entry.version for entry in model.opset_import if entry.domain in _DEFAULT_DOMAINS]
+    if not versions:
+        raise ModelLoadError(f"{label} imports no opset of the default ONNX domain; re-export it with an ONNX opset.")
+    if versions[0] < MIN_OPSET:
+        raise ModelLoadError(
+            f"{label} uses opset {versions[0]}; ziggurat supports opset {MIN_OPSET} and newer. "
+            "Upgrade it with onnx.version_converter.convert_version(model, 17)."
+        )
+    return versions[0]
+
+
+def _check_supported(graph: onnx.GraphProto, opset: int) -> None:
+    """Raises for the first node without a converter, naming the other missing op types."""
+    unsupported = [
+        (index, node) for index, node in enumerate(graph.node)
+        if node.domain not in _DEFAULT_DOMAINS or node.op_type not in CONVERTERS
+    ]
+    if not unsupported:
+        return
+    index, node = unsupported[0]
+    reasons = [f"it belongs to domain '{node.domain}'"] if node.domain not in _DEFAULT_DOMAINS else []
+    others = sorted({n.op_type for _, n in unsupported} - {node.op_type})
+    if others:
+        reasons.append(f"the model also uses the unsupported op(s) {', '.join(others)}")
+    raise UnsupportedOpError(node.op_type, _node_label(node, index), opset, "; ".join(reasons))
+
+
+def _check_valid(model: onnx.ModelProto, label: str) -> None:
+    if model.graph.sparse_initializer:
+        raise ModelLoadError(f"{label} has sparse initializers, which are not supported; store them dense.")
+    try:
+        onnx.checker.check_model(model)
+    except onnx.checker.ValidationError as e:
+        detail = str(e).strip().splitlines()[0].rstrip(".")
+        raise ModelLoadError(f"{label} is not a valid ONNX model: {detail}. Re-export or repair it.") from None
+
+
+def _static_shape(value_type: onnx.TypeProto) -> Shape | None:
+    """The shape of a tensor type when every dim is a number, else None."""
+    if not value_type.tensor_type.HasField("shape"):
+        return None
+    dims = value_type.tensor_type.shape.dim
+    if any(dim.WhichOneof("value") != "dim_value" for dim in dims):
+        return None
+    return tuple(dim.dim_value for dim in dims)
+
+
+def _inferred_shapes(model: onnx.ModelProto) -> dict[str, Shape]:
+    """Static shapes that ONNX shape inference knows, by value name."""
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, data_prop=True).graph
+    except onnx.shape_inference.InferenceError as e:
+        raise ShapeError(f"ONNX shape inference failed: {e}. Check the model's shapes.") from None
+    shapes = {}
+    for info in (*inferred.value_info, *inferred.output):
+        shape = _static_shape(info.type)
+        if shape is not None:
+            shapes[info.name] = shape
+    return shapes
+
+
+def _input_shape(info: onnx.ValueInfoProto) -> Shape:
+    """The static shape of a float32 graph input; raises ShapeError otherwise."""
+    if info.type.WhichOneof("value") != "tensor_type":
+        raise ShapeError(f"input '{info.name}' is not a tensor; ziggurat supports tensor inputs only.")
+    elem_type = info.type.tensor_type.elem_type
+    if elem_type != onnx.TensorProto.FLOAT:
+        raise ShapeError(
+            f"input '{info.name}' has element type {onnx.TensorProto.DataType.Name(elem_type)}; "
+            "ziggurat supports float32 inputs only for now. Re-export the model with float32 inputs."
+        )
+    shape = _static_shape(info.type)
+    if shape is None:
+        dims = info.type.tensor_type.shape.dim
+        shown = [d.dim_param or "?" if d.WhichOneof("value") != "dim_value" else d.dim_value for d in dims]
+        raise ShapeError(
+            f"input '{info.name}' has a dynamic or unknown shape {shown}; ziggurat needs static shapes. "
+            "Export the model with static shapes (no dynamic axes) or fix them with "
+            "onnx.tools.update_model_dims.update_inputs_outputs_dims."
+        )
+    return shape
+
+
+def _value_shape(value: Value) -> Shape:
+    return tuple(value.shape) if isinstance(value, np.ndarray) else tuple(value.type.get_shape())
+
+
+def _bind_outputs(
+    ctx: ConversionContext, node: onnx.NodeProto, values: Sequence[Value], inferred: dict[str, Shape]
+) -> None:
+    """Binds the node's outputs, checking their shapes against shape inference."""
+    for index, name in enumerate(node.output):
+        if not name:
+            continue
+        if index >= len(values):
+            raise ctx.unsupported(f"output #{index} ('{name}') is not supported; only the first {len(values)} can be used")
+        value = values[index]
+        expected = inferred.get(name)
+        if expected is not None and expected != _value_shape(value):
+            raise ctx.shape_error(
+                f"computed shape {_value_shape(value)} for '{name}' but ONNX shape inference gives {expected}"
+            )
+        if not isinstance(value, np.ndarray) and value.name_hint is None:
+            value.name_hint = name_hint(name)
+        ctx.bind(name, value)
+
+
+def _import_graph(graph: onnx.GraphProto, opset: int, inferred: dict[str, Shape]) -> ImportedModel:
+    initializers = {tensor.name: numpy_helper.to_array(tensor) for tensor in graph.initializer}
+    inputs = [info for info in graph.input if info.name not in initializers]
+    input_shapes = [_input_shape(info) for info in inputs]
+    block = Block(arg_types=[tensor_type(shape) for shape in input_shapes])
+    ctx = ConversionContext(Builder(InsertPoint.at_end(block)), WeightStore(), opset)
+    for name, array in initializers.items():
+        ctx.bind(name, array)
+    for info, arg in zip(inputs, block.args):
+        arg.name_hint = name_hint(info.name)
+        ctx.bind(info.name, arg)
+
+    for index, node in enumerate(graph.node):
+        ctx.begin_node(node, _node_label(node, index))
+        _bind_outputs(ctx, node, CONVERTERS[node.op_type](ctx, node), inferred)
+    ctx.begin_node(None)
+
+    results = [ctx.value(info.name) for info in graph.output]
+    output_shapes = [tuple(result.type.get_shape()) for result in results]
+    for info, shape in zip(graph.output, output_shapes):
+        declared = _static_shape(info.type)
+        if declared is not None and declared != shape:
+            raise ShapeError(f"graph output '{info.name}' is declared {declared} but computes to {shape}.")
+    ctx.builder.insert(func.ReturnOp(*results))
+
+    main = func.FuncOp("main", (block.arg_types, [r.type for r in results]), Region(block))
+    input_names = [info.name for info in inputs]
+    output_names = [info.name for info in graph.output]
+    main.attributes["graph.input_names"] = ArrayAttr([StringAttr(n) for n in input_names])
+    main.attributes["graph.output_names"] = ArrayAttr([StringAttr(n) for n in output_names])
+    return ImportedModel(
+        module=ModuleOp([main]),
+        weights=ctx.weights,
+        input_names=input_names,
+        output_names=output_names,
+        input_shapes=input_shapes,
+        output_shapes=output_shapes,
+        opset=opset,
+    )

@@ -1,0 +1,105 @@
+"""convert-graph-to-te: give every graph op its tensor-expression kernel."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.builder import Builder
+from xdsl.context import Context
+from xdsl.dialects import builtin, func
+from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from ziggurat.dialects import graph
+from ziggurat.errors import CompileError
+from ziggurat.lowering.topi import COMPUTE_DEFS
+
+# Ops that stay in the model function as they are.
+_KEPT = (graph.ConstantOp, graph.CallKernelOp)
+
+
+def _unique_name(base: str, taken: set[str]) -> str:
+    n = 0
+    while f"{base}_{n}" in taken:
+        n += 1
+    name = f"{base}_{n}"
+    taken.add(name)
+    return name
+
+
+def build_kernel(op: Operation, name: str) -> tuple[func.FuncOp, list[SSAValue]]:
+    """A te function computing `op`'s result from its distinct operands."""
+    operands: list[SSAValue] = []
+    for v in op.operands:
+        if v not in operands:
+            operands.append(v)
+    block = Block(arg_types=[v.type for v in operands])
+    for i, arg in enumerate(block.args):
+        arg.name_hint = f"in{i}"
+    mapping = dict(zip(operands, block.args))
+    b = Builder(InsertPoint.at_end(block))
+    result = COMPUTE_DEFS[type(op)](op, b, mapping.__getitem__)
+    b.insert(func.ReturnOp(result))
+    kernel = func.FuncOp(name, ([v.type for v in operands], [op.results[0].type]), Region(block))
+    return kernel, operands
+
+
+@dataclass(frozen=True)
+class ConvertGraphToTePass(ModulePass):
+    """Outlines each compute op of the graph into a te kernel function.
+
+    **Input:** functions with `graph` ops on tensors (the importer's output).
+
+    **Output:** every op with a compute definition (`lowering/topi.py`) is
+    replaced by `graph.call_kernel @<op>_<n>(...)`, and a new `func.func
+    @<op>_<n>` over tensors holds its `te.compute`/`te.reduce` definition.
+    `graph.constant` and existing calls stay. An op with no compute definition
+    is an error that names it.
+
+    **Invariants:** one kernel per op (fusion comes before this pass and
+    turns groups into one kernel each); the model function keeps its
+    signature.
+
+    Example:
+    ```mlir
+    func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+      %y = graph.relu %x : tensor<4xf32>
+      func.return %y : tensor<4xf32>
+    }
+    ```
+    becomes
+    ```mlir
+    func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+      %y = graph.call_kernel @relu_0(%x) : (tensor<4xf32>) -> tensor<4xf32>
+      func.return %y : tensor<4xf32>
+    }
+    func.func @relu_0(%in0: tensor<4xf32>) -> tensor<4xf32> {
+      %0 = te.compute "relu" (%i) : tensor<4xf32> {
+        %v = te.read %in0[%i] : tensor<4xf32>
+        ...
+      }
+      func.return %0 : tensor<4xf32>
+    }
+    ```
+    """
+
+    name = "convert-graph-to-te"
+
+    def apply(self, ctx: Context, op: builtin.ModuleOp) -> None:
+        taken = {f.sym_name.data for f in op.ops if isinstance(f, func.FuncOp)}
+        rewriter = Rewriter()
+        for model in [f for f in op.ops if isinstance(f, func.FuncOp)]:
+            for gop in list(model.walk()):
+                if gop.dialect_name() != "graph" or isinstance(gop, _KEPT):
+                    continue
+                if type(gop) not in COMPUTE_DEFS:
+                    raise CompileError(
+                        f"convert-graph-to-te: no compute definition for '{gop.name}' "
+                        f"(at {gop.location}); "
+                        "add one to lowering/topi.py or decompose the op first"
+                    )
+                kernel, operands = build_kernel(gop, _unique_name(gop.name.split(".")[1], taken))
+                op.body.block.add_op(kernel)
+                call = graph.CallKernelOp(kernel.sym_name.data, operands, gop.results[0].type)
+                rewriter.replace_op(gop, call)

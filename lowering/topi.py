@@ -1,0 +1,301 @@
+"""Compute definitions: what each graph op means as tensor expressions.
+
+This is ziggurat's TOPI. `COMPUTE_DEFS` maps each graph op class to a
+function `define(op, b, x) -> SSAValue` that inserts te ops with builder `b`,
+where `x(v)` gives the te-level value of the graph operand `v`. The table is
+keyed by op class, not by string, and a test checks that every graph op with
+a compute meaning has an entry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from xdsl.builder import Builder
+from xdsl.dialects.builtin import TensorType
+from xdsl.ir import Operation, SSAValue
+
+from ziggurat.dialects import graph
+from ziggurat.lowering.te_builder import Expr, compute, reduce
+
+Lookup = Callable[[SSAValue], SSAValue]
+Define = Callable[[Operation, Builder, Lookup], SSAValue]
+
+NEG_INF = float("-inf")
+
+
+def _shape(v: SSAValue) -> tuple[int, ...]:
+    return tuple(v.type.get_shape())  # type: ignore[attr-defined]
+
+
+def _ints(attr) -> tuple[int, ...]:
+    return tuple(attr.get_values())
+
+
+def _broadcast_index(e: Expr, idx: Sequence[SSAValue], shape: Sequence[int]) -> list[SSAValue]:
+    """Output indices -> operand indices under numpy broadcasting."""
+    offset = len(idx) - len(shape)
+    zero: SSAValue | None = None
+    out = []
+    for d, size in enumerate(shape):
+        if size == 1:
+            zero = zero or e.idx(0)
+            out.append(zero)
+        else:
+            out.append(idx[offset + d])
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Elementwise
+# ---------------------------------------------------------------------------
+
+UNARY_BODIES: dict[type[Operation], Callable[[Expr, SSAValue], SSAValue]] = {
+    graph.ReluOp: lambda e, v: e.max(v, e.const(0.0)),
+    graph.TanhOp: lambda e, v: e.tanh(v),
+    graph.SigmoidOp: lambda e, v: e.div(e.const(1.0), e.add(e.const(1.0), e.exp(e.neg(v)))),
+    graph.ExpOp: lambda e, v: e.exp(v),
+    graph.SqrtOp: lambda e, v: e.sqrt(v),
+    graph.NegOp: lambda e, v: e.neg(v),
+    graph.ErfOp: lambda e, v: e.erf(v),
+}
+
+BINARY_BODIES: dict[type[Operation], Callable[[Expr, SSAValue, SSAValue], SSAValue]] = {
+    graph.AddOp: lambda e, a, b: e.add(a, b),
+    graph.SubOp: lambda e, a, b: e.sub(a, b),
+    graph.MulOp: lambda e, a, b: e.mul(a, b),
+    graph.DivOp: lambda e, a, b: e.div(a, b),
+}
+
+
+def define_unary(op: Operation, b: Builder, x: Lookup) -> SSAValue:
+    src = x(op.operands[0])
+    fn = UNARY_BODIES[type(op)]
+    tag = op.name.split(".")[1]
+    return compute(b, tag, op.results[0].type, lambda e, i: fn(e, e.read(src, i)))  # type: ignore[arg-type]
+
+
+def define_binary(op: Operation, b: Builder, x: Lookup) -> SSAValue:
+    lhs, rhs = x(op.operands[0]), x(op.operands[1])
+    fn = BINARY_BODIES[type(op)]
+    tag = op.name.split(".")[1]
+
+    def body(e: Expr, i: Sequence[SSAValue]) -> SSAValue:
+        a = e.read(lhs, _broadcast_index(e, i, _shape(lhs)))
+        c = e.read(rhs, _broadcast_index(e, i, _shape(rhs)))
+        return fn(e, a, c)
+
+    return compute(b, tag, op.results[0].type, body)  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------------
+# Linear algebra and convolution
+# ---------------------------------------------------------------------------
+
+
+def define_matmul(op: graph.MatmulOp, b: Builder, x: Lookup) -> SSAValue:
+    lhs, rhs = x(op.lhs), x(op.rhs)
+    a_shape, b_shape = _shape(lhs), _shape(rhs)
+    out_type: TensorType = op.result.type  # type: ignore[assignment]
+    rank = len(out_type.get_shape())
+    k_extent = a_shape[-1]
+    tb = op.is_transpose_b
+
+    def body(e: Expr, i: Sequence[SSAValue], r: Sequence[SSAValue]) -> SSAValue:
+        (k,) = r
+        batch = i[: rank - 2]
+        a_idx = _broadcast_index(e, batch, a_shape[:-2]) + [i[rank - 2], k]
+        b_last = [i[rank - 1], k] if tb else [k, i[rank - 1]]
+        b_idx = _broadcast_index(e, batch, b_shape[:-2]) + b_last
+        return e.mul(e.read(lhs, a_idx), e.read(rhs, b_idx))
+
+    return reduce(b, "matmul", "add", 0.0, out_type, [k_extent], body)
+
+
+def define_conv2d(op: graph.Conv2dOp, b: Builder, x: Lookup) -> SSAValue:
+    inp, w = x(op.input), x(op.weight)
+    _, _, ih, iw = _shape(inp)
+    co, cg, kh, kw = _shape(w)
+    sh, sw = _ints(op.strides)
+    pt, pl, _, _ = _ints(op.pads)
+    dh, dw = _ints(op.dilations)
+    groups = op.groups.value.data
+    co_per_group = co // groups
+    padded = any(_ints(op.pads))
+
+    def body(e: Expr, i: Sequence[SSAValue], r: Sequence[SSAValue]) -> SSAValue:
+        n, o, y, xx = i
+        c, ky, kx = r
+        ci = c if groups == 1 else e.affine([(e.idiv(o, co_per_group), cg), (c, 1)])
+        hy = e.affine([(y, sh), (ky, dh)], -pt)
+        wx = e.affine([(xx, sw), (kx, dw)], -pl)
+        v = e.read(inp, [n, ci, hy, wx], pad=0.0 if padded else None)
+        return e.mul(v, e.read(w, [o, c, ky, kx]))
+
+    return reduce(b, "conv2d", "add", 0.0, op.result.type, [cg, kh, kw], body)  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------------
+# Pooling and normalization
+# ---------------------------------------------------------------------------
+
+
+def _window(e: Expr, op: graph.Pool2dOp, i: Sequence[SSAValue], r: Sequence[SSAValue]):
+    sh, sw = _ints(op.strides)
+    pt, pl, _, _ = _ints(op.pads)
+    dh, dw = _ints(op.dilations)
+    n, c, y, xx = i
+    ky, kx = r
+    hy = e.affine([(y, sh), (ky, dh)], -pt)
+    wx = e.affine([(xx, sw), (kx, dw)], -pl)
+    return n, c, hy, wx
+
+
+def _may_leave_input(op: graph.Pool2dOp) -> bool:
+    """Whether some window reaches outside the input (pads or ceil_mode)."""
+    ceil = op.ceil_mode is not None and bool(op.ceil_mode.value.data)
+    return ceil or any(_ints(op.pads))
+
+
+def define_max_pool(op: graph.MaxPool2dOp, b: Builder, x: Lookup) -> SSAValue:
+    inp = x(op.input)
+    pad = NEG_INF if _may_leave_input(op) else None
+
+    def body(e: Expr, i, r) -> SSAValue:
+        return e.read(inp, list(_window(e, op, i, r)), pad=pad)
+
+    return reduce(b, "max_pool2d", "max", NEG_INF, op.result.type, _ints(op.kernel), body)  # type: ignore[arg-type]
+
+
+def define_avg_pool(op: graph.AvgPool2dOp, b: Builder, x: Lookup) -> SSAValue:
+    inp = x(op.input)
+    _, _, ih, iw = _shape(inp)
+    pt, pl, pb, pr = _ints(op.pads)
+    include_pad = op.count_include_pad is not None and bool(op.count_include_pad.value.data)
+    out_type: TensorType = op.result.type  # type: ignore[assignment]
+
+    leaves = _may_leave_input(op)
+    kh, kw = _ints(op.kernel)
+
+    def total(e: Expr, i, r) -> SSAValue:
+        return e.read(inp, list(_window(e, op, i, r)), pad=0.0 if leaves else None)
+
+    sums = reduce(b, "avg_pool2d_sum", "add", 0.0, out_type, (kh, kw), total)
+    if not leaves:  # every window is full
+        return compute(b, "avg_pool2d", out_type, lambda e, i: e.mul(e.read(sums, i), e.const(1.0 / (kh * kw))))
+    # The divisor counts window positions inside the input (or inside the
+    # padded input with count_include_pad), which handles edges and ceil_mode.
+    lo_h, hi_h = (-pt, ih + pb) if include_pad else (0, ih)
+    lo_w, hi_w = (-pl, iw + pr) if include_pad else (0, iw)
+
+    def count(e: Expr, i, r) -> SSAValue:
+        _, _, hy, wx = _window(e, op, i, r)
+        inside = e.and_(e.in_range(hy, lo_h, hi_h), e.in_range(wx, lo_w, hi_w))
+        return e.select(inside, e.const(1.0), e.const(0.0))
+
+    counts = reduce(b, "avg_pool2d_count", "add", 0.0, out_type, _ints(op.kernel), count)
+    return compute(b, "avg_pool2d", out_type, lambda e, i: e.div(e.read(sums, i), e.read(counts, i)))
+
+
+def define_global_avg_pool(op: graph.GlobalAvgPoolOp, b: Builder, x: Lookup) -> SSAValue:
+    inp = x(op.input)
+    shape = _shape(inp)
+    spatial = shape[2:]
+    out_type: TensorType = op.result.type  # type: ignore[assignment]
+    size = 1
+    for s in spatial:
+        size *= s
+
+    def body(e: Expr, i, r) -> SSAValue:
+        return e.read(inp, [i[0], i[1], *r])
+
+    sums = reduce(b, "global_avg_pool_sum", "add", 0.0, out_type, spatial, body)
+    return compute(b, "global_avg_pool", out_type, lambda e, i: e.mul(e.read(sums, i), e.const(1.0 / size)))
+
+
+def define_batch_norm(op: graph.BatchNormOp, b: Builder, x: Lookup) -> SSAValue:
+    inp, scale, bias, mean, var = (x(v) for v in op.operands)
+    eps = op.epsilon.value.data
+
+    def body(e: Expr, i: Sequence[SSAValue]) -> SSAValue:
+        c = [i[1]]
+        inv = e.div(e.read(scale, c), e.sqrt(e.add(e.read(var, c), e.const(eps))))
+        centered = e.sub(e.read(inp, i), e.read(mean, c))
+        return e.add(e.mul(centered, inv), e.read(bias, c))
+
+    return compute(b, "batch_norm", op.result.type, body)  # type: ignore[arg-type]
+
+
+def define_softmax(op: graph.SoftmaxOp, b: Builder, x: Lookup) -> SSAValue:
+    inp = x(op.input)
+    shape = _shape(inp)
+    axis = op.axis.value.data
+    out_type: TensorType = op.result.type  # type: ignore[assignment]
+    kept = TensorType(out_type.element_type, [1 if d == axis else s for d, s in enumerate(shape)])
+
+    def along(i: Sequence[SSAValue], k: SSAValue) -> list[SSAValue]:
+        return [k if d == axis else v for d, v in enumerate(i)]
+
+    def reduced(e: Expr, i: Sequence[SSAValue]) -> list[SSAValue]:
+        return along(i, e.idx(0))
+
+    mx = reduce(b, "softmax_max", "max", NEG_INF, kept, [shape[axis]], lambda e, i, r: e.read(inp, along(i, r[0])))
+    ex = compute(b, "softmax_exp", out_type, lambda e, i: e.exp(e.sub(e.read(inp, i), e.read(mx, reduced(e, i)))))
+    sm = reduce(b, "softmax_sum", "add", 0.0, kept, [shape[axis]], lambda e, i, r: e.read(ex, along(i, r[0])))
+    return compute(b, "softmax", out_type, lambda e, i: e.div(e.read(ex, i), e.read(sm, reduced(e, i))))
+
+
+# ---------------------------------------------------------------------------
+# Injective data movement
+# ---------------------------------------------------------------------------
+
+
+def define_reshape(op: graph.ReshapeOp, b: Builder, x: Lookup) -> SSAValue:
+    inp = x(op.input)
+    in_shape, out_shape = _shape(inp), _shape(op.result)
+
+    def body(e: Expr, i: Sequence[SSAValue]) -> SSAValue:
+        strides = [1] * len(out_shape)
+        for d in range(len(out_shape) - 2, -1, -1):
+            strides[d] = strides[d + 1] * out_shape[d + 1]
+        flat = e.affine([(v, s) for v, s, n in zip(i, strides, out_shape) if n != 1])
+        idx = []
+        rest = flat
+        for d in range(len(in_shape) - 1, -1, -1):
+            size = in_shape[d]
+            if size == 1:
+                idx.append(e.idx(0))
+                continue
+            idx.append(e.irem(rest, size) if d > 0 else rest)
+            rest = e.idiv(rest, size)
+        return e.read(inp, list(reversed(idx)))
+
+    return compute(b, "reshape", op.result.type, body)  # type: ignore[arg-type]
+
+
+def define_transpose(op: graph.TransposeOp, b: Builder, x: Lookup) -> SSAValue:
+    inp = x(op.input)
+    perm = _ints(op.perm)
+
+    def body(e: Expr, i: Sequence[SSAValue]) -> SSAValue:
+        idx: list[SSAValue] = [None] * len(perm)  # type: ignore[list-item]
+        for d, p in enumerate(perm):
+            idx[p] = i[d]
+        return e.read(inp, idx)
+
+    return compute(b, "transpose", op.result.type, body)  # type: ignore[arg-type]
+
+
+COMPUTE_DEFS: dict[type[Operation], Define] = {
+    **{cls: define_unary for cls in UNARY_BODIES},
+    **{cls: define_binary for cls in BINARY_BODIES},
+    graph.MatmulOp: define_matmul,  # type: ignore[dict-item]
+    graph.Conv2dOp: define_conv2d,  # type: ignore[dict-item]
+    graph.MaxPool2dOp: define_max_pool,  # type: ignore[dict-item]
+    graph.AvgPool2dOp: define_avg_pool,  # type: ignore[dict-item]
+    graph.GlobalAvgPoolOp: define_global_avg_pool,  # type: ignore[dict-item]
+    graph.BatchNormOp: define_batch_norm,  # type: ignore[dict-item]
+    graph.SoftmaxOp: define_softmax,  # type: ignore[dict-item]
+    graph.ReshapeOp: define_reshape,  # type: ignore[dict-item]
+    graph.TransposeOp: define_transpose,  # type: ignore[dict-item]
+}
