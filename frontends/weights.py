@@ -24,7 +24,7 @@ class WeightStore(Mapping[str, np.ndarray]):
         unique, n = name, 1
         while unique in self._data:
             unique, n = f"{name}_{n}", n + 1
-        array = np.ascontiguousarray(value)
+        array = np.require(value, requirements="C")
         array.setflags(write=False)
         self._data[unique] = array
         return unique

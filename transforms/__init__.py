@@ -38,11 +38,18 @@ def _loop_vectorize_innermost() -> type[ModulePass]:
     return LoopVectorizeInnermostPass
 
 
+def _loop_parallelize_outer() -> type[ModulePass]:
+    from ziggurat.transforms.loop_parallelize_outer import LoopParallelizeOuterPass
+
+    return LoopParallelizeOuterPass
+
+
 def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
     """ziggurat's own passes (upstream xDSL passes are added by the CLI)."""
     return {
         "convert-graph-to-te": _convert_graph_to_te,
         "convert-te-to-loop": _convert_te_to_loop,
+        "loop-parallelize-outer": _loop_parallelize_outer,
         "loop-vectorize-innermost": _loop_vectorize_innermost,
         "convert-loop-to-hw": _convert_loop_to_hw,
     }

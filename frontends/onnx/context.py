@@ -158,4 +158,7 @@ class ConversionContext:
     def shape_error(self, message: str) -> ShapeError:
         """An error for inconsistent shapes at the current node."""
         assert self.node is not None
-        return ShapeError(f"{self.node.op_type} node '{self.node_label}': {message}. Check the model with onnx.checker.check_model(model, full_check=True).")
+        return ShapeError(
+            f"{self.node.op_type} node '{self.node_label}': {message}. "
+            "Check the model with onnx.checker.check_model(model, full_check=True)."
+        )

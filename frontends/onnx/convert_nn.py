@@ -47,7 +47,7 @@ def _window_pads(
     if auto_pad not in ("SAME_UPPER", "SAME_LOWER"):
         raise ctx.unsupported(f"auto_pad '{auto_pad}' is not NOTSET, VALID, SAME_UPPER or SAME_LOWER")
     begins, ends = [], []
-    for size, k, s, d in zip(spatial, kernel, strides, dilations):
+    for size, k, s, d in zip(spatial, kernel, strides, dilations, strict=True):
         total = max(0, (-(-size // s) - 1) * s + (k - 1) * d + 1 - size)
         small, large = total // 2, total - total // 2
         begins.append(small if auto_pad == "SAME_UPPER" else large)
@@ -110,7 +110,10 @@ def _convert_pool(
     strides, dilations = _pair(ctx, attrs, "strides"), _pair(ctx, attrs, "dilations")
     pads = _window_pads(ctx, attrs, xs[2:], kernel, strides, dilations)
     ceil = bool(attrs.get("ceil_mode", 0))
-    out = [graph.pool_output_size(xs[2 + i], kernel[i], strides[i], pads[i], pads[2 + i], dilations[i], ceil) for i in (0, 1)]
+    out = [
+        graph.pool_output_size(xs[2 + i], kernel[i], strides[i], pads[i], pads[2 + i], dilations[i], ceil)
+        for i in (0, 1)
+    ]
     if min(out) <= 0:
         raise ctx.shape_error(f"the window {kernel} does not fit the padded input {xs}")
     props = {

@@ -38,7 +38,9 @@ def load_model(source: ModelSource) -> tuple[onnx.ModelProto, str]:
     except FileNotFoundError:
         raise ModelLoadError(f"cannot load ONNX model {label}: no such file. Check the path.") from None
     except OSError as e:
-        raise ModelLoadError(f"cannot read ONNX model {label}: {e.strerror}. Check the path and its permissions.") from None
+        raise ModelLoadError(
+            f"cannot read ONNX model {label}: {e.strerror}. Check the path and its permissions."
+        ) from None
     model = _parse(data, label)
     _load_external_data(model, path.parent, label)
     return model, label

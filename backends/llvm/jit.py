@@ -1,0 +1,265 @@
+"""Compile LLVM IR to native code: in-process JIT (MCJIT) or a shared library.
+
+* `create_target_machine` builds a machine for the host CPU (name and
+  feature string from LLVM) or for overriding `cpu`/`features` strings.
+* `optimize` runs the new pass manager's O1-O3 pipeline, with loop and SLP
+  vectorization on (llvmlite leaves SLP off by default).
+* `jit_compile` parses, optimizes and JIT-compiles a module. MCJIT does not
+  report unresolved symbols (calling one crashes), so every declared external
+  function is resolved first, and libgomp is loaded `RTLD_GLOBAL` when the
+  module uses OpenMP.
+* `emit_shared_library` builds a separate PIC machine, keeps only the entry
+  points external and links with `cc -shared ... -Wl,--no-undefined`; the
+  CPU and features are recorded in `<path>.json`.
+
+```python
+llvm_module, info = translate_module(module, options)
+jm = jit_compile(llvm_module, options)
+entry = jm.cfunc(info.entry_symbol, None, ctypes.c_void_p)
+```
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from functools import cache
+from pathlib import Path
+
+import llvmlite.binding as llvm
+from llvmlite import ir
+
+from ziggurat.backends.llvm.options import LLVMOptions, ModuleInfo
+from ziggurat.errors import CompileError
+
+GOMP_CANDIDATES = (
+    "/usr/lib/x86_64-linux-gnu/libgomp.so.1",
+    "/usr/lib64/libgomp.so.1",
+    "/usr/lib/libgomp.so.1",
+    "/usr/lib/aarch64-linux-gnu/libgomp.so.1",
+)
+_OPENMP_PREFIXES = ("GOMP_", "omp_")
+_gomp: tuple[str, ctypes.CDLL] | None = None
+
+
+@cache
+def _init_llvm() -> None:
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    llvm.initialize_native_asmparser()
+
+
+@cache
+def host_target() -> tuple[str, str]:
+    """The host CPU name and feature string, as LLVM sees them."""
+    _init_llvm()
+    return llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
+
+
+def create_target_machine(cpu: str | None = None, features: str | None = None, opt_level: int = 3,
+                          *, pic: bool = False) -> llvm.TargetMachine:
+    """A target machine for the host, or for the given cpu/features strings.
+
+    `pic=False` gives a JIT machine (large code model); `pic=True` a machine for
+    objects that go into a shared library (PIC, small code model). MCJIT takes
+    ownership of the machine it is given, so build one per engine.
+    """
+    host_cpu, host_features = host_target()
+    target = llvm.Target.from_default_triple()
+    kw = {"reloc": "pic", "codemodel": "default"} if pic else {"codemodel": "jitdefault", "jit": True}
+    return target.create_target_machine(
+        cpu=host_cpu if cpu is None else cpu,
+        features=host_features if features is None else features,
+        opt=opt_level, **kw)
+
+
+def optimize(mod: llvm.ModuleRef, tm: llvm.TargetMachine, level: int = 3) -> None:
+    """Run the default O`level` module pipeline in place (nothing at level 0)."""
+    if level <= 0:
+        return
+    pto = llvm.create_pipeline_tuning_options(level)
+    pto.loop_vectorization = True
+    pto.slp_vectorization = True
+    pb = llvm.create_pass_builder(tm, pto)
+    pb.getModulePassManager().run(mod, pb)
+
+
+def load_libgomp() -> str:
+    """Load GNU OpenMP globally so that JIT code can call GOMP_parallel; its path."""
+    global _gomp
+    if _gomp is not None:
+        return _gomp[0]
+    _init_llvm()
+    found = ctypes.util.find_library("gomp")
+    candidates = ([found] if found else []) + [p for p in GOMP_CANDIDATES if os.path.exists(p)]
+    for path in candidates:
+        try:
+            handle = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+            llvm.load_library_permanently(path)
+        except (OSError, RuntimeError):
+            continue
+        _gomp = (path, handle)
+        return path
+    raise CompileError(
+        "llvm backend: this module runs parallel loops through GNU OpenMP, but libgomp was not found; "
+        "install libgomp1 (apt-get install libgomp1) or compile with LLVMOptions(num_threads=1)")
+
+
+@cache
+def _c_libraries() -> tuple[ctypes.CDLL, ...]:
+    libs = [ctypes.CDLL(None)]
+    libm = ctypes.util.find_library("m")
+    if libm:
+        libs.append(ctypes.CDLL(libm))
+    return tuple(libs)
+
+
+def _resolve_externals(mod: llvm.ModuleRef) -> bool:
+    """Make sure MCJIT can resolve every called external; whether OpenMP is used."""
+    names = [f.name for f in mod.functions if f.is_declaration and not f.name.startswith("llvm.")]
+    uses_openmp = any(n.startswith(_OPENMP_PREFIXES) for n in names)
+    if uses_openmp:
+        load_libgomp()
+    libs = _c_libraries() + ((_gomp[1],) if _gomp else ())
+    for name in names:
+        if llvm.address_of_symbol(name):
+            continue
+        for lib in libs:
+            try:
+                addr = ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
+            except AttributeError:
+                continue
+            llvm.add_symbol(name, addr)
+            break
+        else:
+            raise CompileError(f"llvm backend: external function '{name}' cannot be resolved in this process")
+    return uses_openmp
+
+
+class JITModule:
+    """A JIT-compiled module. Keep this object alive while calling its code."""
+
+    def __init__(self, engine: llvm.ExecutionEngine, module: llvm.ModuleRef, tm: llvm.TargetMachine,
+                 llvm_ir: str, info: ModuleInfo | None, uses_openmp: bool):
+        self.engine = engine
+        self.module = module
+        self.target_machine = tm
+        self.llvm_ir = llvm_ir
+        self.info = info
+        self.uses_openmp = uses_openmp
+        self._asm: str | None = None
+
+    def address(self, name: str) -> int:
+        """Address of a compiled function; CompileError if it does not exist."""
+        addr = self.engine.get_function_address(name)
+        if not addr:
+            raise CompileError(f"llvm backend: no function '{name}' in the compiled module")
+        return addr
+
+    def cfunc(self, name: str, restype, *argtypes):
+        """A ctypes callable for the function `name`."""
+        return ctypes.CFUNCTYPE(restype, *argtypes)(self.address(name))
+
+    @property
+    def optimized_ir(self) -> str:
+        """The module's IR after the optimization pipeline."""
+        return str(self.module)
+
+    def assembly(self) -> str:
+        """Native assembly of the module (computed on first use)."""
+        if self._asm is None:
+            self._asm = self.target_machine.emit_assembly(self.module)
+        return self._asm
+
+
+def _parse(source: ir.Module | str, tm: llvm.TargetMachine) -> tuple[llvm.ModuleRef, str]:
+    text = source if isinstance(source, str) else str(source)
+    try:
+        mod = llvm.parse_assembly(text)
+        mod.triple = tm.triple
+        mod.data_layout = str(tm.target_data)
+        mod.verify()
+    except RuntimeError as e:
+        raise CompileError(f"llvm backend: invalid LLVM IR: {e}") from e
+    return mod, text
+
+
+def jit_compile(source: ir.Module | str, options: LLVMOptions | None = None,
+                info: ModuleInfo | None = None) -> JITModule:
+    """Optimize and JIT-compile an `llvmlite.ir.Module` (or its text)."""
+    o = options or LLVMOptions()
+    _init_llvm()
+    tm = create_target_machine(o.cpu, o.features, o.opt_level)
+    mod, text = _parse(source, tm)
+    optimize(mod, tm, o.opt_level)
+    uses_openmp = _resolve_externals(mod)
+    engine = llvm.create_mcjit_compiler(mod, tm)
+    engine.finalize_object()
+    return JITModule(engine, mod, tm, text, info, uses_openmp)
+
+
+def compile_module(module, options: LLVMOptions | None = None) -> JITModule:
+    """Translate a loop-level xDSL module and JIT-compile it; `.info` holds its ABI."""
+    from ziggurat.backends.llvm.translate import translate_module
+
+    o = options or LLVMOptions()
+    llvm_module, info = translate_module(module, o)
+    return jit_compile(llvm_module, o, info)
+
+
+def emit_shared_library(source: ir.Module | str, path: str | os.PathLike, options: LLVMOptions | None = None,
+                        exports: list[str] | None = None) -> Path:
+    """Compile to a shared library at `path`, with `<path>.json` recording the target.
+
+    Only `exports` stay external (default: `<prefix>_entry`, or every defined
+    function with `export_all`); every other function becomes internal so it
+    cannot be interposed.
+    """
+    o = options or LLVMOptions()
+    _init_llvm()
+    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if cc is None:
+        raise CompileError("llvm backend: no C compiler driver (cc) found to link the shared library")
+    tm = create_target_machine(o.cpu, o.features, o.opt_level, pic=True)
+    mod, _ = _parse(source, tm)
+    defined = [f for f in mod.functions if not f.is_declaration]
+    if exports is None:
+        if o.export_all:
+            exports = [f.name for f in defined if f.linkage != llvm.Linkage.internal]
+        else:
+            exports = [f"{o.prefix}_entry"]
+    missing = set(exports) - {f.name for f in defined}
+    if missing:
+        raise CompileError(f"llvm backend: cannot export undefined functions {sorted(missing)}")
+    for f in defined:
+        if f.name not in exports:
+            f.linkage = llvm.Linkage.internal
+    optimize(mod, tm, o.opt_level)
+    uses_openmp = any(f.is_declaration and f.name.startswith(_OPENMP_PREFIXES) for f in mod.functions)
+    out = Path(path)
+    with tempfile.TemporaryDirectory() as tmp:
+        obj = Path(tmp) / "module.o"
+        obj.write_bytes(tm.emit_object(mod))
+        cmd = [cc, "-shared", "-o", str(out), str(obj), "-lm"]
+        if uses_openmp:
+            cmd.append("-lgomp")
+        cmd.append("-Wl,--no-undefined")
+        done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise CompileError(f"llvm backend: linking {out} failed: {' '.join(cmd)}\n{done.stderr.strip()}")
+    host_cpu, host_features = host_target()
+    meta = {
+        "cpu": host_cpu if o.cpu is None else o.cpu,
+        "features": host_features if o.features is None else o.features,
+        "triple": tm.triple,
+        "exports": list(exports),
+        "needs_libgomp": uses_openmp,
+        "llvm_version": ".".join(map(str, llvm.llvm_version_info)),
+    }
+    Path(str(out) + ".json").write_text(json.dumps(meta, indent=2) + "\n")
+    return out

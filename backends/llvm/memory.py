@@ -1,0 +1,141 @@
+"""Buffer ops: loop.load/store/alloc/const_buffer/copy and hw.vload/vstore.
+
+Addresses are `getelementptr inbounds` on the bare element pointer with a
+row-major linear index; constant index terms are folded. Every access is
+aligned to the element size only: numpy buffers are 16-byte aligned at best
+(views like `a[1:]` only 4), and a vector access without an explicit `align`
+would get the vector's ABI alignment and fault.
+
+Allocation: in the entry function a `loop.alloc` is a slot of the static
+arena (its `arena_offset` attribute, else the next 64-byte-aligned offset);
+elsewhere it is function-entry scratch, an `alloca` up to 16 KiB and
+`aligned_alloc(64, ...)` above, freed before the function returns.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from xdsl.ir import Operation, SSAValue
+
+from llvmlite import ir
+from ziggurat.backends.llvm.lltypes import I1, I8, I8P, I64, VOID, byte_size, element_size
+from ziggurat.errors import CompileError
+
+if TYPE_CHECKING:
+    from ziggurat.backends.llvm.translate import FuncState, Translator
+
+STACK_LIMIT = 16 * 1024
+
+
+def address(t: Translator, f: FuncState, buf: SSAValue, indices) -> ir.Value:
+    """Pointer to element `buf[indices]` of a static row-major memref."""
+    base = f.get(buf)
+    strides = t.strides(buf.type)
+    b = f.b
+    const = 0
+    lin = None
+    for idx, s in zip(indices, strides):
+        x = f.get(idx)
+        if isinstance(x, ir.Constant):
+            const += x.constant * s
+            continue
+        term = x if s == 1 else b.mul(x, I64(s), flags=("nsw",))
+        lin = term if lin is None else b.add(lin, term, flags=("nsw",))
+    if lin is None:
+        if const == 0:
+            return base
+        lin = I64(const)
+    elif const:
+        lin = b.add(lin, I64(const), flags=("nsw",))
+    return b.gep(base, [lin], inbounds=True)
+
+
+def _load(t: Translator, f: FuncState, op: Operation) -> None:
+    ops = op.operands
+    p = address(t, f, ops[0], ops[1:])
+    f.vals[op.results[0]] = f.b.load(p, align=element_size(p.type.pointee))
+
+
+def _store(t: Translator, f: FuncState, op: Operation) -> None:
+    ops = op.operands
+    p = address(t, f, ops[1], ops[2:])
+    f.b.store(f.get(ops[0]), p, align=element_size(p.type.pointee))
+
+
+def _vload(t: Translator, f: FuncState, op: Operation) -> None:
+    ops = op.operands
+    res = op.results[0]
+    vt = t.ty(res.type)
+    p = f.b.bitcast(address(t, f, ops[0], ops[1:]), vt.as_pointer())
+    f.vals[res] = f.b.load(p, align=element_size(vt))
+
+
+def _vstore(t: Translator, f: FuncState, op: Operation) -> None:
+    ops = op.operands
+    value = f.get(ops[0])
+    p = f.b.bitcast(address(t, f, ops[1], ops[2:]), value.type.as_pointer())
+    f.b.store(value, p, align=element_size(value.type))
+
+
+def _define_in_root(f: FuncState, res: SSAValue, value: ir.Value) -> None:
+    """Bind a value computed in the entry block of the root function; outlined
+    functions then capture it like any other value."""
+    f.root.vals[res] = value
+    if f is not f.root:
+        f.vals[res] = f.get(res)
+
+
+def _alloc(t: Translator, f: FuncState, op: Operation) -> None:
+    res = op.results[0]
+    pty = t.ty(res.type)
+    nbytes = res.type.element_count() * byte_size(pty.pointee)  # type: ignore[attr-defined]
+    root = f.root
+    if root.is_entry:
+        off = t.arena_slot(op, nbytes)
+        eb = root.entry_b
+        p = eb.gep(root.arena_arg, [I64(off)], inbounds=True) if off else root.arena_arg
+        _define_in_root(f, res, eb.bitcast(p, pty))
+        return
+    eb = f.entry_b
+    size = max(64, -(-nbytes // 64) * 64)
+    if size <= STACK_LIMIT:
+        raw = eb.alloca(ir.ArrayType(I8, size))
+        raw.align = 64
+    else:
+        aligned_alloc = t.decl.function("aligned_alloc", I8P, [I64, I64])
+        raw = eb.call(aligned_alloc, [I64(64), I64(size)])
+        f.frees.append(raw)
+    f.vals[res] = eb.bitcast(raw, pty)
+
+
+def _const_buffer(t: Translator, f: FuncState, op: Operation) -> None:
+    name = op.properties["ref"].data  # type: ignore[attr-defined]
+    root = f.root
+    if not root.is_entry:
+        raise CompileError(
+            f"llvm backend: loop.const_buffer \"{name}\" in @{root.fn.name}: only the entry function "
+            f"@{t.options.entry} binds weights; kernels take them as memref arguments")
+    slot = t.const_slot(name)
+    eb = root.entry_b
+    raw = eb.load(eb.gep(root.consts_arg, [I64(slot)], inbounds=True), align=8)
+    _define_in_root(f, op.results[0], eb.bitcast(raw, t.ty(op.results[0].type)))
+
+
+def _copy(t: Translator, f: FuncState, op: Operation) -> None:
+    src, dst = op.operands
+    nbytes = src.type.element_count() * byte_size(t.ty(src.type).pointee)  # type: ignore[attr-defined]
+    memcpy = t.decl.function("llvm.memcpy.p0.p0.i64", VOID, [I8P, I8P, I64, I1])
+    b = f.b
+    b.call(memcpy, [b.bitcast(f.get(dst), I8P), b.bitcast(f.get(src), I8P), I64(nbytes), I1(0)])
+
+
+MEMORY_HANDLERS = {
+    "loop.load": _load,
+    "loop.store": _store,
+    "loop.alloc": _alloc,
+    "loop.const_buffer": _const_buffer,
+    "loop.copy": _copy,
+    "hw.vload": _vload,
+    "hw.vstore": _vstore,
+}

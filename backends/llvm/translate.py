@@ -1,0 +1,422 @@
+"""Translate a loop-level module (after convert-loop-to-hw) to LLVM IR.
+
+The input is a `builtin.module` of `func.func`s over static, row-major
+memrefs whose bodies hold `loop`, `hw`, `arith`, `math` and `func` ops. The
+translation is one walk that emits `llvmlite.ir` instructions directly; it
+does not rewrite the xDSL IR and does not go through xDSL's `llvm` dialect.
+
+* Every `func.func` becomes an `internal` LLVM function taking one bare
+  pointer per memref (`noalias`), unless `export_all` makes it external.
+* `loop.for` becomes a rotated loop (header with the phi, body, latch). A
+  `parallel` loop with more than one thread is outlined into
+  `void body(i8*)` and run through `GOMP_parallel`; every thread takes one
+  static contiguous chunk of the iteration range.
+* The entry function (`@main`) takes its memrefs, then the const-buffer slots
+  and the arena; `<prefix>_entry(void** args)` unpacks the packed array.
+
+```python
+module = Parser(make_context(), text).parse_module()
+llvm_module, info = translate_module(module, LLVMOptions(num_threads=2))
+```
+"""
+
+from __future__ import annotations
+
+import gc
+
+from xdsl.dialects import func
+from xdsl.dialects.builtin import MemRefType, ModuleOp, UnregisteredOp
+from xdsl.ir import Attribute, Block, Operation, SSAValue
+
+from llvmlite import ir
+from ziggurat.backends.llvm.arith_ops import ARITH_HANDLERS
+from ziggurat.backends.llvm.lltypes import (I8, I8P, I32, I64, VOID, Declarations, byte_size, element_size, llvm_type,
+                                            memref_strides)
+from ziggurat.backends.llvm.math_ops import MATH_HANDLERS
+from ziggurat.backends.llvm.memory import MEMORY_HANDLERS
+from ziggurat.backends.llvm.options import LLVMOptions, ModuleInfo
+from ziggurat.errors import CompileError
+
+PREFER_VECTOR_WIDTH = '"prefer-vector-width"="512"'
+_BODY_TYPE = ir.FunctionType(VOID, [I8P])
+
+
+class FuncState:
+    """Emission state of one LLVM function.
+
+    `entry_b` appends to the entry block (allocas, scratch allocation,
+    loads of captured values); `b` follows the body. A function outlined for
+    a parallel loop has a `parent`: a parent value it uses is *captured*,
+    i.e. the caller stores it into an argument block at a byte offset and the
+    outlined function loads it in its entry block.
+    """
+
+    __slots__ = ("fn", "b", "entry_b", "start", "vals", "parent", "root", "captures", "cap_size",
+                 "frees", "is_entry", "consts_arg", "arena_arg")
+
+    def __init__(self, fn: ir.Function, parent: FuncState | None = None):
+        self.fn = fn
+        self.entry_b = ir.IRBuilder(fn.append_basic_block("entry"))
+        self.start = fn.append_basic_block("start")
+        self.b = ir.IRBuilder(self.start)
+        self.vals: dict[SSAValue, ir.Value] = {}
+        self.parent = parent
+        self.root: FuncState = self if parent is None else parent.root
+        self.captures: list[tuple[ir.Value, int]] = []
+        self.cap_size = 0
+        self.frees: list[ir.Value] = []
+        self.is_entry = False
+        self.consts_arg: ir.Value | None = None
+        self.arena_arg: ir.Value | None = None
+
+    def get(self, v: SSAValue) -> ir.Value:
+        """The LLVM value of an xDSL SSA value, capturing it from the parent if needed."""
+        x = self.vals.get(v)
+        if x is None:
+            x = self._capture(v)
+        return x
+
+    def _capture(self, v: SSAValue) -> ir.Value:
+        if self.parent is None:
+            raise CompileError(f"llvm backend: value {v.name_hint or v} used before it is defined in @{self.fn.name}")
+        x = self.parent.get(v)
+        if isinstance(x, (ir.Constant, ir.GlobalValue)):
+            self.vals[v] = x
+            return x
+        size = byte_size(x.type)
+        align = 8 if size <= 8 else 64
+        off = -(-self.cap_size // align) * align
+        self.cap_size = off + size
+        self.captures.append((x, off))
+        eb = self.entry_b
+        p = eb.bitcast(eb.gep(self.fn.args[0], [I64(off)], inbounds=True), x.type.as_pointer())
+        y = self.vals[v] = eb.load(p, align=element_size(x.type))
+        return y
+
+
+class Translator:
+    """Walks one module once and emits an `llvmlite.ir.Module`."""
+
+    def __init__(self, options: LLVMOptions):
+        self.options = options
+        self.module = ir.Module(name="ziggurat")
+        self.decl = Declarations(self.module)
+        self.info = ModuleInfo()
+        self.fast_math = tuple(options.fast_math)
+        self.funcs: dict[str, ir.Function] = {}
+        self.handlers = {**STRUCTURE_HANDLERS, **MEMORY_HANDLERS, **ARITH_HANDLERS, **MATH_HANDLERS}
+        self._fm_cache: dict[int, tuple[object, tuple[str, ...]]] = {}
+        self._types: dict[int, tuple[Attribute, ir.Type]] = {}
+        self._strides: dict[int, tuple[Attribute, tuple[int, ...]]] = {}
+        self._entry: tuple[func.FuncOp, ir.Function] | None = None
+        self._arena_end = 0
+        self._const_slots: dict[str, int] = {}
+        self._outlined = 0
+
+    # -- module level ----------------------------------------------------------
+
+    def run(self, module: ModuleOp) -> tuple[ir.Module, ModuleInfo]:
+        funcs = []
+        for op in module.ops:
+            if not isinstance(op, func.FuncOp):
+                raise CompileError(f"llvm backend: top-level op '{op.name}' is not supported; expected func.func")
+            funcs.append(op)
+        for fop in funcs:
+            self._declare(fop)
+        for fop in funcs:
+            if fop.body.blocks:
+                self._define(fop)
+        if self._entry is not None:
+            self._entry_wrapper()
+        elif not self.options.export_all:
+            raise CompileError(
+                f"llvm backend: the module has no entry function @{self.options.entry}; "
+                "set LLVMOptions(export_all=True) to export every function under its own name")
+        self.info.arena_size = -(-self._arena_end // 64) * 64
+        self.info.const_names = sorted(self._const_slots, key=self._const_slots.__getitem__)
+        return self.module, self.info
+
+    def _declare(self, fop: func.FuncOp) -> None:
+        name = fop.sym_name.data
+        ftype = fop.function_type
+        args = [self.ty(t) for t in ftype.inputs.data]
+        outs = ftype.outputs.data
+        if len(outs) > 1:
+            raise CompileError(f"llvm backend: @{name} returns {len(outs)} values; at most one is supported")
+        ret = self.ty(outs[0]) if outs else VOID
+        defined = bool(fop.body.blocks)
+        is_entry = defined and name == self.options.entry
+        if is_entry:
+            bad = [str(t) for t in ftype.inputs.data if not isinstance(t, MemRefType)]
+            if bad or outs:
+                raise CompileError(f"llvm backend: entry @{name} must take only memrefs and return nothing")
+            args += [I8P.as_pointer(), I8P]  # const-buffer slots, arena
+        fn = ir.Function(self.module, ir.FunctionType(ret, args), name)
+        fn.attributes.add("nounwind")
+        if defined:
+            set.add(fn.attributes, PREFER_VECTOR_WIDTH)
+            if not self.options.export_all:
+                fn.linkage = "internal"
+            else:
+                self.info.exported.append(name)
+        for a in fn.args:
+            if isinstance(a.type, ir.PointerType):
+                a.add_attribute("noalias")
+        self.funcs[name] = fn
+        if is_entry:
+            self._entry = (fop, fn)
+
+    def _define(self, fop: func.FuncOp) -> None:
+        fn = self.funcs[fop.sym_name.data]
+        f = FuncState(fn)
+        block = fop.body.block
+        for arg, value in zip(block.args, fn.args):
+            f.vals[arg] = value
+        if self._entry is not None and self._entry[0] is fop:
+            n = len(block.args)
+            f.is_entry, f.consts_arg, f.arena_arg = True, fn.args[n], fn.args[n + 1]
+        self.block(f, block)
+        if not f.b.block.is_terminated:
+            self.ret(f, None)
+        f.entry_b.branch(f.start)
+
+    def _entry_wrapper(self) -> None:
+        fop, fn = self._entry  # type: ignore[misc]
+        name = f"{self.options.prefix}_entry"
+        w = ir.Function(self.module, ir.FunctionType(VOID, [I8P.as_pointer()]), name)
+        w.attributes.add("nounwind")
+        b = ir.IRBuilder(w.append_basic_block("entry"))
+        packed = w.args[0]
+        n = len(fop.body.block.args)
+        vals = []
+        for i, a in enumerate(fn.args[:n]):
+            vals.append(b.bitcast(b.load(b.gep(packed, [I64(i)], inbounds=True), align=8), a.type))
+        consts = b.gep(packed, [I64(n)], inbounds=True)
+        if self._arena_end > 0:
+            arena = b.load(b.gep(packed, [I64(n + len(self._const_slots))], inbounds=True), align=8)
+        else:
+            arena = ir.Constant(I8P, None)
+        b.call(fn, vals + [consts, arena])
+        b.ret_void()
+        self.info.entry_symbol = name
+        self.info.num_args = n
+        self.info.exported.append(name)
+
+    # -- helpers used by the op handlers ---------------------------------------
+
+    def block(self, f: FuncState, block: Block) -> None:
+        """Translate the ops of one block, in order, into `f` at its builder."""
+        handlers = self.handlers
+        op = None
+        try:
+            for op in block.ops:
+                h = handlers.get(op.name)
+                if h is None:
+                    raise CompileError(
+                        f"llvm backend: op '{_op_name(op)}' is not supported (in @{f.root.fn.name}); "
+                        "lower it before the backend or add a translation in ziggurat/backends/llvm/")
+                h(self, f, op)
+        except CompileError:
+            raise
+        except (TypeError, ValueError, KeyError, AttributeError, AssertionError) as e:
+            name = _op_name(op) if op is not None else "?"
+            raise CompileError(f"llvm backend: cannot translate '{name}' in @{f.root.fn.name}: {e}") from e
+
+    # xDSL attributes hash recursively on every lookup, so the per-module
+    # caches below are keyed by object identity (each entry keeps its key alive).
+
+    def ty(self, attr: Attribute) -> ir.Type:
+        """The LLVM type of an xDSL type."""
+        hit = self._types.get(id(attr))
+        if hit is None:
+            hit = self._types[id(attr)] = (attr, llvm_type(attr))
+        return hit[1]
+
+    def strides(self, memref: Attribute) -> tuple[int, ...]:
+        """Row-major element strides of a static memref type."""
+        hit = self._strides.get(id(memref))
+        if hit is None:
+            hit = self._strides[id(memref)] = (memref, memref_strides(memref))  # type: ignore[arg-type]
+        return hit[1]
+
+    def flags(self, op: Operation) -> tuple[str, ...]:
+        """Fast-math flags for a float op: the options' set plus the op's own."""
+        fm = op.properties.get("fastmath")
+        if fm is None or not fm.data:  # type: ignore[attr-defined]
+            return self.fast_math
+        hit = self._fm_cache.get(id(fm))
+        if hit is None:
+            own = {f.value for f in fm.data}  # type: ignore[attr-defined]
+            hit = self._fm_cache[id(fm)] = (fm, tuple(sorted(set(self.fast_math) | own)))
+        return hit[1]
+
+    def arena_slot(self, op: Operation, nbytes: int) -> int:
+        """Byte offset of an entry-function allocation in the static arena."""
+        attr = op.attributes.get("arena_offset")
+        if attr is not None:
+            off = attr.value.data  # type: ignore[attr-defined]
+            if off < 0:
+                raise CompileError(f"llvm backend: negative arena_offset {off} on loop.alloc")
+        else:
+            off = -(-self._arena_end // 64) * 64
+        self._arena_end = max(self._arena_end, off + nbytes)
+        self.info.arena_offsets.append(off)
+        return off
+
+    def const_slot(self, name: str) -> int:
+        """Index of a named const buffer among the const slots of the entry ABI."""
+        slot = self._const_slots.get(name)
+        if slot is None:
+            slot = self._const_slots[name] = len(self._const_slots)
+        return slot
+
+    def ret(self, f: FuncState, value: ir.Value | None) -> None:
+        """Free the function's heap scratch and return."""
+        if f.frees:
+            free = self.decl.function("free", VOID, [I8P])
+            for p in f.frees:
+                f.b.call(free, [p])
+        if value is None:
+            f.b.ret_void()
+        else:
+            f.b.ret(value)
+
+    # -- loops -----------------------------------------------------------------
+
+    def serial_loop(self, f: FuncState, lo: ir.Value, hi: ir.Value, step: int, body: Block, guard: bool) -> None:
+        """A rotated loop `for iv = lo; iv < hi; iv += step` around `body`.
+
+        Without `guard` the caller knows the loop runs at least once.
+        """
+        b = f.b
+        pre = b.block
+        header = f.fn.append_basic_block("loop")
+        exit_ = f.fn.append_basic_block("loop.exit")
+        if guard:
+            b.cbranch(b.icmp_signed("<", lo, hi), header, exit_)
+        else:
+            b.branch(header)
+        b.position_at_end(header)
+        iv = b.phi(I64)
+        iv.add_incoming(lo, pre)
+        f.vals[body.args[0]] = iv
+        self.block(f, body)
+        nxt = b.add(iv, I64(step), flags=("nsw",))
+        iv.add_incoming(nxt, b.block)
+        b.cbranch(b.icmp_signed("<", nxt, hi), header, exit_)
+        b.position_at_end(exit_)
+
+    def parallel_loop(self, f: FuncState, body: Block, lb: int, step: int, trips: int) -> None:
+        """Outline `body` and run it on `num_threads` threads through GOMP_parallel."""
+        d = self.decl
+        self.info.uses_openmp = True
+        self._outlined += 1
+        fn = ir.Function(self.module, _BODY_TYPE, f"{f.root.fn.name}.omp{self._outlined}")
+        fn.linkage = "internal"
+        fn.attributes.add("nounwind")
+        set.add(fn.attributes, PREFER_VECTOR_WIDTH)
+        fn.args[0].add_attribute("noalias")
+        g = FuncState(fn, parent=f)
+        b = g.b
+        tid = b.sext(b.call(d.function("omp_get_thread_num", I32, []), []), I64)
+        nt = b.sext(b.call(d.function("omp_get_num_threads", I32, []), []), I64)
+        chunk = b.sdiv(b.add(nt, I64(trips - 1)), nt)
+        lo = _smin(b, b.mul(tid, chunk), I64(trips))
+        hi = _smin(b, b.add(lo, chunk), I64(trips))
+        if step != 1:
+            lo, hi = b.mul(lo, I64(step)), b.mul(hi, I64(step))
+        if lb != 0:
+            lo, hi = b.add(lo, I64(lb)), b.add(hi, I64(lb))
+        self.serial_loop(g, lo, hi, step, body, guard=True)
+        self.ret(g, None)
+        g.entry_b.branch(g.start)
+        # Caller: store the captured values into an argument block, then fork.
+        if g.cap_size:
+            buf = f.entry_b.alloca(ir.ArrayType(I8, g.cap_size))
+            buf.align = 64
+            data = f.entry_b.bitcast(buf, I8P)
+            for value, off in g.captures:
+                p = f.b.bitcast(f.b.gep(data, [I64(off)], inbounds=True), value.type.as_pointer())
+                f.b.store(value, p, align=element_size(value.type))
+        else:
+            data = ir.Constant(I8P, None)
+        gomp = d.function("GOMP_parallel", VOID, [_BODY_TYPE.as_pointer(), I8P, I32, I32])
+        f.b.call(gomp, [fn, data, I32(self.options.num_threads), I32(0)])
+
+
+def _op_name(op: Operation) -> str:
+    """The op's name; for an unregistered op, the name it was written with."""
+    return op.op_name.data if isinstance(op, UnregisteredOp) else op.name
+
+
+def _smin(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
+    return b.select(b.icmp_signed("<", x, y), x, y)
+
+
+# -- structural op handlers ------------------------------------------------------
+
+
+def _for(t: Translator, f: FuncState, op: Operation) -> None:
+    p = op.properties
+    lb, ub, step = p["lb"].value.data, p["ub"].value.data, p["step"].value.data  # type: ignore[attr-defined]
+    trips = max(0, (ub - lb + step - 1) // step)
+    body = op.regions[0].block
+    if trips == 0:
+        return
+    if trips == 1:
+        f.vals[body.args[0]] = I64(lb)
+        t.block(f, body)
+        return
+    if p["kind"].data == "parallel" and t.options.num_threads > 1 and f.parent is None:  # type: ignore[attr-defined]
+        t.parallel_loop(f, body, lb, step, trips)
+        return
+    t.serial_loop(f, I64(lb), I64(ub), step, body, guard=False)
+
+
+def _block(t: Translator, f: FuncState, op: Operation) -> None:
+    body = op.regions[0].block
+    for arg, bound in zip(body.args, op.operands):
+        f.vals[arg] = f.get(bound)
+    t.block(f, body)
+
+
+def _call(t: Translator, f: FuncState, op: Operation) -> None:
+    name = op.callee.root_reference.data  # type: ignore[attr-defined]
+    callee = t.funcs.get(name)
+    if callee is None:
+        raise CompileError(f"llvm backend: call to unknown function @{name} in @{f.root.fn.name}")
+    if t._entry is not None and callee is t._entry[1]:
+        raise CompileError(f"llvm backend: the entry function @{name} cannot be called from @{f.root.fn.name}")
+    r = f.b.call(callee, [f.get(a) for a in op.operands])
+    if op.results:
+        f.vals[op.results[0]] = r
+
+
+def _return(t: Translator, f: FuncState, op: Operation) -> None:
+    if len(op.operands) > 1:
+        raise CompileError(f"llvm backend: func.return of {len(op.operands)} values in @{f.fn.name}")
+    t.ret(f, f.get(op.operands[0]) if op.operands else None)
+
+
+STRUCTURE_HANDLERS = {
+    "loop.for": _for,
+    "loop.block": _block,
+    "func.call": _call,
+    "func.return": _return,
+}
+
+
+def translate_module(module: ModuleOp, options: LLVMOptions | None = None) -> tuple[ir.Module, ModuleInfo]:
+    """Translate a loop-level module to an `llvmlite.ir.Module` and its ABI facts.
+
+    The cyclic garbage collector is paused meanwhile: translation allocates
+    many small objects and creates no garbage cycles worth collecting, and the
+    collector's scans of a large xDSL module cost more than the walk itself.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return Translator(options or LLVMOptions()).run(module)
+    finally:
+        if was_enabled:
+            gc.enable()

@@ -1,0 +1,54 @@
+"""Every default pipeline of ziggurat, spelled out as pass-pipeline strings.
+
+This module is the one place that says which passes run and in which order;
+nothing else schedules passes. Each string can be pasted into
+`ziggurat-opt FILE -p '...'` to reproduce any stage by hand.
+
+Stages, from an imported model to code the LLVM backend takes:
+
+* `GRAPH[level]`: graph-level optimizations at each opt level (none yet: the
+  graph passes of fold/simplify/fuse/layout come with the graph-level work).
+* `TO_LOOP`: graph -> te -> naive loop nests.
+* `LOOP[level]`: the default schedule and the lowering to `hw` vector code.
+
+The backend (`backends/llvm`) translates the result to LLVM IR; it is not an
+xDSL pass because it leaves MLIR.
+"""
+
+from __future__ import annotations
+
+GRAPH: dict[int, str] = {
+    0: "",
+    1: "",
+    2: "",
+    3: "",
+}
+
+TO_LOOP = "convert-graph-to-te,convert-te-to-loop"
+
+LOOP: dict[int, str] = {
+    0: "",
+    1: "convert-loop-to-hw",
+    2: "loop-vectorize-innermost,convert-loop-to-hw",
+    3: "loop-parallelize-outer,loop-vectorize-innermost,convert-loop-to-hw",
+}
+
+OPT_LEVELS = tuple(sorted(GRAPH))
+
+
+def join(*parts: str) -> str:
+    """Joins pipeline strings, skipping empty ones."""
+    return ",".join(p for p in parts if p)
+
+
+def default_pipeline(opt_level: int = 3, vector_width: int = 16, graph: str | None = None) -> str:
+    """The full pipeline from graph IR to hw-level IR at `opt_level`.
+
+    `graph` replaces the graph-level part (the `-p` option of `ziggurat
+    compile`); `vector_width` is the target's f32 lanes per register.
+    """
+    if opt_level not in GRAPH:
+        raise ValueError(f"opt level must be one of {OPT_LEVELS}, got {opt_level}")
+    loop = LOOP[opt_level].replace("convert-loop-to-hw", f"convert-loop-to-hw{{vector-width={vector_width}}}")
+    loop = loop.replace("loop-vectorize-innermost", f"loop-vectorize-innermost{{min-extent={vector_width}}}")
+    return join(GRAPH[opt_level] if graph is None else graph, TO_LOOP, loop)

@@ -1,0 +1,75 @@
+"""loop-parallelize-outer: the default thread-level parallel decision."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import builtin, func
+from xdsl.dialects.builtin import StringAttr
+from xdsl.passes import ModulePass
+
+from ziggurat.dialects import loop
+
+
+def _spatial_only(f: loop.ForOp) -> bool:
+    """Every block under `f` binds its variable only as a spatial iterator."""
+    for blk in f.body.walk():
+        if not isinstance(blk, loop.BlockOp):
+            continue
+        for kind, bound in zip(blk.iter_kinds.data, blk.bindings):
+            if bound == f.iv and kind != "S":
+                return False
+    return True
+
+
+@dataclass(frozen=True)
+class LoopParallelizeOuterPass(ModulePass):
+    """Marks the outermost loop with enough spatial iterations `parallel`.
+
+    **Input:** loop-level kernel functions (not the model entry `@main`).
+
+    **Output:** in each top-level loop nest, the first serial loop from the
+    outside whose trip count is at least `min-extent` and whose variable every
+    block binds as spatial (`S`) becomes `parallel`; loops of extent 1 on the
+    way are skipped. Nests with no such loop are left serial. With one thread
+    the backend runs `parallel` loops serially.
+
+    **Options:** `min-extent` (default 2).
+
+    Example:
+    ```mlir
+    loop.for %i0 = 0 to 1 serial {
+      loop.for %i1 = 0 to 64 serial { loop.block "relu" [S %a = %i0, S %b = %i1] {...} }
+    }
+    ```
+    becomes
+    ```mlir
+    loop.for %i0 = 0 to 1 serial {
+      loop.for %i1 = 0 to 64 parallel { loop.block "relu" [S %a = %i0, S %b = %i1] {...} }
+    }
+    ```
+    """
+
+    name = "loop-parallelize-outer"
+    min_extent: int = 2
+
+    def apply(self, ctx: Context, op: builtin.ModuleOp) -> None:
+        for fn in op.ops:
+            if not isinstance(fn, func.FuncOp) or fn.sym_name.data == "main":
+                continue
+            for top in fn.body.block.ops:
+                if isinstance(top, loop.ForOp):
+                    self._parallelize(top)
+
+    def _parallelize(self, f: loop.ForOp) -> None:
+        while True:
+            if f.kind.data != "serial" or not _spatial_only(f):
+                return
+            if f.trip_count >= self.min_extent:
+                f.properties["kind"] = StringAttr("parallel")
+                return
+            inner = [o for o in f.body.block.ops if isinstance(o, loop.ForOp)]
+            if len(inner) != 1 or len(list(f.body.block.ops)) != 1:
+                return
+            f = inner[0]
