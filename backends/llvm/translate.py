@@ -30,7 +30,7 @@ from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from llvmlite import ir
 from ziggurat.backends.llvm.arith_ops import ARITH_HANDLERS
-from ziggurat.backends.llvm.lltypes import (I8, I8P, I32, I64, VOID, Declarations, byte_size, element_size, llvm_type,
+from ziggurat.backends.llvm.lltypes import (I1, I8, I8P, I32, I64, VOID, Declarations, byte_size, element_size, llvm_type,
                                             memref_strides)
 from ziggurat.backends.llvm.math_ops import MATH_HANDLERS
 from ziggurat.backends.llvm.memory import MEMORY_HANDLERS
@@ -39,6 +39,7 @@ from ziggurat.errors import CompileError
 
 PREFER_VECTOR_WIDTH = '"prefer-vector-width"="512"'
 _BODY_TYPE = ir.FunctionType(VOID, [I8P])
+_LOOP_HINTS = {"vectorized": ("llvm.loop.vectorize.enable", True), "unrolled": ("llvm.loop.unroll.full", False)}
 
 
 class FuncState:
@@ -112,6 +113,7 @@ class Translator:
         self._arena_end = 0
         self._const_slots: dict[str, int] = {}
         self._outlined = 0
+        self._hints: dict[str, ir.MDValue] = {}
 
     # -- module level ----------------------------------------------------------
 
@@ -283,10 +285,24 @@ class Translator:
 
     # -- loops -----------------------------------------------------------------
 
-    def serial_loop(self, f: FuncState, lo: ir.Value, hi: ir.Value, step: int, body: Block, guard: bool) -> None:
+    def loop_id(self, kind: str) -> ir.MDValue:
+        """A fresh `!llvm.loop` node carrying the hint for a loop kind."""
+        hint = self._hints.get(kind)
+        if hint is None:
+            name, flag = _LOOP_HINTS[kind]
+            operands = [ir.MetaDataString(self.module, name)] + ([I1(1)] if flag else [])
+            hint = self._hints[kind] = self.module.add_metadata(operands)
+        # A loop ID must be unique and refer to itself; add_metadata would deduplicate.
+        md = ir.MDValue(self.module, [hint], name=str(len(self.module.metadata)))
+        md.operands = (md, hint)
+        return md
+
+    def serial_loop(self, f: FuncState, lo: ir.Value, hi: ir.Value, step: int, body: Block, guard: bool,
+                    kind: str = "serial") -> None:
         """A rotated loop `for iv = lo; iv < hi; iv += step` around `body`.
 
         Without `guard` the caller knows the loop runs at least once.
+        `vectorized` and `unrolled` loops carry the matching `llvm.loop` hint.
         """
         b = f.b
         pre = b.block
@@ -303,7 +319,9 @@ class Translator:
         self.block(f, body)
         nxt = b.add(iv, I64(step), flags=("nsw",))
         iv.add_incoming(nxt, b.block)
-        b.cbranch(b.icmp_signed("<", nxt, hi), header, exit_)
+        br = b.cbranch(b.icmp_signed("<", nxt, hi), header, exit_)
+        if kind in _LOOP_HINTS:
+            br.set_metadata("llvm.loop", self.loop_id(kind))
         b.position_at_end(exit_)
 
     def parallel_loop(self, f: FuncState, body: Block, lb: int, step: int, trips: int) -> None:
@@ -370,7 +388,7 @@ def _for(t: Translator, f: FuncState, op: Operation) -> None:
     if p["kind"].data == "parallel" and t.options.num_threads > 1 and f.parent is None:  # type: ignore[attr-defined]
         t.parallel_loop(f, body, lb, step, trips)
         return
-    t.serial_loop(f, I64(lb), I64(ub), step, body, guard=False)
+    t.serial_loop(f, I64(lb), I64(ub), step, body, guard=False, kind=p["kind"].data)  # type: ignore[attr-defined]
 
 
 def _block(t: Translator, f: FuncState, op: Operation) -> None:

@@ -1,0 +1,153 @@
+"""`ziggurat`: import, compile and run models from the command line.
+
+    ziggurat import model.onnx                       graph-level IR
+    ziggurat compile model.onnx --emit loop          IR at any stage, with compile times
+    ziggurat run model.onnx --inputs in.npz --check expected.npz
+    ziggurat demo                                    compile and check a bundled model
+
+A user error (bad model, unsupported op, bad input) prints one message and
+exits with status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from ziggurat.errors import ZigguratError
+
+STAGES = {
+    "graph": "",
+    "te": "convert-graph-to-te",
+    "loop": "convert-te-to-loop",
+}
+
+
+def _add_compile_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--target", default="llvm", help="target string, e.g. 'llvm -num-cores=2' (default: llvm)")
+    p.add_argument("--opt-level", "-O", type=int, default=3, choices=(0, 1, 2, 3), help="optimization level (default 3)")
+    p.add_argument("-p", "--pipeline", default=None, help="graph-level pass pipeline replacing the default one")
+
+
+def _load_npz(path: str) -> dict[str, np.ndarray]:
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            return {k: f[k] for k in f.files}
+    except (OSError, ValueError) as err:
+        raise ZigguratError(f"cannot read '{path}' as an .npz file: {err}") from None
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from ziggurat.frontends.onnx import import_onnx
+
+    imported = import_onnx(args.model)
+    text = str(imported.module)
+    if args.output:
+        with open(args.output, "w") as f:
+            f.write(text + "\n")
+    else:
+        print(text)
+    if args.weights:
+        imported.weights.save(args.weights)
+    return 0
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    import ziggurat
+
+    def after_pass(p, module, seconds: float) -> None:
+        if args.print_after in (p.name, "all"):
+            print(f"// -----// IR after {p.name} ({seconds * 1e3:.1f} ms) //----- //")
+            print(module)
+
+    model = ziggurat.compile(args.model, target=args.target, opt_level=args.opt_level, pipeline=args.pipeline, after_pass=after_pass)
+    stats = model.info["stats"]
+    times = ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in stats.seconds.items())
+    print(f"compiled {args.model}: {stats.kernels} kernels, {model.info['num_threads']} thread(s); {times}; total {stats.total:.2f} s", file=sys.stderr)
+    if args.emit_llvm:
+        print(model.info["llvm_ir"])
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    import ziggurat
+
+    start = time.perf_counter()
+    model = ziggurat.compile(args.model, target=args.target, opt_level=args.opt_level, pipeline=args.pipeline)
+    compile_s = time.perf_counter() - start
+    inputs = _load_npz(args.inputs)
+    outputs = model(**inputs) if set(inputs) == set(model.input_names) else model(*inputs.values())
+    print(f"compiled in {compile_s:.2f} s")
+    if not args.check:
+        for name, value in zip(model.output_names, outputs):
+            print(f"{name}: shape {value.shape}\n{value}")
+        return 0
+    expected = _load_npz(args.check)
+    ok = True
+    for name, value in zip(model.output_names, outputs):
+        if name not in expected:
+            raise ZigguratError(f"'{args.check}' has no array named '{name}' (it has {sorted(expected)})")
+        ref = expected[name]
+        err = float(np.max(np.abs(value.astype(np.float64) - ref))) if value.size else 0.0
+        good = value.shape == ref.shape and bool(np.allclose(value, ref, rtol=args.rtol, atol=args.atol))
+        ok &= good
+        print(f"{name}: max abs error {err:.3g} {'PASS' if good else 'FAIL'} (rtol {args.rtol}, atol {args.atol})")
+    print("PASS" if ok else "FAIL")
+    return 0 if ok else 1
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from ziggurat.cli.demo import run_demo
+
+    return run_demo(target=args.target)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ziggurat", description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter, epilog="\n".join(__doc__.splitlines()[2:7]))
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("import", help="print the graph-level IR of an ONNX model")
+    p.add_argument("model")
+    p.add_argument("-o", "--output", help="write the IR to this file instead of stdout")
+    p.add_argument("--weights", help="also save the weights as an .npz file")
+    p.set_defaults(func=cmd_import)
+
+    p = sub.add_parser("compile", help="compile a model; print the IR after passes and the compile times")
+    p.add_argument("model")
+    _add_compile_options(p)
+    p.add_argument("--print-after", metavar="PASS", help="print the IR after this pass ('all' for every pass)")
+    p.add_argument("--emit-llvm", action="store_true", help="print the generated LLVM IR")
+    p.set_defaults(func=cmd_compile)
+
+    p = sub.add_parser("run", help="compile and run a model on inputs from an .npz file")
+    p.add_argument("model")
+    p.add_argument("--inputs", required=True, help=".npz file with one array per model input")
+    p.add_argument("--check", help=".npz file with the expected outputs; prints max error and PASS/FAIL")
+    p.add_argument("--rtol", type=float, default=1e-3)
+    p.add_argument("--atol", type=float, default=1e-4)
+    _add_compile_options(p)
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("demo", help="compile a small bundled CNN and check it against numpy")
+    p.add_argument("--target", default="llvm")
+    p.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except ZigguratError as err:
+        print(f"ziggurat: error: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
