@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from llvmlite import ir
 from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, FloatAttr, IntegerAttr
 from xdsl.ir import Operation
 
-from llvmlite import ir
 from ziggurat.errors import CompileError
 
 if TYPE_CHECKING:
@@ -99,7 +99,8 @@ def _floordivsi(t: Translator, f: FuncState, op: Operation) -> None:
     x, y = f.get(op.operands[0]), f.get(op.operands[1])
     zero, one = _splat(x.type, 0), _splat(x.type, 1)
     q, r = b.sdiv(x, y), b.srem(x, y)
-    adjust = b.and_(b.icmp_signed("!=", r, zero), b.icmp_signed("!=", b.icmp_signed("<", r, zero), b.icmp_signed("<", y, zero)))
+    signs_differ = b.icmp_signed("!=", b.icmp_signed("<", r, zero), b.icmp_signed("<", y, zero))
+    adjust = b.and_(b.icmp_signed("!=", r, zero), signs_differ)
     f.vals[op.results[0]] = b.select(adjust, b.sub(q, one), q)
 
 
@@ -109,7 +110,8 @@ def _ceildivsi(t: Translator, f: FuncState, op: Operation) -> None:
     x, y = f.get(op.operands[0]), f.get(op.operands[1])
     zero, one = _splat(x.type, 0), _splat(x.type, 1)
     q, r = b.sdiv(x, y), b.srem(x, y)
-    adjust = b.and_(b.icmp_signed("!=", r, zero), b.icmp_signed("==", b.icmp_signed("<", r, zero), b.icmp_signed("<", y, zero)))
+    signs_agree = b.icmp_signed("==", b.icmp_signed("<", r, zero), b.icmp_signed("<", y, zero))
+    adjust = b.and_(b.icmp_signed("!=", r, zero), signs_agree)
     f.vals[op.results[0]] = b.select(adjust, b.add(q, one), q)
 
 

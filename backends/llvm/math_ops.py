@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from llvmlite import ir
 from xdsl.ir import Operation
 
-from llvmlite import ir
 from ziggurat.backends.llvm.lltypes import F16, F32, F64, I1, I32, is_float
 from ziggurat.errors import CompileError
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from llvmlite import ir
 from xdsl.ir import Operation, SSAValue
 
-from llvmlite import ir
 from ziggurat.backends.llvm.lltypes import I1, I8, I8P, I64, VOID, byte_size, element_size
 from ziggurat.errors import CompileError
 

@@ -66,6 +66,11 @@ class ModuleInfo:
     uses_openmp: bool = False
 
     @property
+    def arena_bytes(self) -> int:
+        """Alias of `arena_size`: bytes of the static arena the caller provides."""
+        return self.arena_size
+
+    @property
     def num_slots(self) -> int:
         """Length of the packed `void*` argument array of the entry wrapper."""
         return self.num_args + len(self.const_names) + (1 if self.arena_size > 0 else 0)

@@ -24,14 +24,15 @@ from __future__ import annotations
 
 import gc
 
+from llvmlite import ir
 from xdsl.dialects import func
 from xdsl.dialects.builtin import MemRefType, ModuleOp, UnregisteredOp
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
-from llvmlite import ir
 from ziggurat.backends.llvm.arith_ops import ARITH_HANDLERS
-from ziggurat.backends.llvm.lltypes import (I1, I8, I8P, I32, I64, VOID, Declarations, byte_size, element_size, llvm_type,
-                                            memref_strides)
+from ziggurat.backends.llvm.lltypes import (
+    I1, I8, I8P, I32, I64, VOID, Declarations, byte_size, element_size, llvm_type, memref_strides,
+)
 from ziggurat.backends.llvm.math_ops import MATH_HANDLERS
 from ziggurat.backends.llvm.memory import MEMORY_HANDLERS
 from ziggurat.backends.llvm.options import LLVMOptions, ModuleInfo

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import json
 import math
+import platform
 
 import numpy as np
 import pytest
@@ -205,6 +206,46 @@ def test_parallel_loop(threads: int):
     x, y = rand(7, 33), np.zeros((7, 33), np.float32)
     f(*ptrs(x, y))
     np.testing.assert_allclose(y, 3 * x + np.arange(7, dtype=np.float32)[:, None], rtol=1e-5, atol=1e-6)
+
+
+# a parallel loop inside a serial one: captures the outer index, a scalar and a vector
+NESTED = """
+func.func @rows(%x: memref<5x48xf32>, %y: memref<5x48xf32>) {
+  %w = arith.constant 0.5 : f32
+  %c1 = arith.constant 1.0 : f32
+  %s = arith.addf %w, %c1 : f32
+  %vs = hw.vbroadcast %s : f32 -> vector<16xf32>
+  loop.for %i = 0 to 5 serial {
+    %ii = arith.index_cast %i : index to i64
+    %fi = arith.sitofp %ii : i64 to f32
+    loop.for %j = 0 to 48 step 16 parallel {
+      %v = hw.vload %x[%i, %j] : memref<5x48xf32> -> vector<16xf32>
+      %vi = hw.vbroadcast %fi : f32 -> vector<16xf32>
+      %r = hw.vfma %v, %vs, %vi : vector<16xf32>
+      hw.vstore %r, %y[%i, %j] : vector<16xf32>, memref<5x48xf32>
+    }
+  }
+  func.return
+}
+"""
+
+
+def test_parallel_loop_captures_outer_values():
+    f, jm = kernel(NESTED, "rows", 2, num_threads=2)
+    assert "GOMP_parallel" in jm.llvm_ir
+    x, y = rand(5, 48), np.zeros((5, 48), np.float32)
+    f(*ptrs(x, y))
+    np.testing.assert_allclose(y, 1.5 * x + np.arange(5, dtype=np.float32)[:, None], rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="names an x86-64 baseline CPU")
+def test_target_override_baseline_cpu():
+    f, jm = kernel(VECTOR, "axpb", 4, cpu="x86-64", features="")
+    assert "zmm" not in jm.assembly() and "ymm" not in jm.assembly()
+    x = rand(37)
+    y, s, m = np.zeros(37, np.float32), np.zeros(1, np.float32), np.zeros(1, np.float32)
+    f(*ptrs(x, y, s, m))
+    np.testing.assert_allclose(y, 2.5 * x + 1, rtol=1e-6, atol=1e-6)
 
 
 ENTRY = """

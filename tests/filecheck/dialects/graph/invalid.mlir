@@ -1,0 +1,71 @@
+// RUN: ziggurat-opt %s --split-input-file --verify-diagnostics | filecheck %s
+
+func.func @bad_broadcast(%a: tensor<2xf32>, %b: tensor<3xf32>) {
+  %c = graph.add %a, %b : tensor<2xf32>, tensor<3xf32> -> tensor<2xf32>
+  func.return
+}
+// CHECK: 'graph.add' op operand shapes (2,) and (3,) do not broadcast
+
+// -----
+
+func.func @bad_matmul(%a: tensor<4x8xf32>, %b: tensor<7x5xf32>) {
+  %c = graph.matmul %a, %b : tensor<4x8xf32>, tensor<7x5xf32> -> tensor<4x5xf32>
+  func.return
+}
+// CHECK: 'graph.matmul' op contracting dims differ: 8 vs 7
+
+// -----
+
+func.func @bad_conv_channels(%x: tensor<1x3x8x8xf32>, %w: tensor<4x2x3x3xf32>) {
+  %y = graph.conv2d %x, %w {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1 : i64} : tensor<1x3x8x8xf32>, tensor<4x2x3x3xf32> -> tensor<1x4x8x8xf32>
+  func.return
+}
+// CHECK: 'graph.conv2d' op weight has 2 input channels per group, input has 3 for 1 groups
+
+// -----
+
+func.func @bad_conv_shape(%x: tensor<1x3x8x8xf32>, %w: tensor<4x3x3x3xf32>) {
+  %y = graph.conv2d %x, %w {strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1 : i64} : tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32> -> tensor<1x4x8x8xf32>
+  func.return
+}
+// CHECK: 'graph.conv2d' op result shape (1, 4, 8, 8) should be (1, 4, 4, 4)
+
+// -----
+
+func.func @bad_pool(%x: tensor<1x3x8x8xf32>) {
+  %y = graph.max_pool2d %x {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : tensor<1x3x8x8xf32> -> tensor<1x3x8x8xf32>
+  func.return
+}
+// CHECK: 'graph.max_pool2d' op result shape (1, 3, 8, 8) should be (1, 3, 4, 4)
+
+// -----
+
+func.func @bad_reshape(%x: tensor<2x3xf32>) {
+  %y = graph.reshape %x : tensor<2x3xf32> -> tensor<7xf32>
+  func.return
+}
+// CHECK: 'graph.reshape' op element counts differ: 6 vs 7
+
+// -----
+
+func.func @bad_transpose(%x: tensor<2x3xf32>) {
+  %y = graph.transpose %x {perm = array<i64: 0, 0>} : tensor<2x3xf32> -> tensor<2x2xf32>
+  func.return
+}
+// CHECK: 'graph.transpose' op perm (0, 0) is not a permutation of 2 dims
+
+// -----
+
+func.func @bad_softmax(%x: tensor<2x3xf32>) {
+  %y = graph.softmax %x {axis = 2 : i64} : tensor<2x3xf32>
+  func.return
+}
+// CHECK: 'graph.softmax' op axis 2 out of range for rank 2
+
+// -----
+
+func.func @bad_batch_norm(%x: tensor<1x4x2x2xf32>, %p: tensor<3xf32>) {
+  %y = graph.batch_norm %x, %p, %p, %p, %p {epsilon = 1.0e-05 : f64} : tensor<1x4x2x2xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32> -> tensor<1x4x2x2xf32>
+  func.return
+}
+// CHECK: 'graph.batch_norm' op parameters must have shape (4,), got (3,)
