@@ -131,12 +131,12 @@ def compile(  # noqa: A001 - the public name, as in TVM's relay.build / torch.co
     outputs = [TensorSpec(n, tuple(s), f32) for n, s in zip(imported.output_names, imported.output_shapes)]
     constants = [imported.weights[name] for name in info.const_names]
     return CompiledModel(
-        jit.address(f"{options.prefix}_entry"),
+        jit.address(info.entry_symbol),
         inputs,
         outputs,
         constants,
-        info.arena_bytes,
+        info.arena_size,
         keepalive=jit,
-        info={"stats": stats, "target": str(tgt), "num_threads": tgt.num_threads, "pipeline": spec},
+        info={"stats": stats, "target": str(tgt), "num_threads": tgt.num_threads, "pipeline": spec, "llvm_ir": jit.llvm_ir},
     )
 
