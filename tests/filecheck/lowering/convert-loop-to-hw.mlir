@@ -1,0 +1,85 @@
+// RUN: ziggurat-opt %s -p 'convert-loop-to-hw{vector-width=8}' --split-input-file | filecheck %s
+
+// An elementwise loop: vector loop of step 8 and a scalar tail of 4.
+func.func @scale(%x: memref<2x20xf32>, %y: memref<2x20xf32>) {
+  loop.for %i = 0 to 2 serial {
+    loop.for %j = 0 to 20 vectorized {
+      loop.block "scale" [S %a = %i, S %b = %j] {
+        %v = loop.load %x[%a, %b] : memref<2x20xf32>
+        %c = arith.constant 3.000000e+00 : f32
+        %m = arith.mulf %v, %c : f32
+        %s = arith.addf %m, %v : f32
+        loop.store %s, %y[%a, %b] : memref<2x20xf32>
+      }
+    }
+  }
+  func.return
+}
+// CHECK-LABEL: func.func @scale
+// CHECK:         loop.for %j = 0 to 16 step 8 serial {
+// CHECK-NEXT:      loop.block "scale" [S %[[A:.*]] = %i, S %[[B:.*]] = %j] {
+// CHECK-NEXT:        %[[V:.*]] = hw.vload %x[%[[A]], %[[B]]] : memref<2x20xf32> -> vector<8xf32>
+// CHECK-NEXT:        %[[C:.*]] = arith.constant 3.000000e+00 : f32
+// CHECK-NEXT:        %[[CV:.*]] = hw.vbroadcast %[[C]] : f32 -> vector<8xf32>
+// CHECK-NEXT:        %[[F:.*]] = hw.vfma %[[V]], %[[CV]], %[[V]] : vector<8xf32>
+// CHECK-NEXT:        hw.vstore %[[F]], %y[%[[A]], %[[B]]] : vector<8xf32>, memref<2x20xf32>
+// CHECK:         } {hw.vector_width = 8 : i64}
+// CHECK-NEXT:    loop.for %j{{.*}} = 16 to 20 serial {
+// CHECK:           loop.load %x
+
+// -----
+
+// A reduction over the vectorized loop accumulates in lanes, then vreduce.
+func.func @dot(%x: memref<32xf32>, %w: memref<32xf32>, %y: memref<1xf32>) {
+  loop.for %i = 0 to 1 serial {
+    loop.for %k = 0 to 32 vectorized {
+      loop.block "dot" [S %a = %i, R %b = %k] {
+        %p = loop.load %x[%b] : memref<32xf32>
+        %q = loop.load %w[%b] : memref<32xf32>
+        %acc = loop.load %y[%a] : memref<1xf32>
+        %m = arith.mulf %p, %q : f32
+        %s = arith.addf %acc, %m : f32
+        loop.store %s, %y[%a] : memref<1xf32>
+      }
+    }
+  }
+  func.return
+}
+// CHECK-LABEL: func.func @dot
+// CHECK:         %[[BUF:.*]] = loop.alloc "local" : memref<8xf32>
+// CHECK:         hw.vstore %{{.*}}, %[[BUF]]
+// CHECK:         loop.for %k = 0 to 32 step 8 serial {
+// CHECK:           %[[P:.*]] = hw.vload %x
+// CHECK-NEXT:      %[[Q:.*]] = hw.vload %w
+// CHECK-NEXT:      %[[ACC:.*]] = hw.vload %[[BUF]]
+// CHECK-NEXT:      %[[F:.*]] = hw.vfma %[[P]], %[[Q]], %[[ACC]] : vector<8xf32>
+// CHECK-NEXT:      hw.vstore %[[F]], %[[BUF]]
+// CHECK:         %[[T:.*]] = hw.vreduce "add" %{{.*}} : vector<8xf32> -> f32
+// CHECK-NEXT:    %[[OLD:.*]] = loop.load %y[%i] : memref<1xf32>
+// CHECK-NEXT:    arith.addf %[[OLD]], %[[T]] : f32
+// CHECK-NOT:     loop.for
+
+// -----
+
+// Negative: a strided access stays scalar and says why; serial loops are untouched.
+func.func @column(%x: memref<16x16xf32>, %y: memref<16xf32>) {
+  loop.for %j = 0 to 16 vectorized {
+    loop.block "col" [S %b = %j] {
+      %z = arith.constant 0 : index
+      %v = loop.load %x[%b, %z] : memref<16x16xf32>
+      loop.store %v, %y[%b] : memref<16xf32>
+    }
+  }
+  loop.for %k = 0 to 16 serial {
+    loop.block "copy" [S %c = %k] {
+      %v = loop.load %y[%c] : memref<16xf32>
+      loop.store %v, %y[%c] : memref<16xf32>
+    }
+  }
+  func.return
+}
+// CHECK-LABEL: func.func @column
+// CHECK:         loop.for %j = 0 to 16 serial {
+// CHECK:         } {hw.not_vectorized = "'loop.load' is not contiguous in the loop variable (strides [1, 0])"}
+// CHECK:         loop.for %k = 0 to 16 serial {
+// CHECK-NOT:     hw.
