@@ -64,7 +64,7 @@ def test_pattern_kinds_are_traits() -> None:
         traits = [t for t in op.traits if isinstance(t, graph_dialect.OpPattern)]
         assert len(traits) == 1, f"{op.name} must declare exactly one op-pattern kind"
     kind = graph_dialect.PatternKind
-    assert graph_dialect.ReluOp.traits.get_trait(graph_dialect.OpPattern).kind == kind.ELEMWISE  # type: ignore[union-attr]
-    assert graph_dialect.AddOp.traits.get_trait(graph_dialect.OpPattern).kind == kind.BROADCAST  # type: ignore[union-attr]
-    assert graph_dialect.Conv2dOp.traits.get_trait(graph_dialect.OpPattern).kind == kind.OUT_ELEMWISE_FUSABLE  # type: ignore[union-attr]
-    assert graph_dialect.ReshapeOp.traits.get_trait(graph_dialect.OpPattern).kind == kind.INJECTIVE  # type: ignore[union-attr]
+    assert graph_dialect.ReluOp.get_trait(graph_dialect.OpPattern).kind == kind.ELEMWISE  # type: ignore[union-attr]
+    assert graph_dialect.AddOp.get_trait(graph_dialect.OpPattern).kind == kind.BROADCAST  # type: ignore[union-attr]
+    assert graph_dialect.Conv2dOp.get_trait(graph_dialect.OpPattern).kind == kind.OUT_ELEMWISE_FUSABLE  # type: ignore[union-attr]
+    assert graph_dialect.ReshapeOp.get_trait(graph_dialect.OpPattern).kind == kind.INJECTIVE  # type: ignore[union-attr]
