@@ -1,7 +1,7 @@
 """`ziggurat`: import, compile and run models from the command line.
 
     ziggurat import model.onnx                       graph-level IR
-    ziggurat compile model.onnx --emit loop          IR at any stage, with compile times
+    ziggurat compile model.onnx --emit loop          IR at a stage (te|loop|hw|llvm), with compile times
     ziggurat run model.onnx --inputs in.npz --check expected.npz
     ziggurat demo                                    compile and check a bundled model
 
@@ -20,10 +20,11 @@ import numpy as np
 
 from ziggurat.errors import ZigguratError
 
+# The pass after which each --emit stage's IR exists.
 STAGES = {
-    "graph": "",
     "te": "convert-graph-to-te",
     "loop": "convert-te-to-loop",
+    "hw": "convert-loop-to-hw",
 }
 
 
@@ -60,6 +61,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
     import ziggurat
 
     def after_pass(p, module, seconds: float) -> None:
+        if args.emit in STAGES and p.name == STAGES[args.emit]:
+            print(module)
         if args.print_after in (p.name, "all"):
             print(f"// -----// IR after {p.name} ({seconds * 1e3:.1f} ms) //----- //")
             print(module)
@@ -68,7 +71,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     stats = model.info["stats"]
     times = ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in stats.seconds.items())
     print(f"compiled {args.model}: {stats.kernels} kernels, {model.info['num_threads']} thread(s); {times}; total {stats.total:.2f} s", file=sys.stderr)
-    if args.emit_llvm:
+    if args.emit == "llvm":
         print(model.info["llvm_ir"])
     return 0
 
@@ -92,6 +95,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         if name not in expected:
             raise ZigguratError(f"'{args.check}' has no array named '{name}' (it has {sorted(expected)})")
         ref = expected[name]
+        if ref.shape != value.shape:
+            print(f"{name}: shape {value.shape}, expected {ref.shape} FAIL")
+            ok = False
+            continue
         err = float(np.max(np.abs(value.astype(np.float64) - ref))) if value.size else 0.0
         good = value.shape == ref.shape and bool(np.allclose(value, ref, rtol=args.rtol, atol=args.atol))
         ok &= good
@@ -120,7 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model")
     _add_compile_options(p)
     p.add_argument("--print-after", metavar="PASS", help="print the IR after this pass ('all' for every pass)")
-    p.add_argument("--emit-llvm", action="store_true", help="print the generated LLVM IR")
+    p.add_argument("--emit", choices=(*STAGES, "llvm"), help="print the IR at this stage (llvm: the LLVM IR before LLVM's optimizations)")
     p.set_defaults(func=cmd_compile)
 
     p = sub.add_parser("run", help="compile and run a model on inputs from an .npz file")
