@@ -40,3 +40,15 @@ class CompileError(ZigguratError):
 
 class InputError(ZigguratError):
     """Arguments to a compiled model that do not match its inputs."""
+
+
+class ScheduleError(ZigguratError):
+    """An illegal schedule primitive: names the block or loop and why."""
+
+
+class TuningError(ZigguratError):
+    """A failure of the autotuner itself (not of a measured candidate): a bad record database, a dead worker pool."""
+
+
+class TuningDatabaseError(TuningError):
+    """A tuning record database that cannot be read or appended to."""

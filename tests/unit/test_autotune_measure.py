@@ -1,0 +1,216 @@
+"""Builder and runner: candidates that crash, hang or compute wrong results become error records."""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import os
+import time
+
+import numpy as np
+import pytest
+from xdsl.parser import Parser
+
+from ziggurat.autotune import (
+    Builder,
+    JSONDatabase,
+    LocalBuilder,
+    LocalRunner,
+    MeasureInput,
+    Runner,
+    Worker,
+    measure,
+    to_record,
+)
+from ziggurat.autotune.workers import get_context
+from ziggurat.compiler import parse_pipeline, run_passes
+from ziggurat.dialects import make_context
+
+M, N, K = 24, 40, 16
+SHAPES = ((M, K), (K, N), (M, N))
+
+TE_MATMUL = f"""
+func.func @mm_0(%a: tensor<{M}x{K}xf32>, %b: tensor<{K}x{N}xf32>) -> tensor<{M}x{N}xf32> {{
+  %s = te.reduce "mm" add init 0.000000e+00 : f32 (%i, %j) reduce (%k : {K}) : tensor<{M}x{N}xf32> {{
+    %x = te.read %a[%i, %k] : tensor<{M}x{K}xf32>
+    %y = te.read %b[%k, %j] : tensor<{K}x{N}xf32>
+    %p = arith.mulf %x, %y : f32
+    te.yield %p : f32
+  }}
+  func.return %s : tensor<{M}x{N}xf32>
+}}
+"""
+
+
+def lower(text: str, pipeline: str) -> str:
+    module = Parser(make_context(), text).parse_module()
+    run_passes(module, parse_pipeline(pipeline))
+    return str(module)
+
+
+REFERENCE = lower(TE_MATMUL, "convert-te-to-loop")
+FAST = REFERENCE.replace(f"0 to {M} serial", f"0 to {M} parallel")
+# the init store goes 2**40 elements past the output buffer
+CRASH = REFERENCE.replace("loop.store %2, %out0[%0, %1]",
+                          "%far = arith.constant 1099511627776 : index\n loop.store %2, %out0[%far, %1]")
+# a 10**12-trip loop around the reduction; the float recurrence cannot be folded away
+HANG = REFERENCE.replace(f"loop.for %r0 = 0 to {K} serial {{",
+                         f"loop.for %h = 0 to 1000000000000 serial {{ loop.for %r0 = 0 to {K} serial {{")
+HANG = HANG.replace("    func.return", "    }\n    func.return", 1)
+
+
+def wrong_kernel() -> str:
+    """The reference with the product added twice in the update."""
+    lines = REFERENCE.splitlines()
+    i = next(n for n, x in enumerate(lines) if "arith.addf" in x)
+    lhs, rhs = lines[i].split(" = arith.addf ")
+    a, b = rhs.split(" : ")[0].split(", ")
+    lines[i] = f"%half = arith.addf {a}, {b} : f32\n{lhs} = arith.addf %half, {b} : f32"
+    return "\n".join(lines)
+
+
+def cand(text: str, trace) -> MeasureInput:
+    return MeasureInput(text, "mm_0", SHAPES, reference=REFERENCE, trace=trace)
+
+
+@pytest.fixture(scope="module")
+def tools():
+    with LocalBuilder(n_parallel=2) as builder, LocalRunner(timeout=3.0, repeat=3, min_repeat_ms=5) as runner:
+        yield builder, runner
+
+
+def test_protocols_and_picklable_inputs():
+    import pickle
+
+    with LocalBuilder(1) as b, LocalRunner() as r:
+        assert isinstance(b, Builder) and isinstance(r, Runner)
+    inp = cand(FAST, {"parallel": True})
+    assert pickle.loads(pickle.dumps(inp)) == inp
+    assert inp.key == cand(REFERENCE, None).key  # the workload is the untuned kernel
+    with pytest.raises(ValueError, match="num_outputs"):
+        MeasureInput(FAST, "mm_0", SHAPES, num_outputs=4)
+
+
+def test_good_candidates_are_timed_and_recorded(tools, tmp_path):
+    builder, runner = tools
+    inputs = [cand(FAST, {"outer": "parallel"}), cand(REFERENCE, {"outer": "serial"})]
+    results = measure(builder, runner, inputs)
+    for res in results:
+        assert res.error == "ok", res.message
+        assert len(res.costs) == 3 and all(0 < c < 0.1 for c in res.costs)
+        assert res.run_seconds >= sum(res.costs)
+    db = JSONDatabase(tmp_path / "db.jsonl")
+    for inp, res in zip(inputs, results):
+        db.commit(to_record(inp, res, "llvm"))
+    assert db.has_measured(inputs[0].key, {"outer": "parallel"})
+    assert db.best(inputs[0].key, "llvm").costs in (results[0].costs, results[1].costs)
+
+
+def test_min_repeat_ms_raises_the_number_of_calls(tools):
+    builder, _ = tools
+    (build,) = builder.build([cand(FAST, 0)])
+    with LocalRunner(timeout=10.0, repeat=2, min_repeat_ms=30) as runner:
+        start = time.perf_counter()
+        (res,) = runner.run([cand(FAST, 0)], [build])
+        elapsed = time.perf_counter() - start
+    assert res.error == "ok"
+    assert elapsed >= 2 * 0.030  # two repeats of at least 30 ms each, although one call is microseconds
+
+
+def test_wrong_result_is_an_error_record(tools):
+    builder, runner = tools
+    inputs = [cand(wrong_kernel(), "wrong"), cand(FAST, "fine")]
+    wrong, fine = measure(builder, runner, inputs)
+    assert wrong.error == "wrong_result" and "differs from the reference" in wrong.message and not wrong.costs
+    assert fine.error == "ok"
+    assert to_record(inputs[0], wrong, "llvm").error == "wrong_result"
+
+
+def test_segfault_is_a_crash_record_and_measuring_goes_on(tools):
+    builder, runner = tools
+    crash, fine = measure(builder, runner, [cand(CRASH, "crash"), cand(FAST, "after-crash")])
+    assert crash.error == "crash" and "SIGSEGV" in crash.message
+    assert fine.error == "ok" and fine.costs
+
+
+def test_hang_is_a_timeout_record_and_measuring_goes_on(tools):
+    builder, runner = tools
+    start = time.perf_counter()
+    hang, fine = measure(builder, runner, [cand(HANG, "hang"), cand(FAST, "after-hang")])
+    assert hang.error == "timeout" and "3 s" in hang.message
+    assert fine.error == "ok"
+    assert time.perf_counter() - start < 30
+
+
+def test_build_errors(tools):
+    builder, runner = tools
+    bad_op = cand(REFERENCE.replace("arith.mulf", "arith.mulzz"), "bad-op")
+    no_func = MeasureInput(FAST, "mm_9", SHAPES, trace="no-func")
+    bad_ref = MeasureInput(FAST, "mm_0", SHAPES, reference="garbage", trace="bad-ref")
+    results = measure(builder, runner, [bad_op, no_func, bad_ref])
+    assert [r.error for r in results] == ["build_error"] * 3
+    assert "does not parse or verify" in results[0].message
+    assert "no kernel 'mm_9'" in results[1].message
+    assert "reference kernel failed to build" in results[2].message
+
+
+def test_pipeline_runs_before_the_backend(tools):
+    builder, runner = tools
+    vec = REFERENCE.replace(f"0 to {N} serial", f"0 to {N} vectorized")
+    inp = MeasureInput(vec, "mm_0", SHAPES, pipeline="convert-loop-to-hw{vector-width=8}", reference=REFERENCE)
+    (res,) = measure(builder, runner, [inp])
+    assert res.error == "ok", res.message
+
+
+@pytest.mark.parametrize("method", ["forkserver", "spawn"])
+def test_worker_survives_crash_timeout_and_errors(method):
+    worker = Worker(get_context(method))
+    try:
+        assert worker.call(math.sqrt, 16.0, timeout=30).value == 4.0
+        res = worker.call(ctypes.string_at, 0, timeout=30)  # reads address 0
+        assert res.status == "crash" and "SIGSEGV" in res.message
+        res = worker.call(os._exit, 3, timeout=30)
+        assert res.status == "crash" and "status 3" in res.message
+        res = worker.call(time.sleep, 30, timeout=0.5)
+        assert res.status == "timeout"
+        res = worker.call(int, "seven", timeout=30)
+        assert res.status == "error" and "ValueError" in res.message
+        assert worker.call(math.sqrt, 9.0, timeout=30).value == 3.0
+        assert worker.restarts == 3
+    finally:
+        worker.close()
+    assert not worker.alive
+
+
+def test_fork_is_refused():
+    with pytest.raises(ValueError, match="fork hangs in libgomp"):
+        get_context("fork")
+
+
+def test_measured_records_feed_features_and_the_cost_model(tools, tmp_path):
+    """Variants of loop kinds: measure, record, then featurize the records and pretrain a model on them."""
+    from ziggurat.autotune import GBTCostModel, extract_features
+
+    builder, runner = tools
+    variants = {}
+    for outer in ("serial", "parallel"):
+        for inner in ("serial", "vectorized", "unrolled"):
+            text = REFERENCE.replace(f"0 to {M} serial", f"0 to {M} {outer}")
+            variants[f"{outer}/{inner}"] = text.replace(f"0 to {N} serial", f"0 to {N} {inner}")
+    pipeline = "convert-loop-to-hw{vector-width=8}"
+    inputs = [MeasureInput(t, "mm_0", SHAPES, pipeline=pipeline, reference=REFERENCE, trace=name)
+              for name, t in variants.items()]
+    db = JSONDatabase(tmp_path / "db.jsonl")
+    for inp, res in zip(inputs, measure(builder, runner, inputs)):
+        assert res.error == "ok", (inp.trace, res.message)
+        db.commit(to_record(inp, res, "llvm"))
+
+    def featurize(record):
+        module = Parser(make_context(), variants[record.trace]).parse_module()
+        run_passes(module, parse_pipeline(pipeline))
+        return extract_features(module, "mm_0")
+
+    model = GBTCostModel(n_estimators=20)
+    assert model.pretrain(JSONDatabase(db.path).records(inputs[0].key), featurize) == len(variants)
+    scores = model.predict(np.stack([featurize(r) for r in db.records()]))
+    assert scores.shape == (len(variants),) and np.isfinite(scores).all() and scores.std() > 0
