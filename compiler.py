@@ -10,7 +10,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from xdsl.context import Context
-from xdsl.dialects import builtin
+from xdsl.dialects import builtin, func
 from xdsl.passes import ModulePass, PassPipeline
 from xdsl.utils.exceptions import VerifyException
 
@@ -75,12 +77,53 @@ def run_passes(
             after_pass(p, module, time.perf_counter() - start)
 
 
+@dataclass(frozen=True)
+class _Built:
+    """What a later compile of the same model (same IR, weights, pipeline and
+    target) reuses: the JIT module and what the executor needs besides it."""
+
+    jit: Any
+    entry_symbol: str
+    arena_size: int
+    constants: tuple[np.ndarray, ...]
+    kernels: int
+    kernel_calls: int
+    arena_bytes: int | None
+    unplanned_bytes: int | None
+
+
+# Process-level cache of compiled models, keyed by `_cache_key` (a sha256 of
+# everything the generated code depends on); least recently used first out.
+_CACHE: OrderedDict[str, _Built] = OrderedDict()
+CACHE_SIZE = 16
+
+
+def _cache_key(imported: Any, spec: str, options: Any) -> str:
+    h = hashlib.sha256()
+    h.update(str(imported.module).encode())
+    h.update(f"|{spec}|{options!r}|".encode())
+    for name in sorted(imported.weights):
+        array = imported.weights[name]
+        h.update(f"{name}:{array.dtype}:{array.shape}".encode())
+        h.update(np.ascontiguousarray(array).data)
+    return h.hexdigest()
+
+
+def clear_cache() -> None:
+    """Forgets every compiled model of this process (the next compile starts cold)."""
+    _CACHE.clear()
+
+
 @dataclass
 class CompileStats:
     """Where compile time went, in seconds, plus module sizes."""
 
     seconds: dict[str, float] = field(default_factory=dict)
-    kernels: int = 0
+    kernels: int = 0  # distinct kernel functions (after dedupe-kernels)
+    kernel_calls: int = 0  # kernel calls in the entry function
+    cache_hit: bool = False  # the process-level cache supplied the native code
+    arena_bytes: int | None = None  # from plan-memory: the planned arena ...
+    unplanned_bytes: int | None = None  # ... and the sum of all intermediates
 
     @property
     def total(self) -> float:
@@ -98,10 +141,11 @@ def compile(  # noqa: A001 - the public name, as in TVM's relay.build / torch.co
 
     `pipeline` replaces the graph-level part of the default pipeline;
     `after_pass(pass, module, seconds)` sees the IR after every pass.
-    Returns a `ziggurat.runtime.executor.CompiledModel`.
+    Compiling the same model (IR, weights, pipeline, target) again in one
+    process reuses the native code of the first compile, unless `after_pass`
+    asks to see the passes run. Returns a `ziggurat.runtime.executor.CompiledModel`.
     """
-    from ziggurat.backends.llvm.jit import jit_compile
-    from ziggurat.backends.llvm.translate import LLVMOptions, translate_module
+    from ziggurat.backends.llvm.translate import LLVMOptions
     from ziggurat.frontends.onnx import ImportedModel, import_onnx
     from ziggurat.runtime.executor import CompiledModel, TensorSpec
 
@@ -111,32 +155,62 @@ def compile(  # noqa: A001 - the public name, as in TVM's relay.build / torch.co
     imported = model if isinstance(model, ImportedModel) else import_onnx(model)
     stats.seconds["import"] = time.perf_counter() - t0
 
-    module = imported.module.clone()
-    t0 = time.perf_counter()
     spec = pipelines.default_pipeline(opt_level, tgt.vector_width, graph=pipeline)
+    options = LLVMOptions(num_threads=tgt.num_threads, cpu=tgt.mcpu, features=tgt.mattr)
+    f32 = np.dtype(np.float32)  # the frontend admits float32 inputs and outputs only
+    inputs = [TensorSpec(n, tuple(s), f32) for n, s in zip(imported.input_names, imported.input_shapes)]
+    outputs = [TensorSpec(n, tuple(s), f32) for n, s in zip(imported.output_names, imported.output_shapes)]
+    t0 = time.perf_counter()
+    key = _cache_key(imported, spec, options)
+    built = _CACHE.get(key) if after_pass is None else None
+    stats.seconds["cache"] = time.perf_counter() - t0
+    if built is None:
+        built = _build(imported, spec, options, stats, after_pass)
+        _CACHE[key] = built
+        while len(_CACHE) > CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    else:
+        _CACHE.move_to_end(key)
+        stats.cache_hit = True
+    stats.kernels, stats.kernel_calls = built.kernels, built.kernel_calls
+    stats.arena_bytes, stats.unplanned_bytes = built.arena_bytes, built.unplanned_bytes
+    return CompiledModel(
+        built.jit.address(built.entry_symbol),
+        inputs,
+        outputs,
+        built.constants,
+        built.arena_size,
+        keepalive=built.jit,
+        info={"stats": stats, "target": str(tgt), "num_threads": tgt.num_threads, "pipeline": spec, "llvm_ir": built.jit.llvm_ir},
+    )
+
+
+def _build(imported: Any, spec: str, options: Any, stats: CompileStats, after_pass: PassCallback | None) -> _Built:
+    """Passes, translation and JIT: the uncached part of `compile`."""
+    from ziggurat.backends.llvm.jit import jit_compile
+    from ziggurat.backends.llvm.translate import translate_module
+    from ziggurat.frontends.weights import WeightStore
+    from ziggurat.transforms.weight_binding import bind_weights
+
+    module = imported.module.clone()
+    # Graph passes may add weights (folded constants, rewritten conv weights):
+    # they go into a copy of the store, bound to this module.
+    weights = WeightStore(imported.weights)
+    bind_weights(module, weights)
+    t0 = time.perf_counter()
     run_passes(module, parse_pipeline(spec), after_pass=after_pass)
     stats.seconds["passes"] = time.perf_counter() - t0
-    stats.kernels = sum(1 for f in module.ops if getattr(f, "sym_name", None) and f.sym_name.data != "main")  # type: ignore[attr-defined]
+    kernels = sum(1 for f in module.ops if getattr(f, "sym_name", None) and f.sym_name.data != "main")  # type: ignore[attr-defined]
+    plan = [module.attributes.get(f"plan.{k}_bytes") for k in ("arena", "unplanned")]
+    calls = sum(isinstance(o, func.CallOp) for f in module.ops if getattr(f, "sym_name", None) and f.sym_name.data == "main" for o in f.walk())  # type: ignore[attr-defined]
 
-    options = LLVMOptions(num_threads=tgt.num_threads, cpu=tgt.mcpu, features=tgt.mattr)
     t0 = time.perf_counter()
     ir_module, info = translate_module(module, options)
     stats.seconds["translate"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     jit = jit_compile(ir_module, options)
     stats.seconds["llvm"] = time.perf_counter() - t0
-
-    f32 = np.dtype(np.float32)  # the frontend admits float32 inputs and outputs only
-    inputs = [TensorSpec(n, tuple(s), f32) for n, s in zip(imported.input_names, imported.input_shapes)]
-    outputs = [TensorSpec(n, tuple(s), f32) for n, s in zip(imported.output_names, imported.output_shapes)]
-    constants = [imported.weights[name] for name in info.const_names]
-    return CompiledModel(
-        jit.address(info.entry_symbol),
-        inputs,
-        outputs,
-        constants,
-        info.arena_size,
-        keepalive=jit,
-        info={"stats": stats, "target": str(tgt), "num_threads": tgt.num_threads, "pipeline": spec, "llvm_ir": jit.llvm_ir},
-    )
+    constants = tuple(weights[name] for name in info.const_names)
+    arena, unplanned = (a.value.data if a is not None else None for a in plan)  # type: ignore[attr-defined]
+    return _Built(jit, info.entry_symbol, info.arena_size, constants, kernels, calls, arena, unplanned)
 

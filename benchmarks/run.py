@@ -1,18 +1,34 @@
-"""Side-by-side benchmark: ziggurat against onnxruntime, in one process.
+"""The benchmark suite: ziggurat against onnxruntime (and numpy for matmul).
 
-    python -m benchmarks.run [--threads 1,2] [--models DIR] [--json out.json]
+    python -m benchmarks.run [--threads 1,2] [--only NAME,...] [--rounds 30] [--json out.json]
 
-For every model under `--models` (default ../shared/models; skipped with a
-message when absent) it reports ziggurat's compile time, onnxruntime's session
-creation time, the median latency of each with its interquartile spread (runs
-interleaved round by round, onnxruntime with the same intra-op thread count),
-the ratio ziggurat / onnxruntime and the max error against expected.npz.
+Workloads (benchmarks/workloads.py): matmul 512^3 and 1024^3, a batch-64 MLP
+(784-512-512-10), conv3x3 on 1x64x56x56 -> 64, a small ResNet-style CNN, one
+BERT-style encoder layer (seq 128, hidden 256, 4 heads), a chain of 6
+elementwise ops over 1M floats, and every model under `--models` (default
+../shared/models; skipped with a message when absent). A workload ziggurat
+cannot compile yet is skipped with the error's first sentence.
+
+Per workload and thread count it reports: ziggurat's compile time, the median
+latency of ziggurat and of onnxruntime (same intra-op thread count) with the
+interquartile spread, the ratio ziggurat/onnxruntime, ziggurat's GFLOP/s, and
+the max error against onnxruntime (synthetic workloads) or expected.npz
+(shared models). For matmul, numpy's throughput (OpenBLAS limited to the same
+threads through OPENBLAS_NUM_THREADS in a child process) and the ratio of our
+throughput to it are added. Timing alternates blocks of runs of the two
+engines (not single runs) with a 0.2 s pause between blocks, so one runtime's
+spinning workers (libgomp's, onnxruntime's) do not steal the cores from the
+other's next call: interleaving single runs made our 2-thread numbers 10x
+worse on this 2-core machine. The last lines give the geometric mean of
+the ratio per thread count.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
 import sys
 import time
 import warnings
@@ -24,6 +40,22 @@ import ziggurat
 from ziggurat.errors import ZigguratError
 
 DEFAULT_MODELS = Path(__file__).resolve().parents[2] / "shared" / "models"
+BLOCKS = 5
+SETTLE_S = 0.2
+
+_NUMPY_CHILD = """
+import json, sys, time
+import numpy as np
+n, rounds = int(sys.argv[1]), int(sys.argv[2])
+rng = np.random.default_rng(0)
+a = rng.standard_normal((n, n)).astype(np.float32); b = rng.standard_normal((n, n)).astype(np.float32)
+c = np.empty((n, n), np.float32)
+for _ in range(3): np.matmul(a, b, out=c)
+ts = []
+for _ in range(rounds):
+    t = time.perf_counter(); np.matmul(a, b, out=c); ts.append(time.perf_counter() - t)
+print(json.dumps(ts))
+"""
 
 
 def _median_iqr(samples: list[float]) -> tuple[float, float]:
@@ -31,91 +63,140 @@ def _median_iqr(samples: list[float]) -> tuple[float, float]:
     return float(med), float(q3 - q1)
 
 
-def bench_model(folder: Path, threads: int, rounds: int) -> dict:
+def numpy_matmul_ms(n: int, threads: int, rounds: int) -> float:
+    """Median ms of numpy's n^3 sgemm with OpenBLAS limited to `threads`."""
+    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
+    out = subprocess.run([sys.executable, "-c", _NUMPY_CHILD, str(n), str(rounds)], env=env,
+                         capture_output=True, text=True, check=True)
+    return _median_iqr(json.loads(out.stdout))[0] * 1e3
+
+
+def _ort_session(model, threads: int):
     import onnxruntime as ort
 
-    row: dict = {"model": folder.name, "threads": threads}
-    inputs = dict(np.load(folder / "inputs.npz"))
-    expected = dict(np.load(folder / "expected.npz"))
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    data = model if isinstance(model, (str, bytes)) else model.SerializeToString()
+    return ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
+
+
+def bench(name: str, model, inputs: dict, threads: int, rounds: int, flops: float | None = None,
+          expected: dict | None = None) -> dict:
+    """Times one workload; `model` is an onnx path, bytes or ModelProto."""
+    row: dict = {"workload": name, "threads": threads}
     start = time.perf_counter()
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            model = ziggurat.compile(str(folder / "model.onnx"), target=f"llvm -num-cores={threads}")
+            compiled = ziggurat.compile(model, target=f"llvm -num-cores={threads}")
     except ZigguratError as err:
         row["skipped"] = str(err).split(". ")[0]
         return row
     row["compile_s"] = time.perf_counter() - start
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = threads
-    opts.inter_op_num_threads = 1
-    start = time.perf_counter()
-    sess = ort.InferenceSession(str(folder / "model.onnx"), opts, providers=["CPUExecutionProvider"])
-    row["ort_session_s"] = time.perf_counter() - start
-
-    outs = model(**inputs)
-    row["max_error"] = max(float(np.max(np.abs(o - expected[n]))) for n, o in zip(model.output_names, outs))
+    sess = _ort_session(model, threads)
     feeds = {k: np.ascontiguousarray(v) for k, v in inputs.items()}
-    ins = [feeds[n] for n in model.input_names]
-    results = [np.empty(s.shape, s.dtype) for s in model.outputs]
-    zig, onnxrt, full = [], [], []
-    for _ in range(5):  # warm-up
-        model.run_native(ins, results)
+    ins = [feeds[n] for n in compiled.input_names]
+    results = [np.empty(s.shape, s.dtype) for s in compiled.outputs]
+    # A fresh onnxruntime pool spins until its first run, which starves our
+    # threads (48 ms instead of 0.03 ms for a 2-thread MLP): run it first.
+    ort_out = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
+    time.sleep(SETTLE_S)
+    compiled.run_native(ins, results)
+    ref = expected or ort_out
+    row["max_error"] = max(float(np.max(np.abs(o - ref[n]))) for n, o in zip(compiled.output_names, results))
+    zig: list[float] = []
+    onnxrt: list[float] = []
+    per_block = max(2, rounds // BLOCKS)
+    for _ in range(BLOCKS):
+        time.sleep(SETTLE_S)  # let the other runtime's workers stop spinning
+        compiled.run_native(ins, results)  # first run of a block: wakes the pool, not timed
+        for _ in range(per_block):
+            t = time.perf_counter()
+            compiled.run_native(ins, results)
+            zig.append(time.perf_counter() - t)
+        time.sleep(SETTLE_S)
         sess.run(None, feeds)
-    for _ in range(rounds):
-        t = time.perf_counter()
-        model.run_native(ins, results)
-        zig.append(time.perf_counter() - t)
-        t = time.perf_counter()
-        model(**feeds)
-        full.append(time.perf_counter() - t)
-        t = time.perf_counter()
-        sess.run(None, feeds)
-        onnxrt.append(time.perf_counter() - t)
+        for _ in range(per_block):
+            t = time.perf_counter()
+            sess.run(None, feeds)
+            onnxrt.append(time.perf_counter() - t)
     row["ziggurat_ms"], row["ziggurat_iqr_ms"] = (x * 1e3 for x in _median_iqr(zig))
-    row["ziggurat_call_ms"] = _median_iqr(full)[0] * 1e3
     row["ort_ms"], row["ort_iqr_ms"] = (x * 1e3 for x in _median_iqr(onnxrt))
     row["ratio"] = row["ziggurat_ms"] / row["ort_ms"]
-    row["kernels"] = model.info["stats"].kernels
+    if flops:
+        row["gflops"] = flops / row["ziggurat_ms"] / 1e6
     return row
 
 
 def format_table(rows: list[dict]) -> str:
-    head = "| model | threads | kernels | compile (s) | ORT session (s) | ziggurat (ms) | ORT (ms) | ratio zig/ORT | max error |"
-    lines = [head, "|" + "---|" * 9]
+    head = ("| workload | threads | compile (s) | ziggurat (ms) | ORT (ms) | ratio zig/ORT | GFLOP/s | "
+            "numpy (ms) | zig/numpy throughput | max error |")
+    lines = [head, "|" + "---|" * 10]
     for r in rows:
         if "skipped" in r:
-            lines.append(f"| {r['model']} | {r['threads']} | skipped: {r['skipped']} |||||||")
+            lines.append(f"| {r['workload']} | {r['threads']} | skipped: {r['skipped']} |||||||")
             continue
+        gf = f"{r['gflops']:.1f}" if "gflops" in r else "-"
+        npm = f"{r['numpy_ms']:.3f}" if "numpy_ms" in r else "-"
+        npr = f"{r['numpy_ms'] / r['ziggurat_ms']:.2f}" if "numpy_ms" in r else "-"
         lines.append(
-            f"| {r['model']} | {r['threads']} | {r['kernels']} | {r['compile_s']:.2f} | {r['ort_session_s']:.3f} | "
+            f"| {r['workload']} | {r['threads']} | {r['compile_s']:.2f} | "
             f"{r['ziggurat_ms']:.3f} ± {r['ziggurat_iqr_ms']:.3f} | {r['ort_ms']:.3f} ± {r['ort_iqr_ms']:.3f} | "
-            f"{r['ratio']:.2f} | {r['max_error']:.1e} |"
+            f"{r['ratio']:.2f} | {gf} | {npm} | {npr} | {r['max_error']:.1e} |"
         )
     return "\n".join(lines)
 
 
+def geomean_lines(rows: list[dict]) -> list[str]:
+    out = []
+    for t in sorted({r["threads"] for r in rows}):
+        ratios = [r["ratio"] for r in rows if r["threads"] == t and "ratio" in r]
+        if ratios:
+            g = float(np.exp(np.mean(np.log(ratios))))
+            out.append(f"geometric mean of ratio zig/ORT at {t} thread(s): {g:.2f} over {len(ratios)} workloads")
+    return out
+
+
+def _shared_models(folder: Path, only: set[str] | None):
+    if not folder.is_dir():
+        print(f"skipping shared models: {folder} does not exist", file=sys.stderr)
+        return []
+    found = sorted(d for d in folder.iterdir() if (d / "model.onnx").exists())
+    return [d for d in found if only is None or d.name in only]
+
+
 def main(argv: list[str] | None = None) -> int:
+    from ziggurat.benchmarks.workloads import BUILDERS
+
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")
     p.add_argument("--models", type=Path, default=DEFAULT_MODELS, help="folder of model folders")
-    p.add_argument("--only", default=None, help="comma-separated model names")
-    p.add_argument("--rounds", type=int, default=50)
+    p.add_argument("--only", default=None, help="comma-separated workload or model names")
+    p.add_argument("--rounds", type=int, default=30)
     p.add_argument("--json", type=Path, default=None)
     args = p.parse_args(argv)
-    if not args.models.is_dir():
-        print(f"skipping shared models: {args.models} does not exist", file=sys.stderr)
-        return 0
-    folders = sorted(d for d in args.models.iterdir() if (d / "model.onnx").exists())
-    if args.only:
-        folders = [d for d in folders if d.name in args.only.split(",")]
+    only = set(args.only.split(",")) if args.only else None
+    synthetic = [k for k in BUILDERS if only is None or k in only]
+    models = _shared_models(args.models, only)
     rows = []
     for threads in (int(t) for t in args.threads.split(",")):
-        for folder in folders:
-            rows.append(bench_model(folder, threads, args.rounds))
+        for key in synthetic:
+            name, model, inputs, flops = BUILDERS[key]()
+            row = bench(name, model, inputs, threads, args.rounds, flops)
+            if key.startswith("matmul") and "skipped" not in row:
+                row["numpy_ms"] = numpy_matmul_ms(inputs["a"].shape[0], threads, args.rounds)
+            rows.append(row)
+            print(format_table(rows[-1:]).splitlines()[-1], flush=True)
+        for folder in models:
+            inputs = dict(np.load(folder / "inputs.npz"))
+            expected = dict(np.load(folder / "expected.npz"))
+            rows.append(bench(folder.name, str(folder / "model.onnx"), inputs, threads, args.rounds, expected=expected))
             print(format_table(rows[-1:]).splitlines()[-1], flush=True)
     print()
     print(format_table(rows))
+    for line in geomean_lines(rows):
+        print(line)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
     return 0

@@ -4,6 +4,7 @@
     ziggurat compile model.onnx --emit loop          IR at a stage (te|loop|hw|llvm), with compile times
     ziggurat run model.onnx --inputs in.npz --check expected.npz
     ziggurat demo                                    compile and check a bundled model
+    ziggurat conformance --json c.json               the ONNX backend node tests, by category
 
 A user error (bad model, unsupported op, bad input) prints one message and
 exits with status 1.
@@ -70,7 +71,9 @@ def cmd_compile(args: argparse.Namespace) -> int:
     model = ziggurat.compile(args.model, target=args.target, opt_level=args.opt_level, pipeline=args.pipeline, after_pass=after_pass)
     stats = model.info["stats"]
     times = ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in stats.seconds.items())
-    print(f"compiled {args.model}: {stats.kernels} kernels, {model.info['num_threads']} thread(s); {times}; total {stats.total:.2f} s", file=sys.stderr)
+    print(f"compiled {args.model}: {stats.kernels} kernels ({stats.kernel_calls} calls), {model.info['num_threads']} thread(s); {times}; total {stats.total:.2f} s", file=sys.stderr)
+    if stats.arena_bytes is not None:
+        print(f"memory plan: arena {stats.arena_bytes} bytes for {stats.unplanned_bytes} bytes of intermediates", file=sys.stderr)
     if args.emit == "llvm":
         print(model.info["llvm_ir"])
     return 0
@@ -142,6 +145,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="compile a small bundled CNN and check it against numpy")
     p.add_argument("--target", default="llvm")
     p.set_defaults(func=cmd_demo)
+
+    from ziggurat.cli.conformance import add_parser as add_conformance_parser
+
+    add_conformance_parser(sub)
     return parser
 
 

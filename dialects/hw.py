@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from xdsl.dialects.builtin import IndexType, MemRefType, StringAttr, VectorType
+from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, StringAttr, VectorType, i1, i64
 from xdsl.ir import Attribute, Dialect, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
@@ -237,6 +237,160 @@ class VReduceOp(IRDLOperation):
         _require(self.result.type == self.vector.type.element_type, self, "result must be the lane type")  # type: ignore[attr-defined]
 
 
-HW_OPS = [VLoadOp, VStoreOp, VBroadcastOp, VFmaOp, VReduceOp]
+LANE_PREDICATES = ("slt", "sle", "sgt", "sge", "eq", "ne")
+
+
+@irdl_op_definition
+class VLaneCmpOp(IRDLOperation):
+    """Per-lane compare of `base + lane` with a scalar bound, a vector mask.
+
+    Lane `l` of the result is `(base + stride * l) <pred> bound` (attribute
+    `stride`, default 1); it is how a loop
+    vectorized along `base` tests index bounds (the tail of the iteration
+    range, or an out-of-bounds read of a padded operand).
+
+    ```mlir
+    %m = hw.vlanecmp "slt" %i, %n : vector<16xi1>
+    ```
+    """
+
+    name = "hw.vlanecmp"
+    predicate = prop_def(StringAttr)
+    base = operand_def(IndexType)
+    bound = operand_def(IndexType)
+    result = result_def(VectorType)
+    traits = traits_def(Pure())
+    assembly_format = "$predicate $base `,` $bound attr-dict `:` type($result)"
+
+    def __init__(self, predicate: str, base: SSAValue, bound: SSAValue, lanes: int):
+        super().__init__(operands=[base, bound], properties={"predicate": StringAttr(predicate)},
+                         result_types=[VectorType(i1, [lanes])])
+
+    def verify_(self) -> None:
+        _require(self.predicate.data in LANE_PREDICATES, self, f"predicate must be one of {LANE_PREDICATES}")
+        vt = self.result.type
+        _require(isinstance(vt, VectorType) and len(vt.get_shape()) == 1 and vt.element_type == i1,
+                 self, f"result must be a 1-D vector of i1, got {vt}")
+
+
+@irdl_op_definition
+class VSelectOp(IRDLOperation):
+    """Per-lane choice: lane `l` is `a[l]` where the mask bit is set, else `b[l]`.
+
+    ```mlir
+    %r = hw.vselect %m, %a, %b : vector<16xi1>, vector<16xf32>
+    ```
+    """
+
+    name = "hw.vselect"
+    T: ClassVar = VarConstraint("T", base(VectorType))
+    mask = operand_def(VectorType)
+    a = operand_def(T)
+    b = operand_def(T)
+    result = result_def(T)
+    traits = traits_def(Pure())
+    assembly_format = "$mask `,` $a `,` $b attr-dict `:` type($mask) `,` type($result)"
+
+    def __init__(self, mask: SSAValue, a: SSAValue, b: SSAValue):
+        super().__init__(operands=[mask, a, b], result_types=[a.type])
+
+    def verify_(self) -> None:
+        _check_register(self, self.result.type)
+        m = self.mask.type
+        _require(isinstance(m, VectorType) and m.element_type == i1
+                 and m.get_shape() == self.result.type.get_shape(), self,  # type: ignore[attr-defined]
+                 f"mask must be a vector of i1 with as many lanes as the result, got {m}")
+
+
+class _MaskedAccess(IRDLOperation):
+    def _check_masked(self, vt: Attribute) -> None:
+        _check_register(self, vt)
+        mt = self.buffer.type  # type: ignore[attr-defined]
+        rank = len(mt.get_shape())
+        _require(len(self.indices) == rank, self, f"needs {rank} indices, has {len(self.indices)}")  # type: ignore[attr-defined]
+        _require(vt.element_type == mt.element_type, self, "vector and buffer element types differ")  # type: ignore[attr-defined]
+        mask = self.mask.type  # type: ignore[attr-defined]
+        _require(isinstance(mask, VectorType) and mask.element_type == i1
+                 and mask.get_shape() == vt.get_shape(), self,  # type: ignore[attr-defined]
+                 f"mask must be a vector of i1 with {vt.get_shape()[0]} lanes, got {mask}")  # type: ignore[attr-defined]
+
+
+@irdl_op_definition
+class VMaskLoadOp(_MaskedAccess):
+    """Loads the lanes of consecutive elements whose mask bit is set; other
+    lanes are 0.0 and their addresses are never touched (they may lie outside
+    the buffer).
+
+    ```mlir
+    %v = hw.vmaskload %x[%i, %j], %m : memref<4x20xf32>, vector<16xi1> -> vector<16xf32>
+    ```
+    """
+
+    name = "hw.vmaskload"
+    buffer = operand_def(MemRefType)
+    indices = var_operand_def(IndexType)
+    mask = operand_def(VectorType)
+    result = result_def(VectorType)
+    assembly_format = "$buffer `[` $indices `]` `,` $mask attr-dict `:` type($buffer) `,` type($mask) `->` type($result)"
+
+    def __init__(self, buffer: SSAValue, indices: Sequence[SSAValue], mask: SSAValue, vector_type: VectorType):
+        super().__init__(operands=[buffer, indices, mask], result_types=[vector_type])
+
+    def verify_(self) -> None:
+        self._check_masked(self.result.type)
+
+
+@irdl_op_definition
+class VMaskStoreOp(_MaskedAccess):
+    """Stores the lanes whose mask bit is set to consecutive elements.
+
+    ```mlir
+    hw.vmaskstore %v, %y[%i, %j], %m : vector<16xf32>, memref<4x20xf32>, vector<16xi1>
+    ```
+    """
+
+    name = "hw.vmaskstore"
+    value = operand_def(VectorType)
+    buffer = operand_def(MemRefType)
+    indices = var_operand_def(IndexType)
+    mask = operand_def(VectorType)
+    assembly_format = "$value `,` $buffer `[` $indices `]` `,` $mask attr-dict `:` type($value) `,` type($buffer) `,` type($mask)"
+
+    def __init__(self, value: SSAValue, buffer: SSAValue, indices: Sequence[SSAValue], mask: SSAValue):
+        super().__init__(operands=[value, buffer, indices, mask])
+
+    def verify_(self) -> None:
+        self._check_masked(self.value.type)
+
+
+@irdl_op_definition
+class VGatherOp(_MaskedAccess):
+    """Loads lanes `l` from `x[..., j + stride * l]` where the mask bit is set
+    (other lanes are 0.0 and never touched): a strided vector read.
+
+    ```mlir
+    %v = hw.vgather %x[%i, %j], %m {stride = 2 : i64} : memref<4x64xf32>, vector<16xi1> -> vector<16xf32>
+    ```
+    """
+
+    name = "hw.vgather"
+    buffer = operand_def(MemRefType)
+    indices = var_operand_def(IndexType)
+    mask = operand_def(VectorType)
+    result = result_def(VectorType)
+    assembly_format = "$buffer `[` $indices `]` `,` $mask attr-dict `:` type($buffer) `,` type($mask) `->` type($result)"
+
+    def __init__(self, buffer: SSAValue, indices: Sequence[SSAValue], mask: SSAValue, vector_type: VectorType,
+                 stride: int):
+        super().__init__(operands=[buffer, indices, mask], result_types=[vector_type],
+                         attributes={"stride": IntegerAttr(stride, i64)})
+
+    def verify_(self) -> None:
+        self._check_masked(self.result.type)
+        st = self.attributes.get("stride")
+        _require(isinstance(st, IntegerAttr), self, "needs an integer `stride` attribute")
+
+
+HW_OPS = [VLoadOp, VStoreOp, VBroadcastOp, VFmaOp, VReduceOp, VLaneCmpOp, VMaskLoadOp, VMaskStoreOp, VSelectOp, VGatherOp]
 
 HW = Dialect("hw", HW_OPS, [])

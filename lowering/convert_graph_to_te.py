@@ -13,6 +13,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from ziggurat.dialects import graph
 from ziggurat.errors import CompileError
+from ziggurat.lowering.te_inline import inline_computes
 from ziggurat.lowering.topi import COMPUTE_DEFS
 
 # Ops that stay in the model function as they are.
@@ -45,6 +46,45 @@ def build_kernel(op: Operation, name: str) -> tuple[func.FuncOp, list[SSAValue]]
     return kernel, operands
 
 
+def build_fused_kernel(fused: graph.FusedOp, name: str) -> func.FuncOp:
+    """One te function holding the definitions of every op of a `graph.fused` body.
+
+    The definitions chain through the lookup: an op's operand that an earlier
+    op of the group defines maps to that op's te value. Chains of te.compute
+    are then inlined into their consumers (`lowering/te_inline.py`).
+    """
+    body = fused.body.block
+    if len(fused.outputs) != 1:
+        raise CompileError(
+            f"convert-graph-to-te: graph.fused at {fused.location} has {len(fused.outputs)} results; "
+            "only single-result groups lower to a kernel call"
+        )
+    block = Block(arg_types=[v.type for v in fused.inputs])
+    for i, arg in enumerate(block.args):
+        arg.name_hint = f"in{i}"
+    mapping: dict[SSAValue, SSAValue] = dict(zip(body.args, block.args))
+    b = Builder(InsertPoint.at_end(block))
+    for gop in body.ops:
+        if isinstance(gop, graph.YieldOp):
+            results = [mapping[v] for v in gop.values]
+            b.insert(func.ReturnOp(*results))
+            break
+        if type(gop) not in COMPUTE_DEFS:
+            raise CompileError(
+                f"convert-graph-to-te: no compute definition for '{gop.name}' inside graph.fused "
+                f"(at {gop.location}); add one to lowering/topi.py or do not fuse the op"
+            )
+        mapping[gop.results[0]] = COMPUTE_DEFS[type(gop)](gop, b, mapping.__getitem__)
+    kernel = func.FuncOp(name, ([v.type for v in fused.inputs], [r.type for r in fused.outputs]), Region(block))
+    inline_computes(kernel)
+    return kernel
+
+
+def _fused_name(fused: graph.FusedOp) -> str:
+    names = [op.name.split(".")[1] for op in fused.body.block.ops if not isinstance(op, graph.YieldOp)]
+    return "fused_" + "_".join(names[:4])
+
+
 @dataclass(frozen=True)
 class ConvertGraphToTePass(ModulePass):
     """Outlines each compute op of the graph into a te kernel function.
@@ -57,9 +97,14 @@ class ConvertGraphToTePass(ModulePass):
     `graph.constant` and existing calls stay. An op with no compute definition
     is an error that names it.
 
-    **Invariants:** one kernel per op (fusion comes before this pass and
-    turns groups into one kernel each); the model function keeps its
-    signature.
+    A `graph.fused` group becomes ONE kernel `@fused_<ops>_<n>` with the
+    definitions of all its ops, chained; a te.compute read exactly once (by a
+    te.read without padding in another compute or reduce body) is inlined
+    into its reader (so a conv2d+add+relu group is one reduction and one
+    elementwise epilogue).
+
+    **Invariants:** one kernel per op or per fused group; the model function
+    keeps its signature.
 
     Example:
     ```mlir
@@ -90,8 +135,14 @@ class ConvertGraphToTePass(ModulePass):
         taken = {f.sym_name.data for f in op.ops if isinstance(f, func.FuncOp)}
         rewriter = Rewriter()
         for model in [f for f in op.ops if isinstance(f, func.FuncOp)]:
-            for gop in list(model.walk()):
+            for gop in list(model.body.block.ops):  # ops inside graph.fused go with their group
                 if gop.dialect_name() != "graph" or isinstance(gop, _KEPT):
+                    continue
+                if isinstance(gop, graph.FusedOp):
+                    fused = build_fused_kernel(gop, _unique_name(_fused_name(gop), taken))
+                    op.body.block.add_op(fused)
+                    call = graph.CallKernelOp(fused.sym_name.data, list(gop.inputs), gop.outputs[0].type)
+                    rewriter.replace_op(gop, call)
                     continue
                 if type(gop) not in COMPUTE_DEFS:
                     raise CompileError(

@@ -19,8 +19,10 @@ LANEWISE = (
     arith.AddfOp, arith.SubfOp, arith.MulfOp, arith.DivfOp, arith.NegfOp,
     arith.MaximumfOp, arith.MinimumfOp, arith.SelectOp, arith.CmpfOp,
     math.ExpOp, math.TanhOp, math.SqrtOp, math.ErfOp, math.AbsFOp, math.LogOp,
+    arith.AndIOp, arith.OrIOp,
 )
 # Reductions that can run in vector lanes and be combined at the end.
+SWAPPED = {"slt": "sgt", "sle": "sge", "sgt": "slt", "sge": "sle", "eq": "eq", "ne": "ne"}
 REDUCTIONS = {arith.AddfOp: "add", arith.MulfOp: "mul", arith.MaximumfOp: "max", arith.MinimumfOp: "min"}
 IDENTITY = {"add": 0.0, "mul": 1.0, "max": float("-inf"), "min": float("inf")}
 
@@ -49,13 +51,21 @@ class _Vectorizer:
         self.stride: dict[SSAValue, int | None] = {f.iv: 1}
         self.varying: set[SSAValue] = set()
         self.reductions: list[_Reduction] = []
+        self.innermost = _is_innermost(f)
+        # Per-lane index tests (cmpi of the loop variable), the clamped index
+        # `select(test, i, c)` they guard, and the loads through such an index.
+        self.lanecmp: dict[SSAValue, tuple[str, SSAValue, SSAValue, int]] = {}
+        self.clamped: dict[SSAValue, tuple[SSAValue, SSAValue]] = {}
+        self.masked_loads: set[loop.LoadOp] = set()
+        self.gathers: dict[loop.LoadOp, int] = {}
+        self.tail_mask: SSAValue | None = None
 
     # -- analysis --------------------------------------------------------------
     def analyse(self) -> None:
         lb, ub, step = self.f.bounds
         if step != 1:
             raise NotVectorizable(f"step {step} is not 1")
-        if ub - lb < self.width:
+        if ub - lb < self.width and self.innermost:
             raise NotVectorizable(f"trip count {ub - lb} is below the vector width {self.width}")
         for op in self.f.body.walk():
             if op is self.f:
@@ -101,6 +111,14 @@ class _Vectorizer:
             return
         if isinstance(op, loop.AllocOp):
             raise NotVectorizable("allocation inside the loop")
+        if isinstance(op, arith.CmpiOp) and self._lane_compare(op):
+            return
+        if isinstance(op, arith.SelectOp) and isinstance(op.result.type, IndexType) and op.cond in self.varying:
+            if not self._s(op.lhs) or self._s(op.rhs) != 0:
+                raise NotVectorizable("a per-lane index select is not a clamp of the loop variable")
+            self.clamped[op.result] = (op.lhs, op.cond)
+            self.stride[op.result] = None
+            return
         if any(isinstance(v.type, IndexType) and self._s(v) != 0 for v in op.operands):
             if all(isinstance(r.type, IndexType) for r in op.results):
                 self.stride.update((r, None) for r in op.results)
@@ -111,12 +129,38 @@ class _Vectorizer:
                 raise NotVectorizable(f"'{op.name}' has no vector form here")
             self.varying.update(op.results)
 
+    def _lane_compare(self, op: arith.CmpiOp) -> bool:
+        """A compare of `i + lane` with a uniform bound becomes a lane mask."""
+        a, b = self._s(op.lhs), self._s(op.rhs)
+        if a == 0 and b == 0:
+            return False
+        pred = arith.CMPI_COMPARISON_OPERATIONS[op.predicate.value.data]
+        if pred not in SWAPPED:
+            raise NotVectorizable(f"unsigned index compare '{pred}' on the loop variable")
+        if a and a > 0 and b == 0:
+            self.lanecmp[op.result] = (pred, op.lhs, op.rhs, a)
+        elif b and b > 0 and a == 0:
+            self.lanecmp[op.result] = (SWAPPED[pred], op.rhs, op.lhs, b)
+        else:
+            raise NotVectorizable("an index compare is not affine with a positive stride in the loop variable")
+        self.varying.add(op.result)
+        return True
+
     def _access(self, indices, op: Operation) -> str:
         strides = [self._s(i) for i in indices]
         if all(s == 0 for s in strides):
             return "scalar"
         if strides and strides[-1] == 1 and all(s == 0 for s in strides[:-1]):
             return "vector"
+        if isinstance(op, loop.LoadOp) and indices and all(s == 0 for s in strides[:-1]):
+            last = indices[-1]
+            step = self._s(self.clamped[last][0]) if last in self.clamped else strides[-1]
+            if step == 1:
+                self.masked_loads.add(op)
+                return "vector"
+            if step is not None and step > 1:
+                self.gathers[op] = step
+                return "vector"
         raise NotVectorizable(f"'{op.name}' is not contiguous in the loop variable (strides {strides})")
 
     def _reduction(self, store: loop.StoreOp) -> _Reduction:
@@ -151,15 +195,27 @@ class _Vectorizer:
         vloop.attributes["hw.vector_width"] = IntegerAttr(self.width, builtin.i64)
         mapping: dict[SSAValue, SSAValue] = {self.f.iv: vloop.iv}
         self._emit_block(self.f.body.block, Builder(InsertPoint.at_end(vloop.body.block)), mapping, vt, accs)
+        if split == lb:
+            vloop.detach()
+            vloop.erase()
+        if split < ub and not self.innermost:
+            # A masked vector iteration covers the tail of an outer loop.
+            tail = outer.insert(loop.ForOp(split, split + self.width, self.width, "serial"))
+            tail.iv.name_hint = self.f.iv.name_hint
+            tb = Builder(InsertPoint.at_end(tail.body.block))
+            bound = tb.insert(arith.ConstantOp(IntegerAttr(ub, IndexType()))).result
+            self.tail_mask = tb.insert(hw.VLaneCmpOp("slt", tail.iv, bound, self.width)).result
+            self._emit_block(self.f.body.block, tb, {self.f.iv: tail.iv}, vt, accs)
         for red in self.reductions:
             buf, zero = accs[red.store]
             v = outer.insert(hw.VLoadOp(buf, [zero], vt)).result
+
             total = outer.insert(hw.VReduceOp(red.kind, v)).result
             idx = [self._rematerialize(i, outer, {}) for i in red.store.indices]
             old = outer.insert(loop.LoadOp(red.store.buffer, idx)).result
             new = outer.insert(type(red.combine)(old, total)).results[0]
             outer.insert(loop.StoreOp(new, red.store.buffer, idx))
-        if split < ub:
+        if split < ub and self.innermost:
             self.f.properties["lb"] = IntegerAttr(split, builtin.i64)
             self.f.properties["kind"] = StringAttr("serial")
         else:
@@ -191,10 +247,41 @@ class _Vectorizer:
         mv = mapping.get(v, v)
         if v in self.varying:
             return mv
-        return b.insert(hw.VBroadcastOp(mv, vt)).result
+        lanes = vt if mv.type == vt.element_type else VectorType(mv.type, [self.width])
+        return b.insert(hw.VBroadcastOp(mv, lanes)).result
+
+    def _mask(self, b: Builder, mask: SSAValue | None) -> SSAValue | None:
+        """`mask` and the tail mask, whichever apply."""
+        if self.tail_mask is None or mask is None:
+            return mask if mask is not None else self.tail_mask
+        return b.insert(arith.AndIOp(mask, self.tail_mask)).result
+
+    def _unmasked(self, buf: SSAValue, idx) -> bool:
+        """A local scratch buffer long enough for whole vectors needs no tail mask."""
+        if not isinstance(buf.owner, loop.AllocOp):
+            return False
+        return buf.type.get_shape()[-1] >= self.f.bounds[1] + self.width  # type: ignore[attr-defined]
 
     def _emit_block(self, block, b: Builder, mapping, vt, accs) -> None:
         for op in block.ops:
+            if isinstance(op, loop.ForOp):
+                lb, ub, step = op.bounds
+                kind = "serial" if op.kind.data == "vectorized" else op.kind.data
+                inner = b.insert(loop.ForOp(lb, ub, step, kind))
+                inner.iv.name_hint = op.iv.name_hint
+                inner.attributes |= op.attributes
+                mapping[op.iv] = inner.iv
+                self._emit_block(op.body.block, Builder(InsertPoint.at_end(inner.body.block)), mapping, vt, accs)
+                continue
+            if op.results and op.results[0] in self.lanecmp:
+                pred, base, bound, step = self.lanecmp[op.results[0]]
+                cmp = b.insert(hw.VLaneCmpOp(pred, mapping.get(base, base), mapping.get(bound, bound), self.width))
+                if step != 1:
+                    cmp.attributes["stride"] = IntegerAttr(step, builtin.i64)
+                mapping[op.results[0]] = cmp.result
+                continue
+            if op.results and op.results[0] in self.clamped:
+                continue
             if isinstance(op, loop.BlockOp):
                 blk = b.insert(loop.BlockOp(op.block_name.data, op.iter_kinds.data, [mapping.get(v, v) for v in op.bindings]))
                 mapping.update(zip(op.vars, blk.vars))
@@ -206,14 +293,38 @@ class _Vectorizer:
                 if op is red.load:
                     mapping[op.results[0]] = b.insert(hw.VLoadOp(buf, [zero], vt)).result
                 else:
-                    b.insert(hw.VStoreOp(mapping[op.value], buf, [zero]))  # type: ignore[union-attr]
+                    value = mapping[op.value]  # type: ignore[union-attr]
+                    if self.tail_mask is not None:
+                        value = b.insert(hw.VSelectOp(self.tail_mask, value, mapping[red.load.result])).result
+                    b.insert(hw.VStoreOp(value, buf, [zero]))
                 continue
-            if isinstance(op, loop.LoadOp) and op.result in self.varying:
+            if isinstance(op, loop.LoadOp) and op in self.gathers:
+                last = op.indices[-1]
+                base, cond = self.clamped.get(last, (last, None))
+                idx = [mapping.get(i, i) for i in op.indices[:-1]] + [mapping.get(base, base)]
+                mask = self._mask(b, mapping[cond] if cond is not None else None)
+                if mask is None:
+                    zero = b.insert(arith.ConstantOp(IntegerAttr(0, IndexType()))).result
+                    mask = b.insert(hw.VLaneCmpOp("sge", zero, zero, self.width)).result
+                mapping[op.result] = b.insert(hw.VGatherOp(op.buffer, idx, mask, vt, self.gathers[op])).result  # type: ignore[arg-type]
+            elif isinstance(op, loop.LoadOp) and op in self.masked_loads:
+                base, cond = self.clamped[op.indices[-1]]
+                idx = [mapping.get(i, i) for i in op.indices[:-1]] + [mapping.get(base, base)]
+                mask = self._mask(b, mapping[cond])
+                mapping[op.result] = b.insert(hw.VMaskLoadOp(op.buffer, idx, mask, vt)).result  # type: ignore[arg-type]
+            elif isinstance(op, loop.LoadOp) and op.result in self.varying:
                 idx = [mapping.get(i, i) for i in op.indices]
-                mapping[op.result] = b.insert(hw.VLoadOp(op.buffer, idx, vt)).result
+                if self.tail_mask is not None and not self._unmasked(op.buffer, idx):
+                    mapping[op.result] = b.insert(hw.VMaskLoadOp(op.buffer, idx, self.tail_mask, vt)).result
+                else:
+                    mapping[op.result] = b.insert(hw.VLoadOp(op.buffer, idx, vt)).result
             elif isinstance(op, loop.StoreOp) and self._s(op.indices[-1]) == 1:
                 idx = [mapping.get(i, i) for i in op.indices]
-                b.insert(hw.VStoreOp(self._vec(op.value, b, mapping, vt), op.buffer, idx))
+                value = self._vec(op.value, b, mapping, vt)
+                if self.tail_mask is not None and not self._unmasked(op.buffer, idx):
+                    b.insert(hw.VMaskStoreOp(value, op.buffer, idx, self.tail_mask))
+                else:
+                    b.insert(hw.VStoreOp(value, op.buffer, idx))
             elif any(r in self.varying for r in op.results):
                 self._emit_lanewise(op, b, mapping, vt)
             else:
@@ -222,11 +333,16 @@ class _Vectorizer:
     def _emit_lanewise(self, op: Operation, b: Builder, mapping, vt) -> None:
         if isinstance(op, arith.AddfOp) and self._try_fma(op, b, mapping, vt):
             return
+        if isinstance(op, arith.SelectOp) and op.cond in self.varying:
+            a, c = (self._vec(v, b, mapping, vt) for v in (op.lhs, op.rhs))
+            mapping[op.result] = b.insert(hw.VSelectOp(mapping[op.cond], a, c)).result
+            return
         operands = []
         for i, v in enumerate(op.operands):
             keep_scalar = isinstance(op, arith.SelectOp) and i == 0 and v not in self.varying
             operands.append(mapping.get(v, v) if keep_scalar else self._vec(v, b, mapping, vt))
-        lanes = VectorType(builtin.i1, [self.width]) if isinstance(op, arith.CmpfOp) else vt
+        boolean = isinstance(op, arith.CmpfOp) or op.results[0].type == builtin.i1
+        lanes = VectorType(builtin.i1, [self.width]) if boolean else vt
         new = op.create(
             operands=operands,
             result_types=[lanes],
@@ -252,6 +368,13 @@ class _Vectorizer:
         return False
 
 
+def _ancestors(op: Operation):
+    p = op.parent_op()
+    while p is not None:
+        yield p
+        p = p.parent_op()
+
+
 def _const_int(v: SSAValue) -> int | None:
     op = v.owner
     if isinstance(op, arith.ConstantOp) and isinstance(op.value, IntegerAttr):
@@ -273,7 +396,16 @@ class ConvertLoopToHwPass(ModulePass):
     vectors and `hw.vfma` for a product feeding an add. A reduction into a
     loop-invariant element accumulates in a vector (`loop.alloc "local"`) and
     is combined with `hw.vreduce` after the loop. A scalar loop handles the
-    remaining iterations. A loop that cannot be vectorized becomes `serial`
+    remaining iterations.
+
+    A `vectorized` loop that is not innermost (an outer vector loop, e.g. from
+    loop-default-schedule) is vectorized as a whole: the loops inside it are
+    kept (uniform across lanes) and their bodies become vector code, and one
+    masked vector iteration (`hw.vlanecmp`, `hw.vmaskload`/`hw.vmaskstore`)
+    covers the tail instead of a scalar loop. In any vectorized loop, an index
+    test of the loop variable becomes a lane mask, a read through an index
+    clamped by such a test (padding) a `hw.vmaskload`, a read with a constant
+    stride > 1 a `hw.vgather`, and a select on a lane mask a `hw.vselect`. A loop that cannot be vectorized becomes `serial`
     with the reason in `hw.not_vectorized`.
 
     **Options:** `vector-width` (lanes, default 16: 512-bit AVX-512 for f32).
@@ -293,12 +425,9 @@ class ConvertLoopToHwPass(ModulePass):
     vector_width: int = 16
 
     def apply(self, ctx: Context, op: builtin.ModuleOp) -> None:
-        targets = [f for f in op.walk() if isinstance(f, loop.ForOp) and f.kind.data == "vectorized"]
+        targets = [f for f in op.walk() if isinstance(f, loop.ForOp) and f.kind.data == "vectorized"
+                   and not any(isinstance(a, loop.ForOp) and a.kind.data == "vectorized" for a in _ancestors(f))]
         for f in targets:
-            if not _is_innermost(f):
-                f.properties["kind"] = StringAttr("serial")
-                f.attributes["hw.not_vectorized"] = StringAttr("not an innermost loop")
-                continue
             v = _Vectorizer(f, self.vector_width)
             try:
                 v.analyse()

@@ -6,9 +6,11 @@ nothing else schedules passes. Each string can be pasted into
 
 Stages, from an imported model to code the LLVM backend takes:
 
-* `GRAPH[level]`: graph-level optimizations at each opt level (none yet: the
-  graph passes of fold/simplify/fuse/layout come with the graph-level work).
+* `GRAPH[level]`: graph-level optimizations at each opt level: O1 simplifies
+  (BatchNorm folding, shape-op cleanups) and runs xDSL's cse/dce; O2 and up
+  also fold constants and fuse ops by TVM's op-pattern rules.
 * `TO_LOOP`: graph -> te -> naive loop nests.
+* `MODULE[level]`: kernel dedupe and static memory planning (loop level).
 * `LOOP[level]`: the default schedule and the lowering to `hw` vector code.
 
 The backend (`backends/llvm`) translates the result to LLVM IR; it is not an
@@ -19,18 +21,28 @@ from __future__ import annotations
 
 GRAPH: dict[int, str] = {
     0: "",
-    1: "",
-    2: "",
-    3: "",
+    1: "simplify-graph,cse,dce",
+    2: "simplify-graph,fold-constants,cse,dce,fuse-ops",
+    3: "simplify-graph,fold-constants,cse,dce,fuse-ops",
 }
 
 TO_LOOP = "convert-graph-to-te,convert-te-to-loop"
 
+# Whole-module passes right after TO_LOOP, before the kernels are scheduled:
+# identical kernels merge (each distinct kernel is scheduled and compiled
+# once) and the model's intermediates get a static arena plan.
+MODULE: dict[int, str] = {
+    0: "",
+    1: "dedupe-kernels,plan-memory",
+    2: "dedupe-kernels,plan-memory",
+    3: "dedupe-kernels,plan-memory",
+}
+
 LOOP: dict[int, str] = {
     0: "",
     1: "convert-loop-to-hw",
-    2: "loop-vectorize-innermost,convert-loop-to-hw",
-    3: "loop-parallelize-outer,loop-vectorize-innermost,convert-loop-to-hw",
+    2: "loop-default-schedule,loop-vectorize-innermost,convert-loop-to-hw",
+    3: "loop-default-schedule,loop-parallelize-outer,loop-vectorize-innermost,convert-loop-to-hw",
 }
 
 OPT_LEVELS = tuple(sorted(GRAPH))
@@ -51,4 +63,5 @@ def default_pipeline(opt_level: int = 3, vector_width: int = 16, graph: str | No
         raise ValueError(f"opt level must be one of {OPT_LEVELS}, got {opt_level}")
     loop = LOOP[opt_level].replace("convert-loop-to-hw", f"convert-loop-to-hw{{vector-width={vector_width}}}")
     loop = loop.replace("loop-vectorize-innermost", f"loop-vectorize-innermost{{min-extent={vector_width}}}")
-    return join(GRAPH[opt_level] if graph is None else graph, TO_LOOP, loop)
+    loop = loop.replace("loop-default-schedule", f"loop-default-schedule{{vector-width={vector_width}}}")
+    return join(GRAPH[opt_level] if graph is None else graph, TO_LOOP, MODULE[opt_level], loop)

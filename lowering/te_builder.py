@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 from xdsl.builder import Builder
 from xdsl.dialects import arith, math
-from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerAttr, TensorType, f32
+from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerAttr, TensorType, f32, i64
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.rewriter import InsertPoint
 
@@ -119,6 +119,46 @@ class Expr:
 
     def erf(self, a: SSAValue) -> SSAValue:
         return self._add(math.ErfOp(a))
+
+    def abs(self, a: SSAValue) -> SSAValue:
+        return self._add(math.AbsFOp(a))
+
+    def log(self, a: SSAValue) -> SSAValue:
+        return self._add(math.LogOp(a))
+
+    def floor(self, a: SSAValue) -> SSAValue:
+        return self._add(math.FloorOp(a))
+
+    def ceil(self, a: SSAValue) -> SSAValue:
+        return self._add(math.CeilOp(a))
+
+    def to_index(self, a: SSAValue) -> SSAValue:
+        """A float holding an exact integer, as an index."""
+        as_int = self._add(arith.FPToSIOp(a, i64))
+        return self._add(arith.IndexCastOp(as_int, IndexType()))
+
+    def cmpf(self, a: SSAValue, b: SSAValue, predicate: str) -> SSAValue:
+        """a `predicate` b (an arith.cmpf predicate such as "olt" or "une"), as i1."""
+        return self._add(arith.CmpfOp(a, b, predicate))
+
+    def sin(self, a: SSAValue) -> SSAValue:
+        return self._add(math.SinOp(a))
+
+    def cos(self, a: SSAValue) -> SSAValue:
+        return self._add(math.CosOp(a))
+
+    def atan(self, a: SSAValue) -> SSAValue:
+        return self._add(math.AtanOp(a))
+
+    def roundeven(self, a: SSAValue) -> SSAValue:
+        return self._add(math.RoundEvenOp(a))
+
+    def pow(self, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self._add(math.PowFOp(a, b))
+
+    def ilt(self, a: SSAValue, bound: int) -> SSAValue:
+        """a < bound, as i1 (signed compare)."""
+        return self._add(arith.CmpiOp(a, self.idx(bound), "slt"))
 
     def yield_(self, value: SSAValue) -> None:
         self.builder.insert(te.YieldOp(value))

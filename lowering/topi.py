@@ -58,6 +58,14 @@ UNARY_BODIES: dict[type[Operation], Callable[[Expr, SSAValue], SSAValue]] = {
     graph.SqrtOp: lambda e, v: e.sqrt(v),
     graph.NegOp: lambda e, v: e.neg(v),
     graph.ErfOp: lambda e, v: e.erf(v),
+    graph.AbsOp: lambda e, v: e.abs(v),
+    graph.LogOp: lambda e, v: e.log(v),
+    graph.FloorOp: lambda e, v: e.floor(v),
+    graph.CeilOp: lambda e, v: e.ceil(v),
+    graph.SinOp: lambda e, v: e.sin(v),
+    graph.CosOp: lambda e, v: e.cos(v),
+    graph.AtanOp: lambda e, v: e.atan(v),
+    graph.RoundOp: lambda e, v: e.roundeven(v),
 }
 
 BINARY_BODIES: dict[type[Operation], Callable[[Expr, SSAValue, SSAValue], SSAValue]] = {
@@ -65,6 +73,9 @@ BINARY_BODIES: dict[type[Operation], Callable[[Expr, SSAValue, SSAValue], SSAVal
     graph.SubOp: lambda e, a, b: e.sub(a, b),
     graph.MulOp: lambda e, a, b: e.mul(a, b),
     graph.DivOp: lambda e, a, b: e.div(a, b),
+    graph.PowOp: lambda e, a, b: e.pow(a, b),
+    graph.MaxOp: lambda e, a, b: e.max(a, b),
+    graph.MinOp: lambda e, a, b: e.min(a, b),
 }
 
 
@@ -286,6 +297,121 @@ def define_transpose(op: graph.TransposeOp, b: Builder, x: Lookup) -> SSAValue:
     return compute(b, "transpose", op.result.type, body)  # type: ignore[arg-type]
 
 
+# ---------------------------------------------------------------------------
+# ONNX decomposition core: slice, concat, reduce, broadcast_to
+# ---------------------------------------------------------------------------
+
+
+def define_slice(op: graph.SliceOp, b: Builder, x: Lookup) -> SSAValue:
+    inp = x(op.input)
+    starts, steps = _ints(op.starts), _ints(op.steps)
+
+    def body(e: Expr, i: Sequence[SSAValue]) -> SSAValue:
+        return e.read(inp, [e.affine([(v, step)], start) for v, start, step in zip(i, starts, steps)])
+
+    return compute(b, "slice", op.result.type, body)  # type: ignore[arg-type]
+
+
+def define_concat(op: graph.ConcatOp, b: Builder, x: Lookup) -> SSAValue:
+    """Each element reads the input whose range along `axis` holds it: a chain
+    of selects, each read at an index clamped into its input (never out of
+    bounds, whichever input is selected)."""
+    inputs = [x(v) for v in op.inputs]
+    axis = op.axis.value.data
+    offsets, total = [], 0
+    for v in inputs:
+        offsets.append(total)
+        total += _shape(v)[axis]
+
+    def body(e: Expr, i: Sequence[SSAValue]) -> SSAValue:
+        def read(k: int) -> SSAValue:
+            end = offsets[k] + _shape(inputs[k])[axis]
+            shifted = e.iadd(i[axis], -offsets[k]) if offsets[k] else i[axis]
+            if len(inputs) > 1:
+                shifted = e.select(e.in_range(i[axis], offsets[k], end), shifted, e.idx(0))
+            return e.read(inputs[k], [shifted if d == axis else v for d, v in enumerate(i)])
+
+        value = read(len(inputs) - 1)
+        for k in range(len(inputs) - 2, -1, -1):
+            end = offsets[k] + _shape(inputs[k])[axis]
+            value = e.select(e.ilt(i[axis], end), read(k), value)
+        return value
+
+    return compute(b, "concat", op.result.type, body)  # type: ignore[arg-type]
+
+
+_REDUCE_COMBINERS = {"sum": ("add", 0.0), "mean": ("add", 0.0), "max": ("max", NEG_INF),
+                     "min": ("min", float("inf")), "prod": ("mul", 1.0)}
+
+
+def define_reduce(op: graph.ReduceOp, b: Builder, x: Lookup) -> SSAValue:
+    inp = x(op.input)
+    shape = _shape(inp)
+    axes = _ints(op.axes)
+    kind = op.kind.data
+    keep = op.keeps_dims
+    out_type: TensorType = op.result.type  # type: ignore[assignment]
+    combiner, init = _REDUCE_COMBINERS[kind]
+
+    def body(e: Expr, i: Sequence[SSAValue], r: Sequence[SSAValue]) -> SSAValue:
+        kept = iter(i if not keep else [v for d, v in enumerate(i) if d not in axes])
+        red = iter(r)
+        return e.read(inp, [next(red) if d in axes else next(kept) for d in range(len(shape))])
+
+    extents = [shape[a] for a in axes]
+    acc = reduce(b, f"reduce_{kind}", combiner, init, out_type, extents, body)
+    if kind != "mean":
+        return acc
+    count = 1
+    for n in extents:
+        count *= n
+    return compute(b, "reduce_mean", out_type, lambda e, i: e.mul(e.read(acc, i), e.const(1.0 / count)))
+
+
+_PREDICATES = {"lt": "olt", "le": "ole", "gt": "ogt", "ge": "oge", "eq": "oeq", "ne": "une"}
+
+
+def define_compare(op: graph.CompareOp, b: Builder, x: Lookup) -> SSAValue:
+    lhs, rhs = x(op.lhs), x(op.rhs)
+    predicate = _PREDICATES[op.kind.data]
+
+    def body(e: Expr, i: Sequence[SSAValue]) -> SSAValue:
+        a = e.read(lhs, _broadcast_index(e, i, _shape(lhs)))
+        c = e.read(rhs, _broadcast_index(e, i, _shape(rhs)))
+        return e.select(e.cmpf(a, c, predicate), e.const(1.0), e.const(0.0))
+
+    return compute(b, "compare", op.result.type, body)  # type: ignore[arg-type]
+
+
+def define_where(op: graph.WhereOp, b: Builder, x: Lookup) -> SSAValue:
+    cond, lhs, rhs = x(op.cond), x(op.lhs), x(op.rhs)
+
+    def body(e: Expr, i: Sequence[SSAValue]) -> SSAValue:
+        c = e.read(cond, _broadcast_index(e, i, _shape(cond)))
+        a = e.read(lhs, _broadcast_index(e, i, _shape(lhs)))
+        f = e.read(rhs, _broadcast_index(e, i, _shape(rhs)))
+        return e.select(e.cmpf(c, e.const(0.0), "une"), a, f)
+
+    return compute(b, "where", op.result.type, body)  # type: ignore[arg-type]
+
+
+def define_gather_elements(op: graph.GatherElementsOp, b: Builder, x: Lookup) -> SSAValue:
+    inp, indices = x(op.input), x(op.indices)
+    axis = op.axis.value.data
+
+    def body(e: Expr, i: Sequence[SSAValue]) -> SSAValue:
+        k = e.to_index(e.read(indices, i))
+        return e.read(inp, [k if d == axis else v for d, v in enumerate(i)])
+
+    return compute(b, "gather_elements", op.result.type, body)  # type: ignore[arg-type]
+
+
+def define_broadcast_to(op: graph.BroadcastToOp, b: Builder, x: Lookup) -> SSAValue:
+    inp = x(op.input)
+    return compute(b, "broadcast_to", op.result.type,  # type: ignore[arg-type]
+                   lambda e, i: e.read(inp, _broadcast_index(e, i, _shape(inp))))
+
+
 COMPUTE_DEFS: dict[type[Operation], Define] = {
     **{cls: define_unary for cls in UNARY_BODIES},
     **{cls: define_binary for cls in BINARY_BODIES},
@@ -298,4 +424,11 @@ COMPUTE_DEFS: dict[type[Operation], Define] = {
     graph.SoftmaxOp: define_softmax,  # type: ignore[dict-item]
     graph.ReshapeOp: define_reshape,  # type: ignore[dict-item]
     graph.TransposeOp: define_transpose,  # type: ignore[dict-item]
+    graph.SliceOp: define_slice,  # type: ignore[dict-item]
+    graph.ConcatOp: define_concat,  # type: ignore[dict-item]
+    graph.ReduceOp: define_reduce,  # type: ignore[dict-item]
+    graph.BroadcastToOp: define_broadcast_to,  # type: ignore[dict-item]
+    graph.CompareOp: define_compare,  # type: ignore[dict-item]
+    graph.WhereOp: define_where,  # type: ignore[dict-item]
+    graph.GatherElementsOp: define_gather_elements,  # type: ignore[dict-item]
 }

@@ -38,18 +38,102 @@ def _loop_vectorize_innermost() -> type[ModulePass]:
     return LoopVectorizeInnermostPass
 
 
+def _loop_default_schedule() -> type[ModulePass]:
+    from ziggurat.transforms.loop_default_schedule import LoopDefaultSchedulePass
+
+    return LoopDefaultSchedulePass
+
+
+def _loop_split() -> type[ModulePass]:
+    from ziggurat.transforms.loop_split import LoopSplitPass
+
+    return LoopSplitPass
+
+
+def _loop_fuse() -> type[ModulePass]:
+    from ziggurat.transforms.loop_fuse import LoopFusePass
+
+    return LoopFusePass
+
+
+def _loop_reorder() -> type[ModulePass]:
+    from ziggurat.transforms.loop_reorder import LoopReorderPass
+
+    return LoopReorderPass
+
+
+def _loop_parallel() -> type[ModulePass]:
+    from ziggurat.transforms.loop_parallel import LoopParallelPass
+
+    return LoopParallelPass
+
+
+def _loop_vectorize() -> type[ModulePass]:
+    from ziggurat.transforms.loop_vectorize import LoopVectorizePass
+
+    return LoopVectorizePass
+
+
+def _loop_unroll() -> type[ModulePass]:
+    from ziggurat.transforms.loop_unroll import LoopUnrollPass
+
+    return LoopUnrollPass
+
+
 def _loop_parallelize_outer() -> type[ModulePass]:
     from ziggurat.transforms.loop_parallelize_outer import LoopParallelizeOuterPass
 
     return LoopParallelizeOuterPass
 
 
+def _fuse_ops() -> type[ModulePass]:
+    from ziggurat.transforms.fuse_ops import FuseOpsPass
+
+    return FuseOpsPass
+
+
+def _plan_memory() -> type[ModulePass]:
+    from ziggurat.transforms.plan_memory import PlanMemoryPass
+
+    return PlanMemoryPass
+
+
+def _fold_constants() -> type[ModulePass]:
+    from ziggurat.transforms.fold_constants import FoldConstantsPass
+
+    return FoldConstantsPass
+
+
+def _simplify_graph() -> type[ModulePass]:
+    from ziggurat.transforms.simplify_graph import SimplifyGraphPass
+
+    return SimplifyGraphPass
+
+
+def _dedupe_kernels() -> type[ModulePass]:
+    from ziggurat.transforms.dedupe_kernels import DedupeKernelsPass
+
+    return DedupeKernelsPass
+
+
 def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
     """ziggurat's own passes (upstream xDSL passes are added by the CLI)."""
     return {
+        "fold-constants": _fold_constants,
+        "simplify-graph": _simplify_graph,
+        "fuse-ops": _fuse_ops,
         "convert-graph-to-te": _convert_graph_to_te,
         "convert-te-to-loop": _convert_te_to_loop,
+        "dedupe-kernels": _dedupe_kernels,
+        "plan-memory": _plan_memory,
+        "loop-default-schedule": _loop_default_schedule,
         "loop-parallelize-outer": _loop_parallelize_outer,
+        "loop-split": _loop_split,
+        "loop-fuse": _loop_fuse,
+        "loop-reorder": _loop_reorder,
+        "loop-parallel": _loop_parallel,
+        "loop-vectorize": _loop_vectorize,
+        "loop-unroll": _loop_unroll,
         "loop-vectorize-innermost": _loop_vectorize_innermost,
         "convert-loop-to-hw": _convert_loop_to_hw,
     }

@@ -7,18 +7,33 @@ from dataclasses import dataclass
 from xdsl.context import Context
 from xdsl.dialects import builtin, func
 from xdsl.dialects.builtin import StringAttr
+from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 
 from ziggurat.dialects import loop
 
 
+def _uses(v, iv, memo: dict) -> bool:
+    """`v` is `iv` or computed from it by ops inside the loop (index arithmetic)."""
+    if v is iv:
+        return True
+    if v in memo:
+        return memo[v]
+    owner = v.owner
+    memo[v] = False
+    memo[v] = isinstance(owner, Operation) and any(_uses(o, iv, memo) for o in owner.operands)
+    return memo[v]
+
+
 def _spatial_only(f: loop.ForOp) -> bool:
-    """Every block under `f` binds its variable only as a spatial iterator."""
+    """Every block under `f` binds its variable (or an index computed from
+    it) only as a spatial iterator."""
+    memo: dict = {}
     for blk in f.body.walk():
         if not isinstance(blk, loop.BlockOp):
             continue
         for kind, bound in zip(blk.iter_kinds.data, blk.bindings):
-            if bound == f.iv and kind != "S":
+            if kind != "S" and _uses(bound, f.iv, memo):
                 return False
     return True
 
@@ -64,7 +79,13 @@ class LoopParallelizeOuterPass(ModulePass):
 
     def _parallelize(self, f: loop.ForOp) -> None:
         while True:
-            if f.kind.data != "serial" or not _spatial_only(f):
+            if f.kind.data != "serial":
+                return
+            if not _spatial_only(f):
+                # A reduction loop around spatial nests (a blocked reduction,
+                # its packing): look for the parallel loop in each of them.
+                for inner in [o for o in f.body.block.ops if isinstance(o, loop.ForOp)]:
+                    self._parallelize(inner)
                 return
             if f.trip_count >= self.min_extent:
                 f.properties["kind"] = StringAttr("parallel")

@@ -12,6 +12,16 @@ from xdsl.passes import ModulePass
 from ziggurat.dialects import loop
 
 
+def _inside_vectorized(f: loop.ForOp) -> bool:
+    """True under a loop that is vectorized as a whole (an outer vector loop)."""
+    p = f.parent_op()
+    while p is not None:
+        if isinstance(p, loop.ForOp) and p.kind.data == "vectorized":
+            return True
+        p = p.parent_op()
+    return False
+
+
 @dataclass(frozen=True)
 class LoopVectorizeInnermostPass(ModulePass):
     """Marks every innermost serial loop with enough iterations `vectorized`.
@@ -19,7 +29,9 @@ class LoopVectorizeInnermostPass(ModulePass):
     **Input:** loop-level functions (any schedule).
 
     **Output:** the same loops; an innermost `serial` loop whose trip count is
-    at least `min-extent` gets kind `vectorized`. A reduction loop qualifies
+    at least `min-extent` gets kind `vectorized`, unless it lies inside a loop
+    that is already `vectorized` (an outer vector loop, e.g. from
+    loop-default-schedule). A reduction loop qualifies
     too: convert-loop-to-hw then accumulates in vector lanes, which reorders
     the floating-point sum (the compiler runs float code with reassociation
     allowed). Whether a marked loop really becomes vector code is decided by
@@ -45,6 +57,8 @@ class LoopVectorizeInnermostPass(ModulePass):
             if not isinstance(f, loop.ForOp) or f.kind.data != "serial":
                 continue
             if any(isinstance(inner, loop.ForOp) for inner in f.body.walk() if inner is not f):
+                continue
+            if _inside_vectorized(f):
                 continue
             if f.bounds[2] == 1 and f.trip_count >= self.min_extent:
                 f.properties["kind"] = StringAttr("vectorized")

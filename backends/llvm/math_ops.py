@@ -132,6 +132,11 @@ def _vbroadcast(t: Translator, f: FuncState, op: Operation) -> None:
     f.vals[op.results[0]] = f.b.shuffle_vector(one, undef, mask)
 
 
+def _vselect(t: Translator, f: FuncState, op: Operation) -> None:
+    m, a, b = (f.get(v) for v in op.operands)
+    f.vals[op.results[0]] = f.b.select(m, a, b)
+
+
 def _vfma(t: Translator, f: FuncState, op: Operation) -> None:
     _fma(t, f, op)
 
@@ -170,5 +175,16 @@ MATH_HANDLERS = {
     "math.fpowi": _fpowi,
     "hw.vbroadcast": _vbroadcast,
     "hw.vfma": _vfma,
+    "hw.vselect": _vselect,
     "hw.vreduce": _vreduce,
 }
+
+
+def _install_fast_math() -> None:
+    from ziggurat.backends.llvm.fast_math import fast_or, verf, vexp, vtanh
+
+    for name, emit in (("math.exp", vexp), ("math.tanh", vtanh), ("math.erf", verf)):
+        MATH_HANDLERS[name] = fast_or(MATH_HANDLERS[name], emit)
+
+
+_install_fast_math()

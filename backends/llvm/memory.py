@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from llvmlite import ir
 from xdsl.ir import Operation, SSAValue
 
-from ziggurat.backends.llvm.lltypes import I1, I8, I8P, I64, VOID, byte_size, element_size
+from ziggurat.backends.llvm.lltypes import I1, I8, I8P, I32, I64, VOID, byte_size, element_size, suffix
 from ziggurat.errors import CompileError
 
 if TYPE_CHECKING:
@@ -49,6 +49,83 @@ def address(t: Translator, f: FuncState, buf: SSAValue, indices) -> ir.Value:
     elif const:
         lin = b.add(lin, I64(const), flags=("nsw",))
     return b.gep(base, [lin], inbounds=True)
+
+
+def _lane_address(t: Translator, f: FuncState, buf: SSAValue, indices, vt: ir.VectorType) -> ir.Value:
+    """Vector pointer to `buf[indices]` for a masked access: no `inbounds`,
+    since masked-off lanes (and so the base) may lie outside the buffer."""
+    base = f.get(buf)
+    b = f.b
+    lin = None
+    for idx, s in zip(indices, t.strides(buf.type)):
+        x = f.get(idx)
+        term = x if s == 1 else b.mul(x, I64(s))
+        lin = term if lin is None else b.add(lin, term)
+    p = base if lin is None else b.gep(base, [lin])
+    return b.bitcast(p, vt.as_pointer())
+
+
+def _vmaskload(t: Translator, f: FuncState, op: Operation) -> None:
+    ops = op.operands
+    res = op.results[0]
+    vt = t.ty(res.type)
+    p = _lane_address(t, f, ops[0], ops[1:-1], vt)
+    mask = f.get(ops[-1])
+    fn = t.decl.function(f"llvm.masked.load.{suffix(vt)}.p0", vt, [vt.as_pointer(), I32, mask.type, vt])
+    zero = ir.Constant(vt, [ir.Constant(vt.element, 0.0)] * vt.count)
+    f.vals[res] = f.b.call(fn, [p, I32(element_size(vt)), mask, zero])
+
+
+def _vgather(t: Translator, f: FuncState, op: Operation) -> None:
+    ops = op.operands
+    res = op.results[0]
+    vt = t.ty(res.type)
+    stride = op.attributes["stride"].value.data  # type: ignore[attr-defined]
+    b = f.b
+    p = b.ptrtoint(_lane_address(t, f, ops[0], ops[1:-1], vt), I64)
+    step = element_size(vt.element) * stride
+    lanes = vt.count
+    it = ir.VectorType(I64, lanes)
+    undef = ir.Constant(it, ir.Undefined)
+    splat = b.shuffle_vector(b.insert_element(undef, p, I32(0)), undef, ir.Constant(ir.VectorType(I32, lanes), [I32(0)] * lanes))
+    addrs = b.add(splat, ir.Constant(it, [I64(i * step) for i in range(lanes)]))
+    pvt = ir.VectorType(vt.element.as_pointer(), lanes)
+    ptrs = b.inttoptr(addrs, pvt)
+    mask = f.get(ops[-1])
+    fn = t.decl.function(f"llvm.masked.gather.{suffix(vt)}.v{lanes}p0", vt, [pvt, I32, mask.type, vt])
+    zero = ir.Constant(vt, [ir.Constant(vt.element, 0.0)] * lanes)
+    f.vals[res] = b.call(fn, [ptrs, I32(element_size(vt.element)), mask, zero])
+
+
+def _vmaskstore(t: Translator, f: FuncState, op: Operation) -> None:
+    ops = op.operands
+    value = f.get(ops[0])
+    vt = value.type
+    p = _lane_address(t, f, ops[1], ops[2:-1], vt)
+    mask = f.get(ops[-1])
+    fn = t.decl.function(f"llvm.masked.store.{suffix(vt)}.p0", VOID, [vt, vt.as_pointer(), I32, mask.type])
+    f.b.call(fn, [value, p, I32(element_size(vt)), mask])
+
+
+_LANE_PRED = {"slt": "<", "sle": "<=", "sgt": ">", "sge": ">=", "eq": "==", "ne": "!="}
+
+
+def _vlanecmp(t: Translator, f: FuncState, op: Operation) -> None:
+    """(base + l) pred bound  <=>  l pred (bound - base), on i32 lanes."""
+    b = f.b
+    lanes = op.results[0].type.get_shape()[0]  # type: ignore[attr-defined]
+    st = op.attributes.get("stride")
+    stride = st.value.data if st is not None else 1  # type: ignore[attr-defined]
+    d = b.sub(f.get(op.operands[1]), f.get(op.operands[0]))
+    lim = 1 << 30
+    d = b.select(b.icmp_signed("<", d, I64(-lim)), I64(-lim), d)
+    d = b.trunc(b.select(b.icmp_signed(">", d, I64(lim)), I64(lim), d), I32)
+    vt = ir.VectorType(I32, lanes)
+    undef = ir.Constant(vt, ir.Undefined)
+    splat = b.shuffle_vector(b.insert_element(undef, d, I32(0)), undef, ir.Constant(vt, [I32(0)] * lanes))
+    iota = ir.Constant(vt, [I32(i * stride) for i in range(lanes)])
+    pred = _LANE_PRED[op.properties["predicate"].data]  # type: ignore[attr-defined]
+    f.vals[op.results[0]] = b.icmp_signed(pred, iota, splat)
 
 
 def _load(t: Translator, f: FuncState, op: Operation) -> None:
@@ -138,4 +215,8 @@ MEMORY_HANDLERS = {
     "loop.copy": _copy,
     "hw.vload": _vload,
     "hw.vstore": _vstore,
+    "hw.vmaskload": _vmaskload,
+    "hw.vmaskstore": _vmaskstore,
+    "hw.vlanecmp": _vlanecmp,
+    "hw.vgather": _vgather,
 }

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import onnx
+from xdsl.ir import SSAValue
 
 from ziggurat.dialects import graph
 from ziggurat.frontends.onnx.context import ConversionContext, Value, shape_of, tensor_type
@@ -17,6 +19,10 @@ UNARY_OPS: dict[str, type[graph.UnaryOp]] = {
     "Sqrt": graph.SqrtOp,
     "Neg": graph.NegOp,
     "Erf": graph.ErfOp,
+    "Abs": graph.AbsOp,
+    "Log": graph.LogOp,
+    "Floor": graph.FloorOp,
+    "Ceil": graph.CeilOp,
 }
 
 BINARY_OPS: dict[str, type[graph.BinaryOp]] = {
@@ -24,19 +30,49 @@ BINARY_OPS: dict[str, type[graph.BinaryOp]] = {
     "Sub": graph.SubOp,
     "Mul": graph.MulOp,
     "Div": graph.DivOp,
+    "Pow": graph.PowOp,
+}
+
+VARIADIC_OPS: dict[str, type[graph.BinaryOp]] = {
+    "Sum": graph.AddOp,
+    "Mean": graph.AddOp,
+    "Max": graph.MaxOp,
+    "Min": graph.MinOp,
 }
 
 
 def convert_unary(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
-    """Relu, Tanh, Sigmoid, Exp, Sqrt, Neg (opsets 6+) and Erf (opsets 9+)."""
+    """Relu, Tanh, Sigmoid, Exp, Sqrt, Neg, Abs, Log, Floor, Ceil (opsets 6+) and Erf (opsets 9+)."""
     x = ctx.value(node.input[0])
     return [ctx.emit(UNARY_OPS[node.op_type](x))]
 
 
 def convert_binary(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
-    """Add, Sub, Mul, Div (opsets 7+): numpy (multidirectional) broadcasting."""
-    lhs, rhs = ctx.value(node.input[0]), ctx.value(node.input[1])
+    """Add, Sub, Mul, Div, Pow (opsets 7+): numpy (multidirectional) broadcasting."""
+    return [_broadcast_binary(ctx, BINARY_OPS[node.op_type], ctx.value(node.input[0]), ctx.value(node.input[1]))]
+
+
+def _broadcast_binary(ctx: ConversionContext, op: type[graph.BinaryOp], lhs: SSAValue, rhs: SSAValue) -> SSAValue:
     shape = graph.broadcast_shapes(shape_of(lhs), shape_of(rhs))
     if shape is None:
         raise ctx.shape_error(f"input shapes {shape_of(lhs)} and {shape_of(rhs)} do not broadcast")
-    return [ctx.emit(BINARY_OPS[node.op_type](lhs, rhs, tensor_type(shape)))]
+    return ctx.emit(op(lhs, rhs, tensor_type(shape)))
+
+
+def convert_variadic(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
+    """Sum, Mean, Max, Min (opsets 8+): a left fold of the inputs with broadcasting."""
+    values = [ctx.value(name) for name in node.input if name]
+    acc = values[0]
+    for value in values[1:]:
+        acc = _broadcast_binary(ctx, VARIADIC_OPS[node.op_type], acc, value)
+    if node.op_type == "Mean" and len(values) > 1:
+        count = ctx.add_constant(np.array([1.0 / len(values)], np.float32), f"{ctx.node_label}.count")
+        acc = ctx.emit(graph.MulOp(acc, count, acc.type))
+    return [acc]
+
+
+def convert_reciprocal(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
+    """Reciprocal (opsets 6+): 1 / x."""
+    x = ctx.value(node.input[0])
+    one = ctx.add_constant(np.array([1.0], np.float32), f"{ctx.node_label}.one")
+    return [ctx.emit(graph.DivOp(one, x, x.type))]

@@ -37,12 +37,24 @@ from onnx import numpy_helper
 from xdsl.builder import Builder
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr
-from xdsl.ir import Block, Region
+from xdsl.ir import Block, BlockArgument, Region, SSAValue
 from xdsl.rewriter import InsertPoint
 
+from ziggurat.dialects import graph as graph_dialect
 from ziggurat.errors import ModelLoadError, ShapeError, UnsupportedOpError
 from ziggurat.frontends.onnx.context import ConversionContext, Shape, Value, name_hint, shape_of, tensor_type
-from ziggurat.frontends.onnx.convert_elementwise import BINARY_OPS, UNARY_OPS, convert_binary, convert_unary
+from ziggurat.frontends.onnx.convert_activation import ACTIVATION_CONVERTERS
+from ziggurat.frontends.onnx.convert_layout import LAYOUT_CONVERTERS
+from ziggurat.frontends.onnx.convert_logic import LOGIC_CONVERTERS
+from ziggurat.frontends.onnx.convert_elementwise import (
+    BINARY_OPS,
+    UNARY_OPS,
+    VARIADIC_OPS,
+    convert_binary,
+    convert_reciprocal,
+    convert_unary,
+    convert_variadic,
+)
 from ziggurat.frontends.onnx.convert_nn import (
     convert_average_pool,
     convert_batch_norm,
@@ -60,6 +72,24 @@ from ziggurat.frontends.onnx.convert_shape import (
     convert_reshape,
     convert_transpose,
 )
+from ziggurat.frontends.onnx.convert_gru import convert_gru, convert_rnn
+from ziggurat.frontends.onnx.convert_rnn import convert_lstm
+from ziggurat.frontends.onnx.convert_tensor import (
+    REDUCE_KINDS,
+    convert_cast,
+    convert_concat,
+    convert_expand,
+    convert_gather,
+    convert_gather_elements,
+    convert_layer_norm,
+    convert_reduce,
+    convert_slice,
+    convert_split,
+    convert_squeeze,
+    convert_unsqueeze,
+)
+from ziggurat.frontends.onnx.expand import function_body, has_function_body
+from ziggurat.frontends.onnx.fold import fold_node, has_reference_impl
 from ziggurat.frontends.onnx.loader import ModelSource, load_model
 from ziggurat.frontends.weights import WeightStore
 
@@ -82,6 +112,26 @@ CONVERTERS: dict[str, Converter] = {
     "Transpose": convert_transpose,
     "Constant": convert_constant,
     "Identity": convert_identity,
+    **dict.fromkeys(VARIADIC_OPS, convert_variadic),
+    "Reciprocal": convert_reciprocal,
+    **dict.fromkeys(REDUCE_KINDS, convert_reduce),
+    "Unsqueeze": convert_unsqueeze,
+    "Squeeze": convert_squeeze,
+    "Gather": convert_gather,
+    "GatherElements": convert_gather_elements,
+    "Slice": convert_slice,
+    "Concat": convert_concat,
+    "Split": convert_split,
+    "Expand": convert_expand,
+    "Cast": convert_cast,
+    "CastLike": convert_cast,
+    "LayerNormalization": convert_layer_norm,
+    "LSTM": convert_lstm,
+    "GRU": convert_gru,
+    "RNN": convert_rnn,
+    **ACTIVATION_CONVERTERS,
+    **LAYOUT_CONVERTERS,
+    **LOGIC_CONVERTERS,
 }
 """ONNX op type (default domain) -> converter."""
 
@@ -144,7 +194,9 @@ def _check_supported(graph: onnx.GraphProto, opset: int) -> None:
     """Raises for the first node without a converter, naming the other missing op types."""
     unsupported = [
         (index, node) for index, node in enumerate(graph.node)
-        if node.domain not in _DEFAULT_DOMAINS or node.op_type not in CONVERTERS
+        if node.domain not in _DEFAULT_DOMAINS
+        or (node.op_type not in CONVERTERS and not has_reference_impl(node.op_type, opset)
+            and not has_function_body(node.op_type, opset))
     ]
     if not unsupported:
         return
@@ -214,6 +266,21 @@ def _input_shape(info: onnx.ValueInfoProto) -> Shape:
     return shape
 
 
+def _check_output_type(info: onnx.ValueInfoProto) -> None:
+    """Refuses a graph output that is declared as anything but a float32 tensor."""
+    kind = info.type.WhichOneof("value")
+    if kind is None:
+        return  # undeclared: float32 is what ziggurat computes
+    if kind != "tensor_type":
+        raise ShapeError(f"output '{info.name}' is a {kind.replace('_type', '')}; ziggurat returns tensors only.")
+    elem_type = info.type.tensor_type.elem_type
+    if elem_type not in (onnx.TensorProto.FLOAT, onnx.TensorProto.UNDEFINED):
+        raise ShapeError(
+            f"output '{info.name}' has element type {onnx.TensorProto.DataType.Name(elem_type)}; "
+            "ziggurat computes float32 outputs only for now."
+        )
+
+
 def _value_shape(value: Value) -> Shape:
     return tuple(value.shape) if isinstance(value, np.ndarray) else shape_of(value)
 
@@ -242,6 +309,52 @@ def _bind_outputs(
         ctx.bind(name, value)
 
 
+def _convert(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
+    """Folds `node` when its inputs are known at import time, else converts it to graph ops."""
+    folded = fold_node(ctx, node)
+    if folded is not None:
+        return folded
+    converter = CONVERTERS.get(node.op_type)
+    if converter is None:
+        body = function_body(ctx, node)
+        if body is not None:
+            return _convert_body(ctx, node, *body)
+        raise ctx.unsupported(
+            "it has no conversion for run-time tensors; it is supported only when all its "
+            "inputs are known at compile time (constants or shapes)"
+        )
+    return converter(ctx, node)
+
+
+def _convert_body(ctx: ConversionContext, node: onnx.NodeProto, body: list[onnx.NodeProto],
+                  opset: int) -> Sequence[Value]:
+    """Converts the function body of `node` node by node (at the body's opset);
+    returns the values of the node's outputs."""
+    outer = (ctx.node, ctx.node_label, ctx.opset)
+    for index, inner in enumerate(body):
+        ctx.opset = opset
+        ctx.begin_node(inner, f"{outer[1]}/{inner.op_type}#{index}")
+        _bind_outputs(ctx, inner, _convert(ctx, inner), {})
+    ctx.begin_node(outer[0], outer[1])
+    ctx.opset = outer[2]
+    return [ctx.lookup(name) if name else np.zeros(0) for name in node.output]
+
+
+def _computed(ctx: ConversionContext, value: SSAValue) -> SSAValue:
+    """`value`, copied when it is a graph input: every output gets its own buffer."""
+    if isinstance(value, BlockArgument):
+        return ctx.emit(graph_dialect.BroadcastToOp(value, value.type))
+    return value
+
+
+def _erase_dead_ops(block: Block) -> None:
+    """Drops ops whose results nothing uses (unused outputs of multi-output
+    nodes, e.g. the Y of an LSTM whose Y_h alone is returned)."""
+    for op in reversed(list(block.ops)):
+        if op.results and all(not r.uses for r in op.results):
+            block.erase_op(op)
+
+
 def _import_graph(graph: onnx.GraphProto, opset: int, inferred: dict[str, Shape]) -> ImportedModel:
     initializers = {tensor.name: numpy_helper.to_array(tensor) for tensor in graph.initializer}
     inputs = [info for info in graph.input if info.name not in initializers]
@@ -256,11 +369,14 @@ def _import_graph(graph: onnx.GraphProto, opset: int, inferred: dict[str, Shape]
 
     for index, node in enumerate(graph.node):
         ctx.begin_node(node, _node_label(node, index))
-        _bind_outputs(ctx, node, CONVERTERS[node.op_type](ctx, node), inferred)
+        _bind_outputs(ctx, node, _convert(ctx, node), inferred)
     ctx.begin_node(None)
 
-    results = [ctx.value(info.name) for info in graph.output]
+    for info in graph.output:
+        _check_output_type(info)
+    results = [_computed(ctx, ctx.value(info.name)) for info in graph.output]
     ctx.builder.insert(func.ReturnOp(*results))
+    _erase_dead_ops(block)
 
     main = func.FuncOp("main", (block.arg_types, [r.type for r in results]), Region(block))
     input_names = [info.name for info in inputs]

@@ -10,7 +10,7 @@ from ziggurat.dialects import graph as graph_dialect
 from ziggurat.lowering.topi import COMPUTE_DEFS
 from ziggurat.transforms import get_all_passes
 
-NOT_COMPUTE = (graph_dialect.ConstantOp, graph_dialect.CallKernelOp)
+NOT_COMPUTE = (graph_dialect.ConstantOp, graph_dialect.CallKernelOp, graph_dialect.FusedOp, graph_dialect.YieldOp)
 
 
 def test_dialect_registry_keys_match_names() -> None:

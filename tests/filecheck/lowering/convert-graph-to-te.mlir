@@ -65,3 +65,31 @@ func.func @identity(%x: tensor<4xf32>) -> tensor<4xf32> {
 // CHECK-NEXT:    func.return %x : tensor<4xf32>
 // CHECK-NEXT:  }
 // CHECK-NOT:   func.func
+
+// -----
+
+// A graph.fused group becomes ONE kernel: the conv2d reduction, then a single
+// elementwise compute with batch_norm and relu inlined into it.
+func.func @main(%x: tensor<1x3x8x8xf32>) -> tensor<1x4x6x6xf32> {
+  %w = graph.constant "w" : tensor<4x3x3x3xf32>
+  %s = graph.constant "s" : tensor<4xf32>
+  %r = graph.fused (%x, %w, %s) : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>, tensor<4xf32>) -> tensor<1x4x6x6xf32> {
+  ^bb0(%a: tensor<1x3x8x8xf32>, %b: tensor<4x3x3x3xf32>, %c: tensor<4xf32>):
+    %conv = graph.conv2d %a, %b {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64} : tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32> -> tensor<1x4x6x6xf32>
+    %bn = graph.batch_norm %conv, %c, %c, %c, %c {epsilon = 1.0e-05 : f64} : tensor<1x4x6x6xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32> -> tensor<1x4x6x6xf32>
+    %relu = graph.relu %bn : tensor<1x4x6x6xf32>
+    graph.yield %relu : tensor<1x4x6x6xf32>
+  }
+  func.return %r : tensor<1x4x6x6xf32>
+}
+// CHECK-LABEL: func.func @main
+// CHECK:       %r = graph.call_kernel @fused_conv2d_batch_norm_relu_0(%x, %w, %s) : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>, tensor<4xf32>) -> tensor<1x4x6x6xf32>
+// CHECK-NEXT:  func.return %r
+// CHECK:       func.func @fused_conv2d_batch_norm_relu_0(%in0: tensor<1x3x8x8xf32>, %in1: tensor<4x3x3x3xf32>, %in2: tensor<4xf32>) -> tensor<1x4x6x6xf32> {
+// CHECK-NEXT:    %[[CONV:.*]] = te.reduce "conv2d" add
+// CHECK:         %[[OUT:.*]] = te.compute "relu"
+// CHECK-NOT:     te.compute
+// CHECK:           math.sqrt
+// CHECK:           te.read %[[CONV]]
+// CHECK:           arith.maximumf
+// CHECK:         func.return %[[OUT]] : tensor<1x4x6x6xf32>

@@ -83,3 +83,47 @@ func.func @column(%x: memref<16x16xf32>, %y: memref<16xf32>) {
 // CHECK:         } {hw.not_vectorized = "'loop.load' is not contiguous in the loop variable (strides [1, 0])"}
 // CHECK:         loop.for %k = 0 to 16 serial {
 // CHECK-NOT:     hw.
+
+// -----
+
+// An outer vectorized loop (a reduction loop inside): vector code for whole
+// vectors, then one masked vector iteration for the tail (20 = 16 + 4, width 8). The
+// padded read (clamped index) becomes a masked load; the stride-2 read a gather.
+// CHECK-LABEL: func.func @outer
+// CHECK:         loop.for %j = 0 to 16 step 8 serial {
+// CHECK:           loop.for %k = 0 to 3 serial {
+// CHECK:             %{{.*}} = hw.vlanecmp "sge" %{{.*}}, %{{.*}} : vector<8xi1>
+// CHECK:             %{{.*}} = hw.vmaskload %x[%{{.*}}], %{{.*}} : memref<24xf32>, vector<8xi1> -> vector<8xf32>
+// CHECK:             %{{.*}} = hw.vselect %{{.*}}, %{{.*}}, %{{.*}} : vector<8xi1>, vector<8xf32>
+// CHECK:             %{{.*}} = hw.vgather %w[%{{.*}}], %{{.*}} {stride = 2 : i64} : memref<48xf32>, vector<8xi1> -> vector<8xf32>
+// CHECK:             hw.vstore %{{.*}}, %y[%{{.*}}] : vector<8xf32>, memref<20xf32>
+// CHECK:         loop.for %{{.*}} = 16 to 24 step 8 serial {
+// CHECK-NEXT:      %{{.*}} = arith.constant 20 : index
+// CHECK-NEXT:      %[[TAIL:.*]] = hw.vlanecmp "slt" %{{.*}}, %{{.*}} : vector<8xi1>
+// CHECK:           hw.vmaskstore %{{.*}}, %y[%{{.*}}], %[[TAIL]] : vector<8xf32>, memref<20xf32>, vector<8xi1>
+// CHECK-NOT:     to 20 serial
+func.func @outer(%x: memref<24xf32>, %w: memref<48xf32>, %y: memref<20xf32>) {
+  loop.for %j = 0 to 20 vectorized {
+    loop.for %k = 0 to 3 serial {
+      loop.block "conv" [S %vj = %j, R %vk = %k] {
+        %m1 = arith.constant -1 : index
+        %s = arith.addi %vj, %vk : index
+        %i = arith.addi %s, %m1 : index
+        %zero = arith.constant 0 : index
+        %ok = arith.cmpi sge, %i, %zero : index
+        %safe = arith.select %ok, %i, %zero : index
+        %v = loop.load %x[%safe] : memref<24xf32>
+        %pad = arith.constant 0.000000e+00 : f32
+        %xv = arith.select %ok, %v, %pad : f32
+        %two = arith.constant 2 : index
+        %j2 = arith.muli %vj, %two : index
+        %wv = loop.load %w[%j2] : memref<48xf32>
+        %p = arith.mulf %xv, %wv : f32
+        %o = loop.load %y[%vj] : memref<20xf32>
+        %r = arith.addf %o, %p : f32
+        loop.store %r, %y[%vj] : memref<20xf32>
+      }
+    }
+  }
+  func.return
+}

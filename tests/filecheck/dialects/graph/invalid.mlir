@@ -69,3 +69,67 @@ func.func @bad_batch_norm(%x: tensor<1x4x2x2xf32>, %p: tensor<3xf32>) {
   func.return
 }
 // CHECK: 'graph.batch_norm' op parameters must have shape (4,), got (3,)
+
+// -----
+
+func.func @slice_leaves_input(%x: tensor<2x16xf32>) {
+  %y = graph.slice %x {starts = array<i64: 0, 14>, steps = array<i64: 1, 2>} : tensor<2x16xf32> -> tensor<2x4xf32>
+  func.return
+}
+// CHECK: 'graph.slice' op dim 1: 4 elements from 14 by 2 leave the input extent 16
+
+// -----
+
+func.func @concat_sizes(%a: tensor<2x3xf32>, %b: tensor<2x5xf32>) {
+  %y = graph.concat %a, %b {axis = 1 : i64} : tensor<2x3xf32>, tensor<2x5xf32> -> tensor<2x9xf32>
+  func.return
+}
+// CHECK: 'graph.concat' op result dim 1 is 9, the inputs sum to 8
+
+// -----
+
+func.func @reduce_kind(%x: tensor<2x3xf32>) {
+  %y = graph.reduce %x {kind = "median", axes = array<i64: 1>} : tensor<2x3xf32> -> tensor<2xf32>
+  func.return
+}
+// CHECK: 'graph.reduce' op kind must be one of ('sum', 'mean', 'max', 'min', 'prod'), got 'median'
+
+// -----
+
+func.func @reduce_shape(%x: tensor<2x3xf32>) {
+  %y = graph.reduce %x {kind = "sum", axes = array<i64: 1>} : tensor<2x3xf32> -> tensor<2x1xf32>
+  func.return
+}
+// CHECK: 'graph.reduce' op result shape (2, 1) should be (2,)
+
+// -----
+
+func.func @broadcast_to_bad(%x: tensor<3x2xf32>) {
+  %y = graph.broadcast_to %x : tensor<3x2xf32> -> tensor<3x4xf32>
+  func.return
+}
+// CHECK: 'graph.broadcast_to' op input shape (3, 2) does not broadcast to (3, 4)
+
+// -----
+
+func.func @compare_kind(%x: tensor<3xf32>) {
+  %y = graph.compare %x, %x {kind = "lte"} : tensor<3xf32>, tensor<3xf32> -> tensor<3xf32>
+  func.return
+}
+// CHECK: 'graph.compare' op kind must be one of ('lt', 'le', 'gt', 'ge', 'eq', 'ne'), got 'lte'
+
+// -----
+
+func.func @where_shape(%c: tensor<3xf32>, %x: tensor<2x1xf32>) {
+  %y = graph.where %c, %x, %x : tensor<3xf32>, tensor<2x1xf32>, tensor<2x1xf32> -> tensor<2x1xf32>
+  func.return
+}
+// CHECK: 'graph.where' op result shape (2, 1) is not the broadcast shape of (3,), (2, 1) and (2, 1)
+
+// -----
+
+func.func @gather_elements_shape(%x: tensor<3x5xf32>, %i: tensor<4x2xf32>) {
+  %y = graph.gather_elements %x, %i {axis = 1 : i64} : tensor<3x5xf32>, tensor<4x2xf32> -> tensor<4x2xf32>
+  func.return
+}
+// CHECK: 'graph.gather_elements' op result (4, 2) exceeds the input (3, 5) outside axis 1

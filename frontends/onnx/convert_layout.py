@@ -1,0 +1,148 @@
+"""Converters for ONNX padding, tiling and block-rearrangement ops, decomposed
+onto `graph.slice`, `graph.concat`, `graph.broadcast_to`, `graph.reshape` and
+`graph.transpose`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import onnx
+from xdsl.ir import SSAValue
+
+from ziggurat.dialects import graph
+from ziggurat.frontends.onnx.context import ConversionContext, Value, attributes, shape_of, tensor_type
+from ziggurat.frontends.onnx.convert_tensor import _axis, _const_ints, slice_value
+
+
+def _concat(ctx: ConversionContext, parts: list[SSAValue], axis: int) -> SSAValue:
+    if len(parts) == 1:
+        return parts[0]
+    shape = list(shape_of(parts[0]))
+    shape[axis] = sum(shape_of(p)[axis] for p in parts)
+    return ctx.emit(graph.ConcatOp(parts, axis, tensor_type(shape)))
+
+
+def _along(x: SSAValue, axis: int, start: int, step: int, count: int, ctx: ConversionContext) -> SSAValue:
+    shape = shape_of(x)
+    starts = [start if d == axis else 0 for d in range(len(shape))]
+    steps = [step if d == axis else 1 for d in range(len(shape))]
+    sizes = [count if d == axis else n for d, n in enumerate(shape)]
+    return slice_value(ctx, x, starts, steps, sizes)
+
+
+def _pad_part(ctx: ConversionContext, x: SSAValue, axis: int, count: int, before: bool, mode: str,
+              value: float | SSAValue) -> SSAValue:
+    """The `count` elements that `mode` puts before (or after) `x` along `axis`."""
+    n = shape_of(x)[axis]
+    shape = [count if d == axis else s for d, s in enumerate(shape_of(x))]
+    if mode == "constant" and isinstance(value, SSAValue):
+        return ctx.emit(graph.BroadcastToOp(value, tensor_type(shape)))
+    if mode == "constant":
+        return ctx.add_constant(np.full(shape, value, np.float32), f"{ctx.node_label}.pad")
+    if mode == "edge":
+        edge = _along(x, axis, 0 if before else n - 1, 1, 1, ctx)
+        return edge if count == 1 else ctx.emit(graph.BroadcastToOp(edge, tensor_type(shape)))
+    if mode == "reflect":
+        if count > n - 1:
+            raise ctx.unsupported(f"reflect padding of {count} exceeds the dim size {n} minus 1")
+        return _along(x, axis, count, -1, count, ctx) if before else _along(x, axis, n - 2, -1, count, ctx)
+    if count > n:  # wrap
+        raise ctx.unsupported(f"wrap padding of {count} exceeds the dim size {n}")
+    return _along(x, axis, n - count, 1, count, ctx) if before else _along(x, axis, 0, 1, count, ctx)
+
+
+def convert_pad(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
+    """Pad: pads/value attributes before opset 11, inputs from 11 (axes from 18);
+    modes constant, reflect, edge and wrap (19+); negative pads crop."""
+    attrs = attributes(node)
+    shape = ctx.shape(node.input[0])
+    rank = len(shape)
+    mode = attrs.get("mode", "constant")
+    if mode not in ("constant", "reflect", "edge", "wrap"):
+        raise ctx.unsupported(f"mode '{mode}' is not constant, reflect, edge or wrap")
+    if ctx.opset < 11:
+        pads, value, axes = list(attrs.get("pads", attrs.get("paddings", []))), attrs.get("value", 0.0), None
+    else:
+        pads = _const_ints(ctx, node, 1, "pads") or []
+        name = ctx.input(node, 2)
+        value_array = ctx.constant(name) if name else np.zeros(1)
+        if value_array is None:  # a run-time scalar, broadcast into the pads
+            value = ctx.reshape(ctx.value(name), [1] * rank)
+        else:
+            value = float(value_array.reshape(-1)[0]) if value_array.size else 0.0
+        axes = _const_ints(ctx, node, 3, "axes")
+    axes = list(range(rank)) if axes is None else [_axis(ctx, a, rank, "axes entry") for a in axes]
+    if len(pads) != 2 * len(axes):
+        raise ctx.shape_error(f"pads {pads} should hold 2 values per padded axis ({len(axes)})")
+    x = ctx.value(node.input[0])
+    for k, axis in enumerate(axes):
+        before, after = pads[k], pads[k + len(axes)]
+        n = shape_of(x)[axis]
+        if before < 0 or after < 0:  # crop first
+            lo, hi = max(-before, 0), n - max(-after, 0)
+            if hi <= lo:
+                raise ctx.unsupported("the padded result is empty; zero-size tensors are not supported")
+            x = _along(x, axis, lo, 1, hi - lo, ctx)
+            before, after = max(before, 0), max(after, 0)
+        parts = []
+        if before:
+            parts.append(_pad_part(ctx, x, axis, before, True, mode, value))
+        parts.append(x)
+        if after:
+            parts.append(_pad_part(ctx, x, axis, after, False, mode, value))
+        x = _concat(ctx, parts, axis)
+    return [x]
+
+
+def convert_tile(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
+    """Tile (opsets 6+): [d0, d1] tiled [r0, r1] is [1, d0, 1, d1] broadcast to
+    [r0, d0, r1, d1] and reshaped to [r0 * d0, r1 * d1]."""
+    shape = ctx.shape(node.input[0])
+    repeats = _const_ints(ctx, node, 1, "repeats")
+    if repeats is None or len(repeats) != len(shape) or min(repeats, default=1) < 1:
+        raise ctx.shape_error(f"repeats {repeats} should hold one count >= 1 per dim of {shape}")
+    x = ctx.value(node.input[0])
+    if all(r == 1 for r in repeats):
+        return [x]
+    spread = [v for n in shape for v in (1, n)]
+    tiled = [v for r, n in zip(repeats, shape) for v in (r, n)]
+    y = ctx.emit(graph.BroadcastToOp(ctx.reshape(x, spread), tensor_type(tiled)))
+    return [ctx.reshape(y, [r * n for r, n in zip(repeats, shape)])]
+
+
+def convert_depth_to_space(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
+    """DepthToSpace (DCR, and CRD from opset 11) and SpaceToDepth: reshape,
+    transpose, reshape, as the ONNX spec defines them."""
+    attrs = attributes(node)
+    b = attrs["blocksize"]
+    x = ctx.value(node.input[0])
+    shape = shape_of(x)
+    if len(shape) != 4:
+        raise ctx.shape_error(f"input shape {shape} must be 4-D NCHW")
+    n, c, h, w = shape
+    if node.op_type == "SpaceToDepth":
+        if h % b or w % b:
+            raise ctx.shape_error(f"H and W of {shape} must be multiples of blocksize {b}")
+        tmp, out = (n, c, h // b, b, w // b, b), (n, c * b * b, h // b, w // b)
+        perm = (0, 1, 3, 5, 2, 4) if attrs.get("mode", "DCR") == "CRD" else (0, 3, 5, 1, 2, 4)
+    else:
+        if c % (b * b):
+            raise ctx.shape_error(f"C of {shape} must be a multiple of blocksize^2 = {b * b}")
+        if attrs.get("mode", "DCR") == "CRD":
+            tmp, perm = (n, c // (b * b), b, b, h, w), (0, 1, 4, 2, 5, 3)
+        else:
+            tmp, perm = (n, b, b, c // (b * b), h, w), (0, 3, 4, 1, 5, 2)
+        out = (n, c // (b * b), h * b, w * b)
+    y = ctx.reshape(x, tmp)
+    y = ctx.emit(graph.TransposeOp(y, perm, tensor_type([tmp[p] for p in perm])))
+    return [ctx.reshape(y, out)]
+
+
+LAYOUT_CONVERTERS = {
+    "Pad": convert_pad,
+    "Tile": convert_tile,
+    "DepthToSpace": convert_depth_to_space,
+    "SpaceToDepth": convert_depth_to_space,
+}
+"""ONNX op type -> converter, merged into the importer's table."""

@@ -1,0 +1,81 @@
+// RUN: python -c "import numpy as np; np.savez('%t.npz', w=np.ones((4,3,3,3),np.float32), s=np.full(4,2,np.float32), b0=np.ones((4,1,1),np.float32), one=np.ones(8,np.float32), zero=np.zeros(8,np.float32), two=np.full(8,2,np.float32), fc=np.ones((8,8),np.float32))"
+// RUN: sed 's#WEIGHTS#%t.npz#' %s | ziggurat-opt -p simplify-graph --split-input-file | filecheck %s
+
+// Shape ops: a transpose pair that cancels, an identity reshape and a chain of
+// reshapes; none needs weights.
+// CHECK-LABEL: func.func @shapes
+// CHECK-NEXT:  %c = graph.reshape %x : tensor<4x8xf32> -> tensor<2x16xf32>
+// CHECK-NEXT:  %p = graph.transpose %x {perm = array<i64: 1, 0>} : tensor<4x8xf32> -> tensor<8x4xf32>
+// CHECK-NEXT:  func.return %c, %p
+func.func @shapes(%x: tensor<4x8xf32>) -> (tensor<2x16xf32>, tensor<8x4xf32>) {
+  %t = graph.transpose %x {perm = array<i64: 1, 0>} : tensor<4x8xf32> -> tensor<8x4xf32>
+  %u = graph.transpose %t {perm = array<i64: 1, 0>} : tensor<8x4xf32> -> tensor<4x8xf32>
+  %r = graph.reshape %u : tensor<4x8xf32> -> tensor<4x8xf32>
+  %a = graph.reshape %r : tensor<4x8xf32> -> tensor<32xf32>
+  %c = graph.reshape %a : tensor<32xf32> -> tensor<2x16xf32>
+  %i = graph.transpose %x {perm = array<i64: 0, 1>} : tensor<4x8xf32> -> tensor<4x8xf32>
+  %p = graph.transpose %i {perm = array<i64: 1, 0>} : tensor<4x8xf32> -> tensor<8x4xf32>
+  func.return %c, %p : tensor<2x16xf32>, tensor<8x4xf32>
+}
+
+// -----
+
+// BatchNorm after conv2d + bias folds into a new conv weight and one bias add.
+// CHECK-LABEL: func.func @conv_bn
+// CHECK-NOT:   graph.batch_norm
+// CHECK:       %[[W:.*]] = graph.constant "w.bn" : tensor<4x3x3x3xf32>
+// CHECK-NEXT:  %[[C:.*]] = graph.conv2d %x, %[[W]]
+// CHECK-NEXT:  %[[B:.*]] = graph.constant "w.bn.bn_bias" : tensor<4x1x1xf32>
+// CHECK-NEXT:  %[[BN:.*]] = graph.add %[[C]], %[[B]] : tensor<1x4x6x6xf32>, tensor<4x1x1xf32> -> tensor<1x4x6x6xf32>
+// CHECK-NEXT:  func.return %[[BN]]
+builtin.module attributes {graph.weights_file = "WEIGHTS"} {
+  func.func @conv_bn(%x: tensor<1x3x8x8xf32>) -> tensor<1x4x6x6xf32> {
+    %w = graph.constant "w" : tensor<4x3x3x3xf32>
+    %b0 = graph.constant "b0" : tensor<4x1x1xf32>
+    %s = graph.constant "s" : tensor<4xf32>
+    %c = graph.conv2d %x, %w {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64} : tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32> -> tensor<1x4x6x6xf32>
+    %cb = graph.add %c, %b0 : tensor<1x4x6x6xf32>, tensor<4x1x1xf32> -> tensor<1x4x6x6xf32>
+    %bn = graph.batch_norm %cb, %s, %s, %s, %s {epsilon = 1.0e-05 : f64} : tensor<1x4x6x6xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32> -> tensor<1x4x6x6xf32>
+    func.return %bn : tensor<1x4x6x6xf32>
+  }
+}
+
+// -----
+
+// Neutral operands vanish, division by a constant becomes a multiplication;
+// x * 2 and an x + 0 that broadcasts to a larger shape must stay.
+// CHECK-LABEL: func.func @arith
+// CHECK:       %[[R:.*]] = graph.constant "two.reciprocal" : tensor<8xf32>
+// CHECK-NEXT:  %[[D:.*]] = graph.mul %x, %[[R]] : tensor<8xf32>, tensor<8xf32> -> tensor<8xf32>
+// CHECK-NEXT:  %m2 = graph.mul %[[D]], %two : tensor<8xf32>, tensor<8xf32> -> tensor<8xf32>
+// CHECK-NEXT:  %wide = graph.add %y, %zero : tensor<1xf32>, tensor<8xf32> -> tensor<8xf32>
+// CHECK-NEXT:  func.return %m2, %wide
+builtin.module attributes {graph.weights_file = "WEIGHTS"} {
+  func.func @arith(%x: tensor<8xf32>, %y: tensor<1xf32>) -> (tensor<8xf32>, tensor<8xf32>) {
+    %one = graph.constant "one" : tensor<8xf32>
+    %zero = graph.constant "zero" : tensor<8xf32>
+    %two = graph.constant "two" : tensor<8xf32>
+    %m = graph.mul %one, %x : tensor<8xf32>, tensor<8xf32> -> tensor<8xf32>
+    %a = graph.add %m, %zero : tensor<8xf32>, tensor<8xf32> -> tensor<8xf32>
+    %d = graph.div %a, %two : tensor<8xf32>, tensor<8xf32> -> tensor<8xf32>
+    %m2 = graph.mul %d, %two : tensor<8xf32>, tensor<8xf32> -> tensor<8xf32>
+    %wide = graph.add %y, %zero : tensor<1xf32>, tensor<8xf32> -> tensor<8xf32>
+    func.return %m2, %wide : tensor<8xf32>, tensor<8xf32>
+  }
+}
+
+// -----
+
+// Negative: the conv's result is used twice, so the batch_norm stays; without
+// a weight store the value patterns do not fire either.
+// CHECK-LABEL: func.func @bn_kept
+// CHECK:       graph.batch_norm
+// CHECK:       %m = graph.mul %c, %one
+func.func @bn_kept(%x: tensor<1x3x8x8xf32>, %w: tensor<4x3x3x3xf32>) -> (tensor<1x4x6x6xf32>, tensor<1x4x6x6xf32>) {
+  %s = graph.constant "s" : tensor<4xf32>
+  %c = graph.conv2d %x, %w {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64} : tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32> -> tensor<1x4x6x6xf32>
+  %bn = graph.batch_norm %c, %s, %s, %s, %s {epsilon = 1.0e-05 : f64} : tensor<1x4x6x6xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32> -> tensor<1x4x6x6xf32>
+  %one = graph.constant "one" : tensor<1x4x6x6xf32>
+  %m = graph.mul %c, %one : tensor<1x4x6x6xf32>, tensor<1x4x6x6xf32> -> tensor<1x4x6x6xf32>
+  func.return %bn, %m : tensor<1x4x6x6xf32>, tensor<1x4x6x6xf32>
+}

@@ -1,0 +1,144 @@
+"""The conformance runner (`ziggurat conformance`) and the onnx Backend API.
+
+The CI subset below runs a few dozen ONNX backend node tests, picked for
+breadth (elementwise, broadcasting, matmul/gemm, conv/pool, normalization,
+softmax, reductions, data movement, recurrent, expanded function bodies that
+exercise import-time folding) plus cases that must be refused cleanly; the
+whole suite runs with `ziggurat conformance`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from ziggurat.cli import conformance
+from ziggurat.cli.main import main as cli_main
+from ziggurat.frontends.onnx import backend
+
+MUST_PASS = """
+test_abs test_add_bcast test_sub_example test_mul test_div_bcast test_pow_bcast_array test_sqrt test_exp
+test_log test_neg test_reciprocal test_ceil test_floor test_erf test_tanh test_sigmoid test_relu
+test_max_two_inputs test_min_example test_sum_example test_mean_two_inputs
+test_elu test_leakyrelu test_selu_default test_hardsigmoid test_hardswish test_softplus test_softsign
+test_mish test_gelu_tanh_1 test_prelu_broadcast test_celu
+test_matmul_4d test_matmul_1d_3d test_gemm_all_attributes test_gemm_transposeA
+test_basic_conv_with_padding test_conv_with_strides_and_asymmetric_padding
+test_maxpool_2d_ceil test_averagepool_2d_pads_count_include_pad test_globalaveragepool test_globalmaxpool
+test_batchnorm_epsilon test_instancenorm_example test_layer_normalization_3d_axis1_epsilon
+test_layer_normalization_4d_axis_negative_2_expanded test_group_normalization_example_expanded
+test_rms_normalization_3d_axis1_epsilon_expanded test_mvn test_lpnormalization_default
+test_softmax_axis_0 test_softmax_large_number test_logsoftmax_axis_1 test_logsoftmax_example_1_expanded
+test_reduce_max_default_axes_keepdims_random test_reduce_prod_default_axes_keepdims_example
+test_concat_3d_axis_negative_2 test_split_equal_parts_2d_opset13 test_split_2d_uneven_split_opset18
+test_flatten_negative_axis3 test_transpose_all_permutations_4 test_transpose_default test_identity
+test_depthtospace_crd_mode_example_expanded test_spacetodepth_example_expanded
+test_lstm_defaults test_lstm_bidirectional test_lstm_with_initial_bias
+test_constant test_clip_default_inbounds_expanded
+test_sin test_acosh test_round test_sign test_thresholdedrelu test_prelu_example_expanded
+test_gru_defaults test_simple_rnn_defaults test_rnn_seq_length test_attention_3d test_attention_4d_causal
+test_depthtospace_crd_mode_example test_spacetodepth test_rms_normalization_2d_axis0
+""".split()
+
+MUST_PASS_FROZEN = """
+test_gather_0 test_gather_elements_0 test_slice_neg_steps test_reduce_sum_keepdims_example test_reshape_negative_dim
+test_unsqueeze_two_axes test_expand_dim_changed test_tile test_constantofshape_float_ones test_nllloss_NC
+test_rotary_embedding
+""".split()
+
+MUST_REFUSE = """
+test_gather_0 test_argmax_default_axis_example test_cast_FLOAT_to_DOUBLE test_nonzero_example
+test_sequence_insert_at_back test_optional_has_element_empty_optional_input test_scan9_sum
+test_dropout_default_mask test_where_example
+""".split()
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    """A private case cache, so that the test never reads the user's."""
+    root = tmp_path_factory.mktemp("cache")
+    old = os.environ.get("ZIGGURAT_CACHE_DIR")
+    os.environ["ZIGGURAT_CACHE_DIR"] = str(root)
+    yield conformance.cache_root()
+    if old is None:
+        del os.environ["ZIGGURAT_CACHE_DIR"]
+    else:
+        os.environ["ZIGGURAT_CACHE_DIR"] = old
+
+
+def test_ci_subset(cache, tmp_path):
+    start = time.monotonic()
+    names = MUST_PASS + MUST_REFUSE
+    out = tmp_path / "c.json"
+    assert cli_main(["conformance", "--filter", f"^({'|'.join(names)})$", "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    results = {r["name"]: r for r in doc["results"]}
+    assert sorted(results) == sorted(names)
+    for name in MUST_PASS:
+        assert results[name]["category"] == "passed", results[name]
+    for name in MUST_REFUSE:
+        assert results[name]["category"] == "unsupported", results[name]
+    summary = doc["summary"]["all"]
+    assert summary["crashed"] == 0 and summary["total"] == len(names)
+    assert summary["pass_rate"] == pytest.approx(len(MUST_PASS) / len(names), abs=1e-4)
+    assert (cache / "test_abs" / "test_data_set_0" / "input_0.pb").exists()
+    assert time.monotonic() - start < 90
+
+
+def test_ci_subset_with_frozen_integer_inputs(cache, tmp_path):
+    """Cases whose integer inputs (indices, axes, shapes) must be compile-time constants."""
+    out = tmp_path / "f.json"
+    pattern = f"^({'|'.join(MUST_PASS_FROZEN)})$"
+    assert cli_main(["conformance", "--filter", pattern, "--freeze-int-inputs", "--json", str(out)]) == 0
+    results = {r["name"]: r for r in json.loads(out.read_text())["results"]}
+    assert sorted(results) == sorted(MUST_PASS_FROZEN)
+    for name in MUST_PASS_FROZEN:
+        assert results[name]["category"] == "passed", results[name]
+    assert "frozen inputs" in results["test_gather_0"]["detail"]
+
+
+def test_pool_survives_a_case_that_crashes(cache):
+    """A case whose files are missing is an exception in the worker: crashed,
+    and the pool goes on with the next case."""
+    conformance.ensure_cases("^test_relu$", cache)
+    (cache / "test_broken").mkdir(exist_ok=True)
+    results = conformance.run_cases({"test_broken": 13, "test_relu": 14}, cache, jobs=1, timeout=60)
+    by_name = {r.name: r for r in results}
+    assert by_name["test_broken"].category == "crashed"
+    assert "model.onnx" in by_name["test_broken"].detail
+    assert by_name["test_relu"].category == "passed"
+
+
+def test_compare_and_summary():
+    a = np.array([1.0, 2.0], np.float32)
+    assert conformance.compare(a, a + 1e-5, 1e-3, 1e-4) is None
+    assert "shape" in conformance.compare(a, a[:1], 1e-3, 1e-4)
+    assert "dtype" in conformance.compare(a, a.astype(np.float64), 1e-3, 1e-4)
+    assert "1 of 2" in conformance.compare(a, np.array([1.0, 3.0], np.float32), 1e-3, 1e-4)
+    rs = [conformance.CaseResult("a", 13, "passed", "", 0.1), conformance.CaseResult("b", 27, "crashed", "x", 0.1)]
+    summary = conformance.summarize(rs)
+    assert summary["all"]["passed"] == 1 and summary["all"]["crashed"] == 1
+    assert summary["opset<=26"] == {"passed": 1, "wrong result": 0, "unsupported": 0, "crashed": 0,
+                                    "total": 1, "pass_rate": 1.0}
+    assert "pass rate" in conformance.format_table(summary)
+
+
+def test_backend_api_runs_a_model_and_a_node():
+    node = helper.make_node("Add", ["x", "y"], ["z"])
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2, 3]) for n in "xy"],
+                              [helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, 3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    x, y = np.ones((2, 3), np.float32), np.full((2, 3), 2.0, np.float32)
+    assert backend.supports_device("CPU") and not backend.supports_device("CUDA")
+    rep = backend.prepare(model)
+    np.testing.assert_array_equal(rep.run([x, y])[0], x + y)
+    np.testing.assert_array_equal(rep.run({"x": x, "y": y})[0], x + y)
+    (z,) = backend.run_node(helper.make_node("Relu", ["a"], ["b"]), [x - y])
+    np.testing.assert_array_equal(z, np.zeros((2, 3), np.float32))
+    assert isinstance(backend.ZigguratBackend(), onnx.backend.base.Backend)

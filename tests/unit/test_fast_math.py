@@ -1,0 +1,60 @@
+"""The inline vector exp/tanh/erf of the LLVM backend against float64 numpy."""
+
+from __future__ import annotations
+
+import ctypes
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from xdsl.parser import Parser
+
+from ziggurat.backends.llvm import LLVMOptions, jit_compile, translate_module
+from ziggurat.dialects import make_context
+
+N = 256
+REFERENCE = {"exp": np.exp, "tanh": np.tanh, "erf": np.vectorize(math.erf)}
+_KERNELS: dict[str, object] = {}
+
+
+def kernel(op: str):
+    if op not in _KERNELS:
+        src = f"""
+func.func @k(%x: memref<{N}xf32>, %y: memref<{N}xf32>) {{
+  loop.for %i = 0 to {N} step 16 serial {{
+    %v = hw.vload %x[%i] : memref<{N}xf32> -> vector<16xf32>
+    %r = math.{op} %v : vector<16xf32>
+    hw.vstore %r, %y[%i] : vector<16xf32>, memref<{N}xf32>
+  }}
+  func.return
+}}"""
+        opts = LLVMOptions(export_all=True)
+        llvm_module, info = translate_module(Parser(make_context(), src).parse_module(), opts)
+        jm = jit_compile(llvm_module, opts, info)
+        _KERNELS[op] = (jm, ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)(jm.address("k")))
+    return _KERNELS[op][1]
+
+
+@settings(max_examples=30, deadline=None)
+@given(op=st.sampled_from(sorted(REFERENCE)), scale=st.sampled_from([1e-6, 0.3, 1.0, 4.0, 30.0, 87.0]),
+       seed=st.integers(0, 1000))
+def test_vector_math_matches_numpy(op, scale, seed):
+    x = (np.random.default_rng(seed).uniform(-1, 1, N) * scale).astype(np.float32)
+    y = np.zeros_like(x)
+    kernel(op)(x.ctypes.data, y.ctypes.data)
+    ref = REFERENCE[op](x.astype(np.float64))
+    np.testing.assert_allclose(y, ref, rtol=5e-7, atol=3e-7 if op != "exp" else 0)
+
+
+@pytest.mark.parametrize("op,special", [("exp", [-np.inf, np.inf, -110.0, 100.0]), ("tanh", [-np.inf, np.inf, 0.0]),
+                                        ("erf", [-np.inf, np.inf, 0.0])])
+def test_vector_math_limits(op, special):
+    x = np.zeros(N, np.float32)
+    x[: len(special)] = special
+    y = np.zeros_like(x)
+    kernel(op)(x.ctypes.data, y.ctypes.data)
+    with np.errstate(over="ignore"):
+        want = REFERENCE[op](x[: len(special)].astype(np.float64)).astype(np.float32)
+    np.testing.assert_array_equal(y[: len(special)], want)

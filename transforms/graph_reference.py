@@ -1,0 +1,104 @@
+"""A numpy reference evaluator of graph ops, for compile-time constant folding.
+
+`EVALUATORS` maps a graph op class to `fn(op, args) -> ndarray`, with the
+same semantics as the op's compute definition in `lowering/topi.py` (a test
+compares the two). It runs at COMPILE time only, on constants; the model's
+ops at run time always run as generated kernels.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+from xdsl.ir import Operation
+
+from ziggurat.dialects import graph
+
+Evaluate = Callable[[Operation, Sequence[np.ndarray]], np.ndarray]
+
+
+def _ints(attr) -> tuple[int, ...]:
+    return tuple(attr.get_values())
+
+
+def _shape(op: Operation) -> tuple[int, ...]:
+    return tuple(op.results[0].type.get_shape())  # type: ignore[attr-defined]
+
+
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+UNARY: dict[type[Operation], Callable[[np.ndarray], np.ndarray]] = {
+    graph.ReluOp: lambda x: np.maximum(x, 0),
+    graph.TanhOp: np.tanh,
+    graph.SigmoidOp: lambda x: 1 / (1 + np.exp(-x)),
+    graph.ExpOp: np.exp,
+    graph.SqrtOp: np.sqrt,
+    graph.NegOp: np.negative,
+    graph.ErfOp: _erf,
+    graph.AbsOp: np.abs,
+    graph.LogOp: np.log,
+    graph.FloorOp: np.floor,
+    graph.CeilOp: np.ceil,
+}
+
+BINARY: dict[type[Operation], Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    graph.AddOp: np.add,
+    graph.SubOp: np.subtract,
+    graph.MulOp: np.multiply,
+    graph.DivOp: np.divide,
+    graph.PowOp: np.power,
+    graph.MaxOp: np.maximum,
+    graph.MinOp: np.minimum,
+}
+
+
+def _matmul(op: graph.MatmulOp, args: Sequence[np.ndarray]) -> np.ndarray:
+    a, b = args
+    return np.matmul(a, np.swapaxes(b, -1, -2) if op.is_transpose_b else b)
+
+
+def _batch_norm(op: graph.BatchNormOp, args: Sequence[np.ndarray]) -> np.ndarray:
+    x, scale, bias, mean, var = args
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    inv = scale / np.sqrt(var + op.epsilon.value.data)
+    return (x - mean.reshape(shape)) * inv.reshape(shape) + bias.reshape(shape)
+
+
+def _softmax(op: graph.SoftmaxOp, args: Sequence[np.ndarray]) -> np.ndarray:
+    axis = op.axis.value.data
+    e = np.exp(args[0] - args[0].max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def _slice(op: graph.SliceOp, args: Sequence[np.ndarray]) -> np.ndarray:
+    starts, steps = _ints(op.starts), _ints(op.steps)
+    index = [s + np.arange(n) * st for s, st, n in zip(starts, steps, _shape(op))]
+    return args[0][np.ix_(*index)]
+
+
+def _reduce(op: graph.ReduceOp, args: Sequence[np.ndarray]) -> np.ndarray:
+    fn = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min, "prod": np.prod}[op.kind.data]
+    return fn(args[0], axis=_ints(op.axes)).reshape(_shape(op))
+
+
+EVALUATORS: dict[type[Operation], Evaluate] = {
+    **{cls: (lambda op, a, f=f: f(a[0])) for cls, f in UNARY.items()},
+    **{cls: (lambda op, a, f=f: f(a[0], a[1])) for cls, f in BINARY.items()},
+    graph.MatmulOp: _matmul,  # type: ignore[dict-item]
+    graph.BatchNormOp: _batch_norm,  # type: ignore[dict-item]
+    graph.SoftmaxOp: _softmax,  # type: ignore[dict-item]
+    graph.ReshapeOp: lambda op, a: a[0].reshape(_shape(op)),
+    graph.TransposeOp: lambda op, a: np.transpose(a[0], _ints(op.perm)),  # type: ignore[attr-defined]
+    graph.SliceOp: _slice,  # type: ignore[dict-item]
+    graph.ConcatOp: lambda op, a: np.concatenate(a, axis=op.axis.value.data),  # type: ignore[attr-defined]
+    graph.ReduceOp: _reduce,  # type: ignore[dict-item]
+    graph.BroadcastToOp: lambda op, a: np.broadcast_to(a[0], _shape(op)),
+}
+
+
+def evaluate(op: Operation, args: Sequence[np.ndarray]) -> np.ndarray:
+    """`op` applied to constant `args`, as a C-contiguous array of the result's dtype."""
+    out = EVALUATORS[type(op)](op, [np.asarray(a, dtype=np.float64) for a in args])
+    return np.ascontiguousarray(np.asarray(out, dtype=np.float32).reshape(_shape(op)))

@@ -1,0 +1,436 @@
+"""loop-default-schedule: the fast default schedule for reduction nests (conv2d, matmul, dense)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.builder import Builder
+from xdsl.context import Context
+from xdsl.dialects import arith, builtin, func
+from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, StringAttr
+from xdsl.ir import BlockArgument, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint
+
+from ziggurat.dialects import loop
+
+BLOCKING = (8, 6, 4, 3, 2)
+DOT_BLOCKING = (4, 3, 2)
+KC = 256  # reduction block: a 256-deep slice of a streamed operand stays in L2
+
+
+@dataclass
+class _ReduceNest:
+    """A naive reduction nest as convert-te-to-loop emits it."""
+
+    spatial: list[loop.ForOp]
+    init: loop.BlockOp
+    reduction: list[loop.ForOp]
+    update: loop.BlockOp
+    out: SSAValue
+
+
+def _chain(f: loop.ForOp) -> list[loop.ForOp]:
+    """`f` and the loops perfectly nested in it."""
+    loops = [f]
+    while True:
+        ops = list(loops[-1].body.block.ops)
+        if len(ops) != 1 or not isinstance(ops[0], loop.ForOp):
+            return loops
+        loops.append(ops[0])
+
+
+def match_reduce_nest(top: loop.ForOp) -> _ReduceNest | None:
+    """The parts of `top` when it is a naive serial reduction nest, else None."""
+    spatial = _chain(top)
+    body = list(spatial[-1].body.block.ops)
+    if len(body) != 2 or not isinstance(body[0], loop.BlockOp) or not isinstance(body[1], loop.ForOp):
+        return None
+    init, red_top = body
+    reduction = _chain(red_top)
+    inner = list(reduction[-1].body.block.ops)
+    if len(inner) != 1 or not isinstance(inner[0], loop.BlockOp):
+        return None
+    update = inner[0]
+    n, r = len(spatial), len(reduction)
+    if any(f.kind.data != "serial" or f.bounds[0] != 0 or f.bounds[2] != 1 for f in spatial + reduction):
+        return None
+    if update.iter_kinds.data != "S" * n + "R" * r or init.iter_kinds.data != "S" * n:
+        return None
+    ivs = [f.iv for f in spatial] + [f.iv for f in reduction]
+    if list(update.bindings) != ivs or list(init.bindings) != ivs[:n]:
+        return None
+    stores = [o for o in update.body.walk() if isinstance(o, loop.StoreOp)]
+    if len(stores) != 1 or list(stores[0].indices) != list(update.vars[:n]):
+        return None
+    out = stores[0].buffer
+    for blk, nvars in ((update, n), (init, n)):
+        for o in blk.body.walk():
+            if isinstance(o, (loop.LoadOp, loop.StoreOp)) and o.buffer == out and list(o.indices) != list(blk.vars[:nvars]):
+                return None
+    return _ReduceNest(spatial, init, reduction, update, out)
+
+
+def _stride(v: SSAValue, var: SSAValue, memo: dict) -> int | None:
+    """Stride of index `v` in block variable `var` (None: not affine)."""
+    if v in memo:
+        return memo[v]
+    if v is var:
+        s: int | None = 1
+    elif isinstance(v, BlockArgument):
+        s = 0
+    else:
+        op = v.owner
+        subs = [_stride(o, var, memo) if isinstance(o.type, IndexType) else 0 for o in op.operands]
+        if all(x == 0 for x in subs):
+            s = 0
+        elif isinstance(op, (arith.AddiOp, arith.SubiOp)) and None not in subs:
+            s = subs[0] + subs[1] if isinstance(op, arith.AddiOp) else subs[0] - subs[1]  # type: ignore[operator]
+        elif isinstance(op, arith.MuliOp) and None not in subs and 0 in subs:
+            const = [o.owner.value.value.data if isinstance(o.owner, arith.ConstantOp) else None for o in op.operands]
+            k = const[1] if subs[1] == 0 else const[0]
+            s = None if k is None else k * (subs[0] + subs[1])  # type: ignore[operator]
+        elif isinstance(op, arith.SelectOp) and subs[2] == 0:
+            s = subs[1]  # a clamped index: the vectorizer masks the lanes outside
+        else:
+            s = None
+    memo[v] = s
+    return s
+
+
+def _depends(v: SSAValue, var: SSAValue, memo: dict) -> bool:
+    if v in memo:
+        return memo[v]
+    if v is var:
+        d = True
+    elif isinstance(v, BlockArgument):
+        d = False
+    else:
+        d = any(_depends(o, var, memo) for o in v.owner.operands)
+    memo[v] = d
+    return d
+
+
+def plan(nest: _ReduceNest) -> tuple[int, int, int] | None:
+    """(index of the blocked spatial loop or -1, blocking factor, reduction
+    block size or 0); None to leave the nest alone."""
+    n = len(nest.spatial)
+    lvar = nest.update.vars[n - 1]
+    if nest.spatial[-1].trip_count < 8:
+        return None
+    streamed = []
+    memo: dict = {}
+    dmemo: dict = {}
+    for o in nest.update.body.walk():
+        if not isinstance(o, loop.LoadOp) or o.buffer == nest.out:
+            continue
+        if not any(_depends(i, lvar, dmemo) for i in o.indices):
+            continue
+        step = _stride(o.indices[-1], lvar, memo)
+        if step is None or step < 1 or any(_depends(i, lvar, dmemo) for i in o.indices[:-1]):
+            return None
+        streamed.append(o)
+    best, factor = -1, 1
+    for d in range(n - 1):
+        var, trips = nest.update.vars[d], nest.spatial[d].trip_count
+        if trips < 2 or any(_depends(i, var, {}) for o in streamed for i in o.indices):
+            continue
+        u = next((u for u in BLOCKING if trips % u == 0), 1)
+        if u > factor:
+            best, factor = d, u
+    red = nest.reduction[0].trip_count
+    kc = KC if red > 2 * KC and red % KC == 0 else 0
+    return best, factor, kc
+
+
+def plan_dot(nest: _ReduceNest, width: int) -> list[tuple[int, int]] | None:
+    """Register tile for a reduction along contiguous reads (dense with a
+    transposed weight): [(spatial loop index, factor)] for up to two loops."""
+    rvar = nest.update.vars[-1]
+    if nest.reduction[-1].trip_count < width:
+        return None
+    memo: dict = {}
+    dmemo: dict = {}
+    streamed = 0
+    for o in nest.update.body.walk():
+        if not isinstance(o, loop.LoadOp) or o.buffer == nest.out:
+            continue
+        if not any(_depends(i, rvar, dmemo) for i in o.indices):
+            continue
+        if _stride(o.indices[-1], rvar, memo) != 1 or any(_depends(i, rvar, dmemo) for i in o.indices[:-1]):
+            return None
+        streamed += 1
+    if not streamed:
+        return None
+    cands = []
+    for d, f in enumerate(nest.spatial):
+        u = next((u for u in DOT_BLOCKING if f.trip_count % u == 0), 1)
+        if u > 1:
+            cands.append((f.trip_count, d, u))
+    tile = sorted(sorted(cands, reverse=True)[:2], key=lambda c: c[1])
+    return [(d, u) for _, d, u in tile] or None
+
+
+def schedule_dot(nest: _ReduceNest, tile: list[tuple[int, int]]) -> None:
+    """Blocks the tile's spatial loops and repeats the init and update blocks
+    once per tile point; the innermost reduction loop is vectorized, so each
+    tile point accumulates in its own vector register."""
+    for d, u in tile:
+        nest.spatial[d].properties["step"] = IntegerAttr(u, builtin.i64)
+    n = len(nest.spatial)
+    b = Builder(InsertPoint.at_start(nest.spatial[-1].body.block))
+    base = [f.iv for f in nest.spatial]
+    points: list[list[SSAValue]] = [list(base)]
+    for d, u in tile:
+        grown = []
+        for c in range(u):
+            off = base[d]
+            if c:
+                k = b.insert(arith.ConstantOp(IntegerAttr(c, IndexType()))).result
+                off = b.insert(arith.AddiOp(base[d], k)).result
+            grown += [p[:d] + [off] + p[d + 1:] for p in points]
+        points = grown
+    ib = Builder(InsertPoint.before(nest.init))
+    for pt in points:
+        ib.insert(nest.init.clone()).operands = pt  # type: ignore[misc]
+    ub = Builder(InsertPoint.before(nest.update))
+    red = list(nest.update.bindings[n:])
+    for pt in points:
+        ub.insert(nest.update.clone()).operands = pt + red  # type: ignore[misc]
+    for blk in (nest.init, nest.update):
+        blk.detach()
+        blk.erase()
+    nest.reduction[-1].properties["kind"] = StringAttr("vectorized")
+
+
+def _clone_redirected(blk: loop.BlockOp, b: Builder, bindings, out: SSAValue, acc: SSAValue,
+                      row: int, lpos: int, name: str | None = None,
+                      packed: tuple[loop.LoadOp, SSAValue] | None = None) -> None:
+    """Clones `blk` with new bindings; accesses of `out` go to `acc[row, var]`.
+
+    With `packed` = (read, panel), the three extra trailing bindings are
+    (panel, lane, depth) and `read` becomes `panel[panel, depth, lane]`."""
+    kinds = blk.iter_kinds.data + ("SSR" if packed else "")
+    new = b.insert(loop.BlockOp(name or blk.block_name.data, kinds, bindings))
+    mapping: dict[SSAValue, SSAValue] = dict(zip(blk.vars, new.vars))
+    nb = Builder(InsertPoint.at_end(new.body.block))
+    c = nb.insert(arith.ConstantOp(IntegerAttr(row, IndexType()))).result
+    idx = [c, new.vars[lpos]]
+    for op in blk.body.block.ops:
+        if isinstance(op, loop.LoadOp) and op.buffer == out:
+            mapping[op.result] = nb.insert(loop.LoadOp(acc, idx)).result
+        elif isinstance(op, loop.StoreOp) and op.buffer == out:
+            nb.insert(loop.StoreOp(mapping.get(op.value, op.value), acc, idx))
+        elif packed is not None and op is packed[0]:
+            jo, ji, r0 = new.vars[-3:]
+            mapping[op.result] = nb.insert(loop.LoadOp(packed[1], [jo, r0, ji])).result
+        else:
+            nb.insert(op.clone(value_mapper=mapping))
+
+
+def _init_nest(nest: _ReduceNest) -> None:
+    """A plain spatial nest with the init block, before the reduction nest."""
+    b = Builder(InsertPoint.before(nest.spatial[0]))
+    ivs = []
+    for f in nest.spatial:
+        g = b.insert(loop.ForOp(*f.bounds, "serial"))
+        g.iv.name_hint = f.iv.name_hint
+        ivs.append(g.iv)
+        b = Builder(InsertPoint.at_end(g.body.block))
+    b.insert(nest.init.clone()).operands = ivs  # type: ignore[misc]
+
+
+def _packable(nest: _ReduceNest, kc: int, width: int) -> loop.LoadOp | None:
+    """The streamed read `B[k, j]` of a plain 2-D matmul whose k-slices are packed into panels."""
+    n = len(nest.spatial)
+    lvar, kvar = nest.update.vars[n - 1], nest.update.vars[n]
+    if not kc or nest.spatial[-1].trip_count % width:
+        return None
+    memo: dict = {}
+    reads = [o for o in nest.update.body.walk() if isinstance(o, loop.LoadOp) and o.buffer != nest.out
+             and any(_depends(i, lvar, memo) for i in o.indices)]
+    if len(reads) == 1 and list(reads[0].indices) == [kvar, lvar]:
+        return reads[0]
+    return None
+
+
+def _pack_nest(b: Builder, kb: loop.ForOp, src: SSAValue, panel: SSAValue, kc: int, n_panels: int,
+               width: int, tag: str) -> None:
+    """panel[p, r, l] = src[kb + r, p * width + l], vectorized along l."""
+    po = b.insert(loop.ForOp(0, n_panels))
+    po.iv.name_hint = "p"
+    r = Builder(InsertPoint.at_end(po.body.block)).insert(loop.ForOp(0, kc))
+    r.iv.name_hint = "pk"
+    lane = Builder(InsertPoint.at_end(r.body.block)).insert(loop.ForOp(0, width, 1, "vectorized"))
+    lane.iv.name_hint = "pl"
+    blk = Builder(InsertPoint.at_end(lane.body.block)).insert(
+        loop.BlockOp(f"{tag}_pack", "SSSS", [kb.iv, r.iv, po.iv, lane.iv]))
+    a, k, p, l = blk.vars
+    bb = Builder(InsertPoint.at_end(blk.body.block))
+    row = bb.insert(arith.AddiOp(a, k)).result
+    w = bb.insert(arith.ConstantOp(IntegerAttr(width, IndexType()))).result
+    col = bb.insert(arith.AddiOp(bb.insert(arith.MuliOp(p, w)).result, l)).result
+    v = bb.insert(loop.LoadOp(src, [row, col])).result
+    bb.insert(loop.StoreOp(v, panel, [p, k, l]))
+
+
+def schedule_reduce_nest(nest: _ReduceNest, blocked: int, factor: int, kc: int, width: int) -> None:
+    """Rewrites the nest in place (see the pass docstring)."""
+    n = len(nest.spatial)
+    last = nest.spatial[-1]
+    read = _packable(nest, kc, width)
+    kb = None
+    if kc:
+        _init_nest(nest)
+        top = nest.spatial[0]
+        kb = Builder(InsertPoint.before(top)).insert(loop.ForOp(0, nest.reduction[0].bounds[1], kc, "serial"))
+        kb.iv.name_hint = nest.reduction[0].iv.name_hint + "o"
+        top.detach()
+        kb.body.block.add_op(top)
+    packed = None
+    if read is not None and kb is not None:
+        n_panels = last.trip_count // width
+        elt = read.buffer.type.element_type  # type: ignore[attr-defined]
+        kbb = Builder(InsertPoint.before(nest.spatial[0]))
+        panel = kbb.insert(loop.AllocOp(MemRefType(elt, [n_panels, kc, width]), "local")).result
+        _pack_nest(kbb, kb, read.buffer, panel, kc, n_panels, width, nest.update.block_name.data)
+        packed = (read, panel)
+    if blocked >= 0 and factor > 1:
+        nest.spatial[blocked].properties["step"] = IntegerAttr(factor, builtin.i64)
+    elt = nest.out.type.element_type  # type: ignore[attr-defined]
+    ub = last.bounds[1]
+    before = Builder(InsertPoint.before(last))
+    acc = before.insert(loop.AllocOp(MemRefType(elt, [factor, ub + width]), "local")).result
+    if packed is None:
+        vec = before.insert(loop.ForOp(0, ub, 1, "vectorized"))
+        vec.iv.name_hint = last.iv.name_hint
+        b = Builder(InsertPoint.at_end(vec.body.block))
+        lval = vec.iv
+    else:  # the column loop walks the panels, one vector per panel
+        jo = before.insert(loop.ForOp(0, ub // width))
+        jo.iv.name_hint = last.iv.name_hint + "p"
+        vec = Builder(InsertPoint.at_end(jo.body.block)).insert(loop.ForOp(0, width, 1, "vectorized"))
+        vec.iv.name_hint = last.iv.name_hint + "l"
+        b = Builder(InsertPoint.at_end(vec.body.block))
+        w = b.insert(arith.ConstantOp(IntegerAttr(width, IndexType()))).result
+        lval = b.insert(arith.AddiOp(b.insert(arith.MuliOp(jo.iv, w)).result, vec.iv)).result
+    spatial_ivs = [f.iv for f in nest.spatial[:-1]] + [lval]
+    rows = []
+    for c in range(factor):
+        ivs = list(spatial_ivs)
+        if c and blocked >= 0:
+            k = b.insert(arith.ConstantOp(IntegerAttr(c, IndexType()))).result
+            ivs[blocked] = b.insert(arith.AddiOp(ivs[blocked], k)).result
+        rows.append(ivs)
+    for c, ivs in enumerate(rows):
+        if kb is None:
+            _clone_redirected(nest.init, b, ivs, nest.out, acc, c, n - 1)
+            continue
+        lb = b.insert(loop.BlockOp(f"{nest.update.block_name.data}_load", "S" * n, ivs))
+        bb = Builder(InsertPoint.at_end(lb.body.block))
+        row = bb.insert(arith.ConstantOp(IntegerAttr(c, IndexType()))).result
+        v = bb.insert(loop.LoadOp(nest.out, list(lb.vars))).result
+        bb.insert(loop.StoreOp(v, acc, [row, lb.vars[-1]]))
+    rb = b
+    red_ivs = []
+    for k, f in enumerate(nest.reduction):
+        bounds = (0, kc, 1) if kb is not None and k == 0 else f.bounds
+        g = rb.insert(loop.ForOp(*bounds, "serial"))
+        g.iv.name_hint = f.iv.name_hint
+        red_ivs.append(g.iv)
+        rb = Builder(InsertPoint.at_end(g.body.block))
+    depth = red_ivs[0]
+    if kb is not None:
+        red_ivs[0] = rb.insert(arith.AddiOp(kb.iv, red_ivs[0])).result
+    for c, ivs in enumerate(rows):
+        if packed is None:
+            _clone_redirected(nest.update, rb, ivs + red_ivs, nest.out, acc, c, n - 1)
+        else:
+            _clone_redirected(nest.update, rb, ivs + red_ivs + [jo.iv, vec.iv, depth], nest.out, acc, c, n - 1,
+                              packed=packed)
+    for c, ivs in enumerate(rows):
+        wb = b.insert(loop.BlockOp(f"{nest.update.block_name.data}_store", "S" * n, ivs))
+        bb = Builder(InsertPoint.at_end(wb.body.block))
+        row = bb.insert(arith.ConstantOp(IntegerAttr(c, IndexType()))).result
+        v = bb.insert(loop.LoadOp(acc, [row, wb.vars[-1]])).result
+        bb.insert(loop.StoreOp(v, nest.out, list(wb.vars)))
+    last.detach()
+    last.erase()
+
+
+@dataclass(frozen=True)
+class LoopDefaultSchedulePass(ModulePass):
+    """Gives naive reduction nests (conv2d, matmul, ...) a register-blocked vector schedule.
+
+    **Input:** loop-level kernels as convert-te-to-loop emits them. A nest is
+    scheduled when it is spatial loops around an init block and reduction
+    loops around one update block, the last spatial loop (`L`, trip count >= 8)
+    indexes the last dim of the output, and every input read that depends on
+    `L` reads it contiguously (stride 1, possibly clamped by padding) in its
+    last index and nowhere else. Other nests (elementwise, reductions along
+    the contiguous axis such as softmax) are left to the other loop passes.
+
+    **Output:** `L` moves outside the reduction loops and becomes
+    `vectorized` (convert-loop-to-hw vectorizes it as an outer loop, with a
+    masked tail). The accumulators live in a `loop.alloc "local"` buffer
+    `acc[U, ub(L) + vector-width]` that LLVM keeps in registers across the
+    reduction loops; a `<tag>_store` block writes them to the output at the
+    end. A spatial loop that no `L`-dependent read uses (output channels of a
+    conv, rows of a matmul) is register-blocked: it steps by `U` (8, 6, 4, 3
+    or 2, a divisor of its trip count) and the init/update/store blocks are
+    repeated `U` times, so each loaded input vector feeds `U` FMAs. When the
+    outer reduction loop is longer than 512 and a multiple of 256 (matmul
+    1024^3), it is blocked by 256 and moved outside: the output is initialized
+    by its own nest, and each block loads the partial sums into the
+    accumulators (`<tag>_load`), so a 256-deep slice of the streamed operand
+    stays in L2.
+
+    A nest that fails those tests but whose innermost reduction loop (trip
+    count >= vector-width) reads contiguously (dense with a transposed
+    weight, row sums) gets a dot-product register tile instead: up to two
+    spatial loops step by 4, 3 or 2, the init and update blocks are repeated
+    per tile point and the reduction loop becomes `vectorized` (one vector
+    accumulator per tile point, convert-loop-to-hw's vector reduction).
+
+    **Options:** `vector-width` (default 16).
+
+    Example (matmul 16x32x8, U = 8):
+    ```mlir
+    loop.for %i0 = 0 to 16 serial {
+      loop.for %i1 = 0 to 32 serial {
+        loop.block "matmul_init" [...] {...}
+        loop.for %r0 = 0 to 8 serial { loop.block "matmul" [...] {...} }
+      }
+    }
+    ```
+    becomes
+    ```mlir
+    loop.for %i0 = 0 to 16 step 8 serial {
+      %acc = loop.alloc "local" : memref<8x48xf32>
+      loop.for %i1 = 0 to 32 vectorized {
+        loop.block "matmul_init" [...] {...}   // x8, into %acc
+        loop.for %r0 = 0 to 8 serial { loop.block "matmul" [...] {...} }   // x8
+        loop.block "matmul_store" [...] {...}  // x8, %acc -> output
+      }
+    }
+    ```
+    """
+
+    name = "loop-default-schedule"
+    vector_width: int = 16
+
+    def apply(self, ctx: Context, op: builtin.ModuleOp) -> None:
+        for fn in op.ops:
+            if not isinstance(fn, func.FuncOp) or fn.sym_name.data == "main":
+                continue
+            for top in [o for o in fn.body.block.ops if isinstance(o, loop.ForOp)]:
+                nest = match_reduce_nest(top)
+                if nest is None:
+                    continue
+                decision = plan(nest)
+                if decision is not None:
+                    schedule_reduce_nest(nest, *decision, self.vector_width)
+                    continue
+                tile = plan_dot(nest, self.vector_width)
+                if tile is not None:
+                    schedule_dot(nest, tile)

@@ -1,0 +1,240 @@
+"""plan-memory: static, liveness-based placement of the model's intermediates in one arena."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import builtin, func
+from xdsl.dialects.builtin import IntegerAttr, MemRefType, i64
+from xdsl.ir import Operation, SSAValue
+from xdsl.passes import ModulePass
+
+from ziggurat.dialects import loop
+from ziggurat.errors import CompileError
+
+ALIGN = 64
+
+
+def _nbytes(t: MemRefType) -> int:
+    width = getattr(t.element_type, "bitwidth", 32)
+    return t.element_count() * max(1, width // 8)
+
+
+def _aligned(n: int) -> int:
+    return -(-n // ALIGN) * ALIGN
+
+
+@dataclass
+class Interval:
+    """One arena buffer: its size and the top-level op positions where it is live."""
+
+    alloc: loop.AllocOp
+    size: int
+    start: int
+    end: int
+    offset: int = -1
+
+    def overlaps(self, other: Interval) -> bool:
+        return self.start <= other.end and other.start <= self.end
+
+
+def live_intervals(entry: func.FuncOp) -> list[Interval]:
+    """Liveness of every `loop.alloc "global"` of `entry`, by top-level op index.
+
+    A buffer is live from the first op that uses it (the call that writes it)
+    to the last op that reads it; a use nested in a region counts at its
+    top-level ancestor. Two buffers used by the same op overlap, so a kernel
+    never reads and writes the same memory.
+    """
+    block = entry.body.block
+    position = {op: n for n, op in enumerate(block.ops)}
+
+    def top(op: Operation) -> int:
+        while op not in position:
+            parent = op.parent_op()
+            assert parent is not None
+            op = parent
+        return position[op]
+
+    intervals = []
+    for op in block.ops:
+        if not isinstance(op, loop.AllocOp) or op.scope.data != "global":
+            continue
+        value: SSAValue = op.result
+        uses = [top(u.operation) for u in value.uses]
+        start, end = (min(uses), max(uses)) if uses else (position[op], position[op])
+        intervals.append(Interval(op, _aligned(_nbytes(op.result.type)), start, end))  # type: ignore[arg-type]
+    return intervals
+
+
+def inplace_pairs(kernel: func.FuncOp) -> set[tuple[int, int]]:
+    """(input arg, output arg) pairs of `kernel` that may share memory.
+
+    Legal when both have the same type and every access to either is a
+    load (input) or store (output) at exactly the variables of one spatial
+    `loop.block`: element x of the input is then read only by the iteration
+    that writes element x of the output, before it writes it.
+    """
+    args = list(kernel.body.block.args)
+    if any(not isinstance(a.type, MemRefType) for a in args):
+        return set()
+    loads: dict[SSAValue, list[loop.LoadOp]] = {a: [] for a in args}
+    stores: dict[SSAValue, list[loop.StoreOp]] = {a: [] for a in args}
+    for a in args:
+        for use in a.uses:
+            user = use.operation
+            if isinstance(user, loop.LoadOp) and user.operands[0] is a:
+                loads[a].append(user)
+            elif isinstance(user, loop.StoreOp) and user.operands[1] is a:
+                stores[a].append(user)
+            else:
+                loads[a].append(None)  # type: ignore[arg-type]  # any other use: not elementwise
+
+    def at_block_vars(op: Operation | None, indices: tuple[SSAValue, ...], shape) -> loop.BlockOp | None:
+        blk = op.parent_op() if op is not None else None
+        while blk is not None and not isinstance(blk, loop.BlockOp):
+            blk = blk.parent_op()
+        if blk is None or "R" in blk.iter_kinds.data or len(blk.vars) != len(indices):
+            return None
+        # A dim of extent 1 holds one element whatever the index says.
+        if any(i is not v and n != 1 for i, v, n in zip(indices, blk.vars, shape)):
+            return None
+        return blk
+
+    pairs = set()
+    for o, out in enumerate(args):
+        if loads[out] or len(stores[out]) != 1:
+            continue
+        shape = out.type.get_shape()  # type: ignore[attr-defined]
+        home = at_block_vars(stores[out][0], tuple(stores[out][0].operands[2:]), shape)
+        if home is None:
+            continue
+        for i, inp in enumerate(args):
+            if inp is out or inp.type != out.type or stores[inp] or not loads[inp]:
+                continue
+            if all(ld is not None and at_block_vars(ld, tuple(ld.operands[1:]), shape) is home for ld in loads[inp]):
+                pairs.add((i, o))
+    return pairs
+
+
+def share_inplace(entry: func.FuncOp, intervals: list[Interval], kernels: dict[str, func.FuncOp]) -> dict[loop.AllocOp, loop.AllocOp]:
+    """Output buffers that take over a dying input's memory in an elementwise call.
+
+    Returns output alloc -> input alloc; the input's interval grows to cover
+    the output's, and the output's interval is dropped from `intervals`.
+    """
+    by_value = {iv.alloc.result: iv for iv in intervals}
+    taken: dict[loop.AllocOp, loop.AllocOp] = {}
+    position = {op: n for n, op in enumerate(entry.body.block.ops)}
+    cache: dict[str, set[tuple[int, int]]] = {}
+    for call in entry.body.block.ops:
+        if not isinstance(call, func.CallOp):
+            continue
+        callee = kernels.get(call.callee.string_value())
+        if callee is None:
+            continue
+        pairs = cache.setdefault(callee.sym_name.data, inplace_pairs(callee))
+        for i, o in sorted(pairs):
+            src, dst = by_value.get(call.arguments[i]), by_value.get(call.arguments[o])
+            if src is None or dst is None or src is dst or dst.alloc in taken:
+                continue
+            if src.end != position[call] or dst.start != position[call]:
+                continue  # the input is read later, or the output was written before
+            if call.arguments.count(call.arguments[i]) != 1:
+                continue
+            src.end = dst.end
+            taken[dst.alloc] = src.alloc
+            by_value[dst.alloc.result] = src
+            intervals.remove(dst)
+    return taken
+
+
+def assign_offsets(intervals: list[Interval]) -> int:
+    """Greedy best fit, largest buffers first: the lowest offset clear of every
+    live-overlapping buffer already placed. Returns the arena size in bytes."""
+    placed: list[Interval] = []
+    for iv in sorted(intervals, key=lambda i: (-i.size, i.start)):
+        busy = sorted((p.offset, p.offset + p.size) for p in placed if p.overlaps(iv))
+        offset = 0
+        for lo, hi in busy:
+            if offset + iv.size <= lo:
+                break
+            offset = max(offset, hi)
+        iv.offset = offset
+        placed.append(iv)
+    return max((i.offset + i.size for i in intervals), default=0)
+
+
+@dataclass(frozen=True)
+class PlanMemoryPass(ModulePass):
+    """Assigns every intermediate of the model function an offset in one arena.
+
+    **Input:** loop-level IR after `convert-te-to-loop`: the entry function
+    (`entry`, default `main`) allocates each intermediate with
+    `loop.alloc "global"` and passes it to kernel calls.
+
+    **Output:** every such alloc gets an `arena_offset` attribute (bytes,
+    64-byte aligned) that the LLVM backend honours. Buffers whose live
+    ranges (first to last use among the entry's top-level ops) are disjoint
+    share memory; placement is greedy best-fit, largest first. The module
+    gets `plan.arena_bytes` (the planned arena) and `plan.unplanned_bytes`
+    (the sum of all intermediates, what one slot each would take). A module
+    without the entry function is left alone; allocs that already have an
+    offset are an error (the pass ran twice).
+
+    In-place: when a call's kernel is elementwise from an input to an output
+    of the same type (`inplace_pairs`: every access at the variables of one
+    spatial `loop.block`) and that input buffer dies at the call while the
+    output is born there, the output takes the input's memory.
+
+    **Options:** `entry` (str, default `main`): the model function;
+    `inplace` (bool, default true): allow the in-place sharing above.
+
+    Example:
+    ```mlir
+    %a = loop.alloc "global" : memref<1x64xf32>
+    func.call @k0(%x, %a) : (memref<1x64xf32>, memref<1x64xf32>) -> ()
+    %b = loop.alloc "global" : memref<1x64xf32>
+    func.call @k1(%a, %b) : (memref<1x64xf32>, memref<1x64xf32>) -> ()
+    %c = loop.alloc "global" : memref<1x64xf32>
+    func.call @k2(%b, %c) : (memref<1x64xf32>, memref<1x64xf32>) -> ()
+    ```
+    becomes (`%c` reuses `%a`'s memory; arena 512 bytes instead of 768)
+    ```mlir
+    %a = loop.alloc "global" {arena_offset = 0 : i64} : memref<1x64xf32>
+    %b = loop.alloc "global" {arena_offset = 256 : i64} : memref<1x64xf32>
+    %c = loop.alloc "global" {arena_offset = 0 : i64} : memref<1x64xf32>
+    ```
+    """
+
+    name = "plan-memory"
+    entry: str = "main"
+    inplace: bool = True
+
+    def apply(self, ctx: Context, op: builtin.ModuleOp) -> None:
+        entry = next((f for f in op.ops if isinstance(f, func.FuncOp) and f.sym_name.data == self.entry), None)
+        if entry is None or not entry.body.blocks:
+            return
+        intervals = live_intervals(entry)
+        for iv in intervals:
+            if "arena_offset" in iv.alloc.attributes:
+                raise CompileError(
+                    f"plan-memory: loop.alloc at {iv.alloc.location} in @{self.entry} already has an "
+                    "arena_offset; run plan-memory once per module"
+                )
+        unplanned = sum(i.size for i in intervals)
+        taken: dict[loop.AllocOp, loop.AllocOp] = {}
+        if self.inplace:
+            kernels = {f.sym_name.data: f for f in op.ops if isinstance(f, func.FuncOp) and f.body.blocks}
+            taken = share_inplace(entry, intervals, kernels)
+        arena = assign_offsets(intervals)
+        offsets = {iv.alloc: iv.offset for iv in intervals}
+        for dst, src in taken.items():
+            while src in taken:
+                src = taken[src]
+            offsets[dst] = offsets[src]
+        for alloc, offset in offsets.items():
+            alloc.attributes["arena_offset"] = IntegerAttr(offset, i64)
+        op.attributes["plan.arena_bytes"] = IntegerAttr(arena, i64)
+        op.attributes["plan.unplanned_bytes"] = IntegerAttr(unplanned, i64)
