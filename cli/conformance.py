@@ -163,19 +163,36 @@ def compare(got, want, rtol: float, atol: float) -> str | None:
     return None
 
 
+SHAPE_PARAMETERS = {"Resize": {1, 2, 3}, "Upsample": {1}}
+"""Float inputs that ONNX defines as shape parameters (roi, scales, sizes), by op and input index."""
+
+
+def _shape_parameters(model) -> set[str]:
+    """Graph inputs used only as shape parameters of the ops in SHAPE_PARAMETERS."""
+    uses: dict[str, list[bool]] = {}
+    for node in model.graph.node:
+        for index, name in enumerate(node.input):
+            uses.setdefault(name, []).append(index in SHAPE_PARAMETERS.get(node.op_type, ()))
+    return {name for name, flags in uses.items() if all(flags)}
+
+
 def freeze_inputs(model, data: Path):
-    """`model` with its non-float32 tensor inputs turned into initializers holding
-    the values of data set `data` (the specialization a static-shape compiler
-    needs for shape, axis, pad and index inputs), and the names frozen."""
+    """`model` with its non-float32 tensor inputs (and float inputs used only as
+    roi/scales/sizes) turned into initializers holding the values of data set
+    `data` (the specialization a static-shape compiler needs for shape, axis,
+    pad and index inputs), and the names frozen."""
     import onnx
     from onnx import numpy_helper
 
     frozen = onnx.ModelProto()
     frozen.CopyFrom(model)
     keep, names = [], []
+    shape_parameters = _shape_parameters(model)
     for j, info in enumerate(model.graph.input):
         t = info.type
-        if t.WhichOneof("value") == "tensor_type" and t.tensor_type.elem_type != onnx.TensorProto.FLOAT:
+        if t.WhichOneof("value") == "tensor_type" and (
+            t.tensor_type.elem_type != onnx.TensorProto.FLOAT or info.name in shape_parameters
+        ):
             value = _load_value(data / f"input_{j}.pb", info)
             frozen.graph.initializer.append(numpy_helper.from_array(value, info.name))
             names.append(info.name)

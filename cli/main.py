@@ -61,14 +61,27 @@ def cmd_import(args: argparse.Namespace) -> int:
 def cmd_compile(args: argparse.Namespace) -> int:
     import ziggurat
 
+    pipeline, decisions, fused = args.pipeline, [], []
+    if args.explain_fusion:  # the graph pipeline with cost-guided fuse-ops; its decisions as a table
+        from ziggurat.lowering.pipelines import GRAPH
+        from ziggurat.transforms import annotate_costs
+
+        pipeline = annotate_costs.cost_guided_pipeline(GRAPH[args.opt_level] if pipeline is None else pipeline)
+
     def after_pass(p, module, seconds: float) -> None:
         if args.emit in STAGES and p.name == STAGES[args.emit]:
             print(module)
         if args.print_after in (p.name, "all"):
             print(f"// -----// IR after {p.name} ({seconds * 1e3:.1f} ms) //----- //")
             print(module)
+        if args.explain_fusion and p.name == "fuse-ops":
+            fused.append(p)
+            decisions.extend(annotate_costs.fusion_decisions(module))
 
-    model = ziggurat.compile(args.model, target=args.target, opt_level=args.opt_level, pipeline=args.pipeline, after_pass=after_pass)
+    model = ziggurat.compile(args.model, target=args.target, opt_level=args.opt_level, pipeline=pipeline, after_pass=after_pass)
+    if args.explain_fusion:
+        print(annotate_costs.format_fusion_table(decisions) if fused else
+              f"fusion: the O{args.opt_level} graph pipeline has no fuse-ops; nothing to explain (use -O2 or -O3)")
     stats = model.info["stats"]
     times = ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in stats.seconds.items())
     print(f"compiled {args.model}: {stats.kernels} kernels ({stats.kernel_calls} calls), {model.info['num_threads']} thread(s); {times}; total {stats.total:.2f} s", file=sys.stderr)
@@ -131,6 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_compile_options(p)
     p.add_argument("--print-after", metavar="PASS", help="print the IR after this pass ('all' for every pass)")
     p.add_argument("--emit", choices=(*STAGES, "llvm"), help="print the IR at this stage (llvm: the LLVM IR before LLVM's optimizations)")
+    p.add_argument("--explain-fusion", action="store_true", help="compile with cost-guided fuse-ops and print each fusion decision: rule-based vs cost-guided choice and both costs")
     p.set_defaults(func=cmd_compile)
 
     p = sub.add_parser("run", help="compile and run a model on inputs from an .npz file")

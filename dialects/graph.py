@@ -31,12 +31,16 @@ from xdsl.dialects.builtin import (
     f64,
     i64,
 )
-from xdsl.ir import Attribute, Dialect, Operation, Region, SSAValue
+from xdsl.dialects.builtin import FloatData, IntAttr
+from xdsl.ir import Attribute, Dialect, Operation, ParametrizedAttribute, Region, SSAValue
+from xdsl.parser import AttrParser
+from xdsl.printer import Printer
 from xdsl.irdl import (
     IRDLOperation,
     ParsePropInAttrDict,
     VarConstraint,
     base,
+    irdl_attr_definition,
     irdl_op_definition,
     operand_def,
     opt_operand_def,
@@ -1186,4 +1190,46 @@ GRAPH_OPS: list[type[IRDLOperation]] = [
     BroadcastToOp,
 ]
 
-Graph = Dialect("graph", GRAPH_OPS, [])
+# ---------------------------------------------------------------------------
+# Cost annotations (the feedback channel: annotate-costs, fuse-ops{cost-guided})
+# ---------------------------------------------------------------------------
+
+
+@irdl_attr_definition
+class CostAttr(ParametrizedAttribute):
+    """The estimated cost of the kernel an op (or `graph.fused` group) lowers to:
+    time in microseconds, float ops, bytes of distinct data touched, and the
+    oracle source that gave it ("database", "model" or "roofline").
+
+    `#graph.cost<time_us = 1.2500, flops = 4096, bytes = 8192, source = "roofline">`
+    """
+
+    name = "graph.cost"
+    time_us: FloatData
+    flops: IntAttr
+    bytes: IntAttr
+    source: StringAttr
+
+    def __init__(self, time_us: float, flops: int, nbytes: int, source: str):
+        super().__init__(FloatData(round(float(time_us), 4)), IntAttr(int(flops)), IntAttr(int(nbytes)),
+                         StringAttr(source))
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        values: dict[str, object] = {}
+        with parser.in_angle_brackets():
+            for i, key in enumerate(("time_us", "flops", "bytes", "source")):
+                if i:
+                    parser.parse_punctuation(",")
+                parser.parse_keyword(key)
+                parser.parse_punctuation("=")
+                values[key] = parser.parse_str_literal() if key == "source" else parser.parse_number()
+        return (FloatData(float(values["time_us"])), IntAttr(int(values["flops"])),  # type: ignore[arg-type]
+                IntAttr(int(values["bytes"])), StringAttr(str(values["source"])))  # type: ignore[arg-type]
+
+    def print_parameters(self, printer: Printer) -> None:
+        printer.print_string(f'<time_us = {self.time_us.data:.4f}, flops = {self.flops.data}, '
+                             f'bytes = {self.bytes.data}, source = "{self.source.data}">')
+
+
+Graph = Dialect("graph", GRAPH_OPS, [CostAttr])

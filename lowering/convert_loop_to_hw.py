@@ -427,12 +427,17 @@ class ConvertLoopToHwPass(ModulePass):
     def apply(self, ctx: Context, op: builtin.ModuleOp) -> None:
         targets = [f for f in op.walk() if isinstance(f, loop.ForOp) and f.kind.data == "vectorized"
                    and not any(isinstance(a, loop.ForOp) and a.kind.data == "vectorized" for a in _ancestors(f))]
-        for f in targets:
+        while targets:
+            f = targets.pop(0)
             v = _Vectorizer(f, self.vector_width)
             try:
                 v.analyse()
             except NotVectorizable as why:
                 f.properties["kind"] = StringAttr("serial")
                 f.attributes["hw.not_vectorized"] = StringAttr(str(why))
+                # The vectorized loops inside a loop that stays scalar get their turn.
+                targets[:0] = [g for g in f.body.walk() if isinstance(g, loop.ForOp) and g.kind.data == "vectorized"
+                               and not any(isinstance(a, loop.ForOp) and a.kind.data == "vectorized"
+                                           for a in _ancestors(g))]
                 continue
             v.rewrite()

@@ -23,7 +23,9 @@ GRAPH: dict[int, str] = {
     0: "",
     1: "simplify-graph,cse,dce",
     2: "simplify-graph,fold-constants,cse,dce,fuse-ops",
-    3: "simplify-graph,fold-constants,cse,dce,fuse-ops",
+    # O3 closes the feedback channel: fusion re-decided by loop-level costs
+    # (design.md section 4; transforms/fuse_ops.py, autotune/cost_oracle.py).
+    3: "simplify-graph,fold-constants,cse,dce,fuse-ops{cost-guided=true}",
 }
 
 TO_LOOP = "convert-graph-to-te,convert-te-to-loop"

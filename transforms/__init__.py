@@ -86,6 +86,12 @@ def _loop_parallelize_outer() -> type[ModulePass]:
     return LoopParallelizeOuterPass
 
 
+def _annotate_costs() -> type[ModulePass]:
+    from ziggurat.transforms.annotate_costs import AnnotateCostsPass
+
+    return AnnotateCostsPass
+
+
 def _fuse_ops() -> type[ModulePass]:
     from ziggurat.transforms.fuse_ops import FuseOpsPass
 
@@ -122,6 +128,7 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "fold-constants": _fold_constants,
         "simplify-graph": _simplify_graph,
         "fuse-ops": _fuse_ops,
+        "annotate-costs": _annotate_costs,
         "convert-graph-to-te": _convert_graph_to_te,
         "convert-te-to-loop": _convert_te_to_loop,
         "dedupe-kernels": _dedupe_kernels,

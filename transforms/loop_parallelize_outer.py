@@ -25,6 +25,15 @@ def _uses(v, iv, memo: dict) -> bool:
     return memo[v]
 
 
+def _work(op: Operation, trips: int = 1) -> int:
+    """Ops executed in the blocks under `op`, each loop multiplying by its trip count."""
+    if isinstance(op, loop.BlockOp):
+        return trips * max(1, len(list(op.body.block.ops)))
+    if isinstance(op, loop.ForOp):
+        trips *= op.trip_count
+    return sum(_work(o, trips) for r in op.regions for b in r.blocks for o in b.ops)
+
+
 def _spatial_only(f: loop.ForOp) -> bool:
     """Every block under `f` binds its variable (or an index computed from
     it) only as a spatial iterator."""
@@ -50,7 +59,11 @@ class LoopParallelizeOuterPass(ModulePass):
     way are skipped. Nests with no such loop are left serial. With one thread
     the backend runs `parallel` loops serially.
 
-    **Options:** `min-extent` (default 2).
+    A nest whose work (ops executed in its blocks, counting loop trips) is
+    below `min-work` stays serial: a parallel region costs a few
+    microseconds, more than such a nest takes on one thread.
+
+    **Options:** `min-extent` (default 2), `min-work` (default 8192).
 
     Example:
     ```mlir
@@ -68,13 +81,14 @@ class LoopParallelizeOuterPass(ModulePass):
 
     name = "loop-parallelize-outer"
     min_extent: int = 2
+    min_work: int = 8192
 
     def apply(self, ctx: Context, op: builtin.ModuleOp) -> None:
         for fn in op.ops:
             if not isinstance(fn, func.FuncOp) or fn.sym_name.data == "main":
                 continue
             for top in fn.body.block.ops:
-                if isinstance(top, loop.ForOp):
+                if isinstance(top, loop.ForOp) and _work(top) >= self.min_work:
                     self._parallelize(top)
 
     def _parallelize(self, f: loop.ForOp) -> None:

@@ -1,6 +1,6 @@
-"""Converters for ONNX padding, tiling and block-rearrangement ops, decomposed
-onto `graph.slice`, `graph.concat`, `graph.broadcast_to`, `graph.reshape` and
-`graph.transpose`."""
+"""Converters for ONNX padding, tiling, block-rearrangement and transposed
+convolution, decomposed onto `graph.slice`, `graph.concat`,
+`graph.broadcast_to`, `graph.reshape`, `graph.transpose` and `graph.conv2d`."""
 
 from __future__ import annotations
 
@@ -139,10 +139,90 @@ def convert_depth_to_space(ctx: ConversionContext, node: onnx.NodeProto) -> Sequ
     return [ctx.reshape(y, out)]
 
 
+
+
+def _zero_insert(ctx: ConversionContext, x: SSAValue, axis: int, stride: int) -> SSAValue:
+    """`stride - 1` zeros between neighbours along `axis` (n -> (n - 1) * stride + 1)."""
+    shape = shape_of(x)
+    n = shape[axis]
+    if stride == 1 or n == 1:
+        return x
+    spread = (*shape[:axis + 1], 1, *shape[axis + 1:])
+    zeros = ctx.add_constant(np.zeros((*shape[:axis + 1], stride - 1, *shape[axis + 1:]), np.float32),
+                             f"{ctx.node_label}.zeros{axis}")
+    y = _concat(ctx, [ctx.reshape(x, spread), zeros], axis + 1)
+    y = ctx.reshape(y, (*shape[:axis], n * stride, *shape[axis + 1:]))
+    return _along(y, axis, 0, 1, (n - 1) * stride + 1, ctx)
+
+
+def _pad_axis(ctx: ConversionContext, x: SSAValue, axis: int, before: int, after: int) -> SSAValue:
+    """Zero padding (negative: cropping) of `axis`."""
+    n = shape_of(x)[axis]
+    lo, hi = max(-before, 0), n - max(-after, 0)
+    if hi <= lo:
+        raise ctx.unsupported("the padded input is empty; zero-size tensors are not supported")
+    x = _along(x, axis, lo, 1, hi - lo, ctx)
+    parts = []
+    if before > 0:
+        parts.append(_pad_part(ctx, x, axis, before, True, "constant", 0.0))
+    parts.append(x)
+    if after > 0:
+        parts.append(_pad_part(ctx, x, axis, after, False, "constant", 0.0))
+    return _concat(ctx, parts, axis)
+
+
+def convert_conv_transpose(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
+    """ConvTranspose (opsets 1+), 2-D: zeros inserted between input pixels
+    (strides), padded by dilation * (kernel - 1) - pads (+ output_padding), then a
+    stride-1 graph.conv2d with the kernel flipped and its in/out channels
+    swapped per group. output_shape and auto_pad set the pads as the ONNX spec
+    says (negative pads crop)."""
+    attrs = attributes(node)
+    x, w = ctx.value(node.input[0]), ctx.value(node.input[1])
+    xs, ws = shape_of(x), shape_of(w)
+    if len(xs) != 4 or len(ws) != 4:
+        raise ctx.unsupported(f"only 2-D transposed convolution (4-D NCHW input) is supported, got input {xs}")
+    group = attrs.get("group", 1)
+    if ws[0] != xs[1] or xs[1] % group:
+        raise ctx.shape_error(f"weight {ws} does not fit input {xs} with group={group}")
+    strides = list(attrs.get("strides", [1, 1]))
+    dil = list(attrs.get("dilations", [1, 1]))
+    k = list(ws[2:])
+    out_pad = list(attrs.get("output_padding", [0, 0]))
+    auto_pad = attrs.get("auto_pad", "NOTSET")
+    if "output_shape" in attrs or (auto_pad in ("SAME_UPPER", "SAME_LOWER") and "pads" not in attrs):
+        target = list(attrs.get("output_shape", [xs[2 + i] * strides[i] for i in (0, 1)]))[-2:]
+        total = [strides[i] * (xs[2 + i] - 1) + out_pad[i] + (k[i] - 1) * dil[i] + 1 - target[i] for i in (0, 1)]
+        first = [t // 2 if auto_pad == "SAME_UPPER" else t - t // 2 for t in total]
+        pads = first + [t - f for t, f in zip(total, first)]
+    else:
+        pads = list(attrs.get("pads", [0, 0, 0, 0]))
+    y = x
+    for i in (0, 1):
+        y = _zero_insert(ctx, y, 2 + i, strides[i])
+        reach = dil[i] * (k[i] - 1)
+        y = _pad_axis(ctx, y, 2 + i, reach - pads[i], reach - pads[2 + i] + out_pad[i])
+    c_in, c_out_g = ws[0], ws[1]
+    grouped = ctx.reshape(w, (group, c_in // group, c_out_g, k[0], k[1]))
+    swapped = ctx.emit(graph.TransposeOp(grouped, (0, 2, 1, 3, 4),
+                                         tensor_type((group, c_out_g, c_in // group, k[0], k[1]))))
+    kernel = ctx.reshape(swapped, (group * c_out_g, c_in // group, k[0], k[1]))
+    kernel = slice_value(ctx, kernel, [0, 0, k[0] - 1, k[1] - 1], [1, 1, -1, -1], shape_of(kernel))
+    ys = shape_of(y)
+    oh, ow = ys[2] - dil[0] * (k[0] - 1), ys[3] - dil[1] * (k[1] - 1)
+    result = ctx.emit(graph.Conv2dOp(y, kernel, tensor_type((xs[0], group * c_out_g, oh, ow)),
+                                     [1, 1], [0, 0, 0, 0], dil, group))
+    bias = ctx.input(node, 2)
+    if bias is not None:
+        result = ctx.emit(graph.AddOp(result, ctx.reshaped(bias, (group * c_out_g, 1, 1)), result.type))
+    return [result]
+
+
 LAYOUT_CONVERTERS = {
     "Pad": convert_pad,
     "Tile": convert_tile,
     "DepthToSpace": convert_depth_to_space,
     "SpaceToDepth": convert_depth_to_space,
+    "ConvTranspose": convert_conv_transpose,
 }
 """ONNX op type -> converter, merged into the importer's table."""

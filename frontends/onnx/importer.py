@@ -73,6 +73,7 @@ from ziggurat.frontends.onnx.convert_shape import (
     convert_transpose,
 )
 from ziggurat.frontends.onnx.convert_gru import convert_gru, convert_rnn
+from ziggurat.frontends.onnx.convert_resize import convert_resize
 from ziggurat.frontends.onnx.convert_rnn import convert_lstm
 from ziggurat.frontends.onnx.convert_tensor import (
     REDUCE_KINDS,
@@ -128,6 +129,8 @@ CONVERTERS: dict[str, Converter] = {
     "LayerNormalization": convert_layer_norm,
     "LSTM": convert_lstm,
     "GRU": convert_gru,
+    "Resize": convert_resize,
+    "Upsample": convert_resize,
     "RNN": convert_rnn,
     **ACTIVATION_CONVERTERS,
     **LAYOUT_CONVERTERS,

@@ -5,6 +5,7 @@ width, compiled end to end at 1 and 2 threads, against numpy/onnxruntime."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper
@@ -131,3 +132,19 @@ def test_register_tiled_dense_matches_numpy(m, n, k, threads):
     if max(m, n) % 2 == 0 or max(m, n) % 3 == 0:
         assert ir.count('loop.block "matmul" [') > 1  # the update block is repeated per tile point
     np.testing.assert_allclose(got, a.astype(np.float64) @ w.T.astype(np.float64), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("key", ["resnet_small", "bert_layer", "mlp_b64"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_scheduled_models_match_onnxruntime(key, threads):
+    """Fused kernels (conv+BN+ReLU+add, attention, Gemm+ReLU) under the default schedules."""
+    import onnxruntime as ort
+
+    from ziggurat.benchmarks.workloads import BUILDERS
+
+    name, model, inputs, _ = BUILDERS[key]()
+    compiled = ziggurat.compile(model, target=f"llvm -num-cores={threads}")
+    got = compiled(**inputs)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, inputs)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)

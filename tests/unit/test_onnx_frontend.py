@@ -114,6 +114,10 @@ def ints(name: str, values) -> onnx.TensorProto:
     return numpy_helper.from_array(np.array(values, np.int64), name)
 
 
+def floats(name: str, values) -> onnx.TensorProto:
+    return numpy_helper.from_array(np.array(values, np.float32), name)
+
+
 SINGLE_OP_CASES = {
     "Relu": ("Relu", [(2, 3)], {}, [], [], (2, 3)),
     "Tanh": ("Tanh", [(2, 3)], {}, [], [], (2, 3)),
@@ -172,6 +176,10 @@ SINGLE_OP_CASES = {
     "Gather": ("Gather", [(5, 3)], {"axis": 0}, [ints("idx", [[4, 0], [1, 1]])], ["idx"], (2, 2, 3)),
     "GatherElements": ("GatherElements", [(3, 4)], {"axis": 1}, [ints("idx", [[3, -1], [0, 0], [2, 1]])], ["idx"],
                        (3, 2)),
+    "ConvTranspose": ("ConvTranspose", [(1, 4, 3, 3)], {"strides": [2, 2], "pads": [1, 0, 0, 1]},
+                      [weight("w", (4, 3, 3, 2))], ["w"], (1, 3, 6, 5)),
+    "Resize": ("Resize", [(1, 2, 3, 4)], {"mode": "linear"}, [floats("sc", [1, 1, 2, 0.5])], ["", "sc"], (1, 2, 6, 2)),
+    "Upsample": ("Upsample", [(1, 2, 3, 4)], {}, [floats("sc", [1, 1, 2, 2])], ["sc"], (1, 2, 6, 8)),
     "Slice": ("Slice", [(6, 8)], {}, [ints("s", [-1, 1]), ints("e", [-7, 100]), ints("a", [0, 1]),
                                        ints("st", [-2, 3])], ["s", "e", "a", "st"], (3, 3)),
     "Concat": ("Concat", [(2, 3), (2, 5)], {"axis": -1}, [], [], (2, 8)),
@@ -196,7 +204,7 @@ def test_every_converter_has_a_single_op_case():
 @pytest.mark.parametrize("case", SINGLE_OP_CASES, ids=str)
 def test_single_op_imports(case):
     op_type, shapes, attrs, inits, extra, expected = SINGLE_OP_CASES[case]
-    opset = {"Mish": 18, "Gelu": 20, "RMSNormalization": 23}.get(op_type, 17)  # ops newer than opset 17
+    opset = {"Mish": 18, "Gelu": 20, "RMSNormalization": 23, "Upsample": 9}.get(op_type, 17)  # ops newer than opset 17
     imported = imported_ok(single_op(op_type, shapes, attrs, inits, extra, opset=opset, rank=len(expected)))
     assert imported.output_shapes == [expected]
     assert imported.input_shapes == [tuple(s) for s in shapes]

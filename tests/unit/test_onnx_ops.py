@@ -203,6 +203,33 @@ def test_op_matches_onnxruntime(case):
     check(model, {name: rand(*shape, seed=7) for name, shape in inputs})
 
 
+@pytest.mark.parametrize("attrs", [
+    {"mode": "nearest"},
+    {"mode": "linear", "coordinate_transformation_mode": "half_pixel"},
+    {"mode": "cubic", "coordinate_transformation_mode": "align_corners"},
+])
+def test_resize_matches_onnxruntime(attrs):
+    node = helper.make_node("Resize", ["x", "", "scales"], ["y"], **attrs)
+    model = make([node], [("x", [1, 2, 5, 4])], ["y"], {"scales": np.array([1, 1, 1.6, 0.5], np.float32)})
+    check(model, {"x": rand(1, 2, 5, 4, seed=9)})
+
+
+@pytest.mark.parametrize("attrs", [
+    {"strides": [2, 3], "pads": [1, 0, 2, 1], "output_padding": [1, 0]},
+    {"group": 2, "strides": [2, 2], "output_shape": [10, 9]},
+    {"dilations": [2, 1], "auto_pad": "SAME_LOWER", "strides": [2, 2]},
+])
+def test_conv_transpose_matches_onnxruntime(attrs):
+    node = helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], **attrs)
+    inits = {"w": rand(4, 3, 3, 2, seed=1), "b": rand(3 * attrs.get("group", 1), seed=2)}
+    graph = helper.make_graph(  # built by hand: onnx's reference ConvTranspose mishandles some groups
+        [node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 5, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", "c", "h", "w"])],
+        [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    check(model, {"x": rand(1, 4, 5, 4, seed=3)})
+
+
 @pytest.mark.parametrize("layout", [0, 1])
 @pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
 def test_lstm_matches_onnxruntime(direction, layout):

@@ -127,3 +127,24 @@ func.func @outer(%x: memref<24xf32>, %w: memref<48xf32>, %y: memref<20xf32>) {
   }
   func.return
 }
+
+// -----
+
+// Negative for the outer loop: its reads are strided along %i, so it stays
+// serial with the reason; the vectorized loop inside it is still vectorized.
+// CHECK-LABEL: func.func @nested
+// CHECK:         loop.for %i = 0 to 4 serial {
+// CHECK-NEXT:      loop.for %j = 0 to 32 step 8 serial {
+// CHECK:           } {hw.vector_width = 8 : i64}
+// CHECK-NEXT:    } {hw.not_vectorized = "'loop.load' is not contiguous in the loop variable (strides [1, 0])"}
+func.func @nested(%x: memref<4x32xf32>, %y: memref<4x32xf32>) {
+  loop.for %i = 0 to 4 vectorized {
+    loop.for %j = 0 to 32 vectorized {
+      loop.block "b" [S %a = %i, S %v = %j] {
+        %e = loop.load %x[%a, %v] : memref<4x32xf32>
+        loop.store %e, %y[%a, %v] : memref<4x32xf32>
+      }
+    }
+  }
+  func.return
+}

@@ -1,4 +1,11 @@
-// RUN: ziggurat-opt %s -p loop-parallelize-outer | filecheck %s
+// RUN: ziggurat-opt %s -p 'loop-parallelize-outer{min-work=1}' | filecheck %s
+// RUN: ziggurat-opt %s -p loop-parallelize-outer | filecheck %s --check-prefix=SMALL
+
+// With the default min-work (8192 ops), these tiny nests all stay serial:
+// a parallel region would cost more than they take.
+// SMALL-LABEL: func.func @kernel
+// SMALL:         loop.for %c = 0 to 8 serial {
+// SMALL-NOT:     parallel
 
 // The batch loop of extent 1 is skipped; the channel loop becomes parallel.
 // CHECK-LABEL: func.func @kernel

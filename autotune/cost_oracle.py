@@ -1,0 +1,267 @@
+"""The cost oracle: what does one kernel cost on this machine?
+
+The feedback channel (design.md, section 4) prices graph-level alternatives
+(a fused group, its parts, a single op) by lowering each to a scheduled
+loop-level kernel and asking a `CostOracle`. `DefaultCostOracle` answers from,
+in this order:
+
+1. the tuning database (`autotune/database.py`), where a measured record for
+   the kernel's workload key exists (key: `WorkloadKey.from_text` of the
+   kernel's loop-level text before scheduling);
+2. the learned cost model (`autotune/cost_model.py`), once it is trained: it
+   predicts normalized throughput (the fraction of the best achievable), so
+   the time is the roofline bound divided by it;
+3. an analytic roofline estimate: `max(flops / peak, bytes / bandwidth)`,
+   with flops and bytes counted on the loop-level IR (`count_work`) and the
+   peaks measured once per machine (`measure_peaks`, two tiny generated LLVM
+   kernels, well under 2 s) and cached as JSON in
+   `~/.cache/ziggurat/roofline-<cpu>.json` (`$XDG_CACHE_HOME` is honoured).
+
+Every answer is a `CostEstimate` that says which source gave it.
+
+```python
+oracle = DefaultCostOracle(peaks=Peaks(gflops=100.0, bandwidth_gbs=20.0))  # fixed peaks
+est = oracle.cost(loop_module, "fused_exp_matmul_0")
+est.time, est.flops, est.bytes, est.source   # seconds, counts, "roofline"
+```
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp
+
+from ziggurat.autotune.database import Database, WorkloadKey
+from ziggurat.autotune.features import _find, _footprint, _State, _walk, extract_features
+from ziggurat.errors import TuningError
+
+SOURCES = ("database", "model", "roofline")
+# A `math` op (exp, tanh, ...) costs about this many float ops (a polynomial).
+MATH_OP_FLOPS = 10
+
+
+@dataclass(frozen=True)
+class CostEstimate:
+    """The cost of one kernel: seconds, float ops, bytes of distinct data touched, and its source."""
+
+    time: float
+    flops: float
+    bytes: float
+    source: str
+
+    def __post_init__(self) -> None:
+        if self.source not in SOURCES:
+            raise ValueError(f"unknown cost source '{self.source}'; known: {SOURCES}")
+
+
+@dataclass(frozen=True)
+class Peaks:
+    """A machine's roofline figures for one thread: vector-FMA GFLOP/s and memory GB/s."""
+
+    gflops: float
+    bandwidth_gbs: float
+
+    def time(self, flops: float, nbytes: float) -> float:
+        return max(flops / (self.gflops * 1e9), nbytes / (self.bandwidth_gbs * 1e9))
+
+
+@dataclass(frozen=True)
+class Work:
+    """What a loop-level kernel does: float ops (math ops weighted) and distinct bytes touched."""
+
+    flops: float
+    bytes: float
+
+
+def count_work(module: ModuleOp | func.FuncOp, name: str | None = None) -> Work:
+    """Float ops (FMA = 2, a vector op its lanes, a math op MATH_OP_FLOPS) weighted by trip
+    counts, and bytes of distinct data touched (the DRAM traffic of a cold run), of kernel `name`."""
+    st = _State()
+    _walk(st, _find(module, name).body.block.ops)
+    return Work(float(st.flops + MATH_OP_FLOPS * st.math_ops), float(_footprint(st.accesses, ())))
+
+
+# ---------------------------------------------------------------- peak measurement
+
+_FMA_IR = """
+define void @fma_peak(i64 %n, ptr %out) {
+entry:
+  br label %loop
+loop:
+  %i = phi i64 [0, %entry], [%i1, %loop]
+{phis}
+{body}
+  %i1 = add i64 %i, 1
+  %c = icmp ult i64 %i1, %n
+  br i1 %c, label %loop, label %exit
+exit:
+{sum}
+  store <8 x float> %s{last}, ptr %out, align 4
+  ret void
+}
+declare <8 x float> @llvm.fma.v8f32(<8 x float>, <8 x float>, <8 x float>)
+"""
+
+_STREAM_IR = """
+define float @stream_peak(ptr %p, i64 %n) {
+entry:
+  br label %loop
+loop:
+  %i = phi i64 [0, %entry], [%i1, %loop]
+  %a0 = phi <8 x float> [zeroinitializer, %entry], [%b0, %loop]
+  %a1 = phi <8 x float> [zeroinitializer, %entry], [%b1, %loop]
+  %q0 = getelementptr float, ptr %p, i64 %i
+  %v0 = load <8 x float>, ptr %q0, align 4
+  %j = add i64 %i, 8
+  %q1 = getelementptr float, ptr %p, i64 %j
+  %v1 = load <8 x float>, ptr %q1, align 4
+  %b0 = fadd <8 x float> %a0, %v0
+  %b1 = fadd <8 x float> %a1, %v1
+  %i1 = add i64 %i, 16
+  %c = icmp ult i64 %i1, %n
+  br i1 %c, label %loop, label %exit
+exit:
+  %s = fadd <8 x float> %b0, %b1
+  %e = extractelement <8 x float> %s, i64 0
+  ret float %e
+}
+"""
+
+_ACC = 10  # independent FMA chains: enough to cover latency x throughput on current cores
+
+
+def _fma_ir() -> str:
+    phis = "\n".join(f"  %a{k} = phi <8 x float> [<float 1.0, float 1.0, float 1.0, float 1.0, float 1.0, "
+                     f"float 1.0, float 1.0, float 1.0>, %entry], [%b{k}, %loop]" for k in range(_ACC))
+    mul = "<float 0.5, float 0.5, float 0.5, float 0.5, float 0.5, float 0.5, float 0.5, float 0.5>"
+    add = "<float 0.25, float 0.25, float 0.25, float 0.25, float 0.25, float 0.25, float 0.25, float 0.25>"
+    body = "\n".join(f"  %b{k} = call <8 x float> @llvm.fma.v8f32(<8 x float> %a{k}, <8 x float> {mul}, "
+                     f"<8 x float> {add})" for k in range(_ACC))
+    sums = ["  %s0 = fadd <8 x float> %b0, %b1"]
+    for k in range(2, _ACC):
+        sums.append(f"  %s{k - 1} = fadd <8 x float> %s{k - 2}, %b{k}")
+    return (_FMA_IR.replace("{phis}", phis).replace("{body}", body).replace("{sum}", "\n".join(sums))
+            .replace("{last}", str(_ACC - 2)))
+
+
+def _best(fn, reps: int) -> float:
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def measure_peaks() -> Peaks:
+    """Measures one thread's vector-FMA GFLOP/s and streaming-read GB/s (about 0.3-1 s)."""
+    import llvmlite.binding as llvm
+
+    from ziggurat.backends.llvm.jit import create_target_machine
+
+    tm = create_target_machine()  # MCJIT owns it: keep it (and the module) alive with the engine
+    mod = llvm.parse_assembly(_fma_ir() + _STREAM_IR)
+    mod.verify()
+    engine = llvm.create_mcjit_compiler(mod, tm)
+    engine.finalize_object()
+    fma = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_void_p)(engine.get_function_address("fma_peak"))
+    stream = ctypes.CFUNCTYPE(ctypes.c_float, ctypes.c_void_p, ctypes.c_int64)(
+        engine.get_function_address("stream_peak"))
+    out = np.zeros(8, dtype=np.float32)
+    n_iter = 2_000_000
+    t = _best(lambda: fma(n_iter, out.ctypes.data), 5)
+    gflops = n_iter * _ACC * 8 * 2 / t / 1e9
+    data = np.ones(16 * 1024 * 1024, dtype=np.float32)  # 64 MiB: far beyond the caches
+    t = _best(lambda: stream(data.ctypes.data, data.size), 3)
+    gbs = data.nbytes / t / 1e9
+    del engine, mod, tm
+    return Peaks(round(gflops, 2), round(gbs, 2))
+
+
+def cache_path(cpu: str | None = None) -> Path:
+    if cpu is None:
+        from ziggurat.backends.llvm.jit import host_target
+
+        cpu = host_target()[0]
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "ziggurat" / f"roofline-{cpu}.json"
+
+
+def machine_peaks(path: str | os.PathLike | None = None) -> Peaks:
+    """The host's peaks: read from the cache file, else measured once and cached."""
+    p = Path(path) if path is not None else cache_path()
+    try:
+        d = json.loads(p.read_text())
+        if d.get("gflops", 0) > 0 and d.get("bandwidth_gbs", 0) > 0:
+            return Peaks(float(d["gflops"]), float(d["bandwidth_gbs"]))
+    except (OSError, ValueError, TypeError):
+        pass
+    peaks = measure_peaks()
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(json.dumps(asdict(peaks)))
+    except OSError:
+        pass  # an unwritable cache only costs a re-measurement next time
+    return peaks
+
+
+# ---------------------------------------------------------------- the oracle
+
+
+@runtime_checkable
+class CostOracle(Protocol):
+    def cost(self, module: ModuleOp, name: str, key: WorkloadKey | None = None) -> CostEstimate:
+        """The cost of loop-level kernel `name` in `module`; `key` finds its tuning records."""
+        ...
+
+
+class DefaultCostOracle:
+    """Database, else learned model, else roofline (see the module docstring).
+
+    `peaks` fixes the roofline figures (deterministic tests); None measures
+    them lazily (cached per machine). `model` needs `predict(features)`
+    returning normalized throughput in (0, 1] (`GBTCostModel`); a prediction
+    of 0 (an untrained model) falls through to the roofline.
+    """
+
+    def __init__(self, database: Database | None = None, model: object | None = None,
+                 peaks: Peaks | None = None, target: str = "llvm"):
+        self.database = database
+        self.model = model
+        self.target = target
+        self._peaks = peaks
+
+    @property
+    def peaks(self) -> Peaks:
+        if self._peaks is None:
+            self._peaks = machine_peaks()
+        return self._peaks
+
+    def cost(self, module: ModuleOp, name: str, key: WorkloadKey | None = None) -> CostEstimate:
+        work = count_work(module, name)
+        if self.database is not None and key is not None:
+            rec = self.database.best(key, self.target)
+            if rec is not None and rec.ok:
+                return CostEstimate(rec.mean_cost, work.flops, work.bytes, "database")
+        bound = self.peaks.time(work.flops, work.bytes)
+        if self.model is not None:  # an untrained model predicts 0: fall through to the roofline
+            pred = float(self.model.predict(extract_features(module, name))[0])  # type: ignore[union-attr]
+            if pred > 0:
+                return CostEstimate(bound / min(1.0, max(pred, 0.05)), work.flops, work.bytes, "model")
+        return CostEstimate(bound, work.flops, work.bytes, "roofline")
+
+
+def oracle_from_options(peak_gflops: float, bandwidth_gbs: float) -> DefaultCostOracle:
+    """The oracle a pass uses: fixed peaks when both options are positive, else the machine's."""
+    if (peak_gflops > 0) != (bandwidth_gbs > 0):
+        raise TuningError("give both peak-gflops and bandwidth-gbs (or neither, to use the measured peaks)")
+    return DefaultCostOracle(peaks=Peaks(peak_gflops, bandwidth_gbs) if peak_gflops > 0 else None)
