@@ -45,10 +45,13 @@ class _BodyLowering:
     def __init__(self, buffers: dict[SSAValue, SSAValue]):
         self.buffers = buffers
 
-    def clone_body(self, src: Block, dst: loop.BlockOp) -> tuple[Builder, SSAValue]:
-        """Returns the builder at the block's end and the value te.yield gave."""
+    def clone_body(self, src: Block, dst: loop.BlockOp, extents: Sequence[int]) -> tuple[Builder, SSAValue]:
+        """Returns the builder at the block's end and the value te.yield gave.
+
+        `extents` are the iteration counts of the block's variables.
+        """
         mapping: dict[SSAValue, SSAValue] = dict(zip(src.args, dst.vars))
-        vars_ = set(dst.vars)
+        vars_ = dict(zip(dst.vars, extents))
         b = Builder(InsertPoint.at_end(dst.body.block))
         yielded: SSAValue | None = None
         for op in src.ops:
@@ -67,13 +70,14 @@ class _BodyLowering:
         if op.pad is None:
             return b.insert(loop.LoadOp(buf, idx)).result
         # Out-of-bounds reads yield the pad value: clamp the index so the load
-        # stays in bounds, then select. Block variables are in range already.
+        # stays in bounds, then select. A bare block variable whose extent fits
+        # the dimension is in range already.
         shape = buf.type.get_shape()  # type: ignore[attr-defined]
         zero = b.insert(arith.ConstantOp(IntegerAttr(0, IndexType()))).result
         inside: SSAValue | None = None
         safe = []
         for i, size in zip(idx, shape):
-            if i in vars_:
+            if vars_.get(i, size + 1) <= size:
                 safe.append(i)
                 continue
             lo = b.insert(arith.CmpiOp(i, zero, "sge")).result
@@ -93,7 +97,7 @@ def lower_compute(b: Builder, op: te.ComputeOp, out: SSAValue, lowering: _BodyLo
     shape = op.result.type.get_shape()  # type: ignore[attr-defined]
     inner, ivs = _loop_nest(b, shape, "i")
     blk = inner.insert(loop.BlockOp(op.tag.data, "S" * len(shape), ivs))
-    bb, value = lowering.clone_body(op.body.block, blk)
+    bb, value = lowering.clone_body(op.body.block, blk, shape)
     bb.insert(loop.StoreOp(value, out, list(blk.vars)))
 
 
@@ -107,7 +111,7 @@ def lower_reduce(b: Builder, op: te.ReduceOp, out: SSAValue, lowering: _BodyLowe
     red, rvs = _loop_nest(inner, op.extents, "r")
     kinds = "S" * len(shape) + "R" * len(rvs)
     blk = red.insert(loop.BlockOp(op.tag.data, kinds, [*ivs, *rvs]))
-    bb, value = lowering.clone_body(op.body.block, blk)
+    bb, value = lowering.clone_body(op.body.block, blk, [*shape, *op.extents])
     spatial = list(blk.vars[: len(shape)])
     acc = bb.insert(loop.LoadOp(out, spatial)).result
     combined = bb.insert(COMBINE[op.combiner.data](acc, value)).results[0]

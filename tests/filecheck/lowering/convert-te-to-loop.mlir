@@ -73,3 +73,18 @@ func.func @plain(%a: f32) -> f32 {
 }
 // CHECK-LABEL: func.func @plain(%a: f32) -> f32 {
 // CHECK-NEXT:    func.return %a : f32
+
+// -----
+
+// A padded read of a bare variable that runs past the dimension keeps its guard.
+func.func @longer_than_input(%a: tensor<2xf32>) -> tensor<3xf32> {
+  %0 = te.compute "c" (%i) : tensor<3xf32> {
+    %v = te.read %a[%i] pad 0.000000e+00 : f32 : tensor<2xf32>
+    te.yield %v : f32
+  }
+  func.return %0 : tensor<3xf32>
+}
+// CHECK-LABEL: func.func @longer_than_input
+// CHECK:         %[[OK:.*]] = arith.andi
+// CHECK:         %[[SAFE:.*]] = arith.select %[[OK]]
+// CHECK-NEXT:    loop.load %in0[%[[SAFE]]] : memref<2xf32>
