@@ -124,6 +124,7 @@ class CompileStats:
     cache_hit: bool = False  # the process-level cache supplied the native code
     arena_bytes: int | None = None  # from plan-memory: the planned arena ...
     unplanned_bytes: int | None = None  # ... and the sum of all intermediates
+    tuned_kernels: list[str] = field(default_factory=list)  # kernels scheduled from a tuning database
 
     @property
     def total(self) -> float:
@@ -136,6 +137,7 @@ def compile(  # noqa: A001 - the public name, as in TVM's relay.build / torch.co
     opt_level: int = 3,
     pipeline: str | None = None,
     after_pass: PassCallback | None = None,
+    tuning_db: Any = None,
 ):
     """Compiles an ONNX model (path, bytes or ModelProto) for `target`.
 
@@ -143,7 +145,10 @@ def compile(  # noqa: A001 - the public name, as in TVM's relay.build / torch.co
     `after_pass(pass, module, seconds)` sees the IR after every pass.
     Compiling the same model (IR, weights, pipeline, target) again in one
     process reuses the native code of the first compile, unless `after_pass`
-    asks to see the passes run. Returns a `ziggurat.runtime.executor.CompiledModel`.
+    asks to see the passes run. `tuning_db` (a path to a JSON-lines record
+    database, see `ziggurat tune`) replaces the default schedule of every
+    kernel it holds a record for with the best record's (autotune/tuner.py
+    `apply_tuning`). Returns a `ziggurat.runtime.executor.CompiledModel`.
     """
     from ziggurat.backends.llvm.translate import LLVMOptions
     from ziggurat.frontends.onnx import ImportedModel, import_onnx
@@ -161,11 +166,11 @@ def compile(  # noqa: A001 - the public name, as in TVM's relay.build / torch.co
     inputs = [TensorSpec(n, tuple(s), f32) for n, s in zip(imported.input_names, imported.input_shapes)]
     outputs = [TensorSpec(n, tuple(s), f32) for n, s in zip(imported.output_names, imported.output_shapes)]
     t0 = time.perf_counter()
-    key = _cache_key(imported, spec, options)
+    key = _cache_key(imported, spec + _tuning_stamp(tuning_db, tgt), options)
     built = _CACHE.get(key) if after_pass is None else None
     stats.seconds["cache"] = time.perf_counter() - t0
     if built is None:
-        built = _build(imported, spec, options, stats, after_pass)
+        built = _build(imported, spec, options, stats, after_pass, _tuning(tuning_db, tgt, opt_level))
         _CACHE[key] = built
         while len(_CACHE) > CACHE_SIZE:
             _CACHE.popitem(last=False)
@@ -185,7 +190,26 @@ def compile(  # noqa: A001 - the public name, as in TVM's relay.build / torch.co
     )
 
 
-def _build(imported: Any, spec: str, options: Any, stats: CompileStats, after_pass: PassCallback | None) -> _Built:
+def _tuning_stamp(tuning_db: Any, tgt: Target) -> str:
+    """What the cache key needs of a tuning database: its path, size and mtime."""
+    if tuning_db is None:
+        return ""
+    import os
+
+    try:
+        st = os.stat(tuning_db)
+    except OSError as err:
+        raise CompileError(f"cannot read tuning database '{tuning_db}': {err.strerror}. "
+                           "Create it with `ziggurat tune MODEL --db FILE`.") from None
+    return f"|tuning:{os.path.abspath(tuning_db)}:{st.st_size}:{st.st_mtime_ns}:{tgt}"
+
+
+def _tuning(tuning_db: Any, tgt: Target, opt_level: int) -> tuple[Any, Target, int] | None:
+    return None if tuning_db is None else (tuning_db, tgt, opt_level)
+
+
+def _build(imported: Any, spec: str, options: Any, stats: CompileStats, after_pass: PassCallback | None,
+           tuning: tuple[Any, Target, int] | None = None) -> _Built:
     """Passes, translation and JIT: the uncached part of `compile`."""
     from ziggurat.backends.llvm.jit import jit_compile
     from ziggurat.backends.llvm.translate import translate_module
@@ -198,7 +222,16 @@ def _build(imported: Any, spec: str, options: Any, stats: CompileStats, after_pa
     weights = WeightStore(imported.weights)
     bind_weights(module, weights)
     t0 = time.perf_counter()
-    run_passes(module, parse_pipeline(spec), after_pass=after_pass)
+    if tuning is None:
+        run_passes(module, parse_pipeline(spec), after_pass=after_pass)
+    else:  # the LOOP stage replays the tuning records' schedules (autotune/tuner.py)
+        from ziggurat.autotune.tuner import apply_tuning, pre_loop_spec
+
+        db, tgt, level = tuning
+        pre = pre_loop_spec(spec, level, tgt.vector_width)
+        run_passes(module, parse_pipeline(pre), after_pass=after_pass)
+        stats.tuned_kernels = apply_tuning(module, str(db), tgt, spec[len(pre):].lstrip(","),
+                                           lambda m, s: run_passes(m, parse_pipeline(s), after_pass=after_pass))
     stats.seconds["passes"] = time.perf_counter() - t0
     kernels = sum(1 for f in module.ops if getattr(f, "sym_name", None) and f.sym_name.data != "main")  # type: ignore[attr-defined]
     plan = [module.attributes.get(f"plan.{k}_bytes") for k in ("arena", "unplanned")]

@@ -11,7 +11,10 @@ Each part is a small `typing.Protocol` with one default implementation:
 * `cost_model`: `CostModel` / `GBTCostModel`, a scikit-learn ranking model trained
   online, saved without pickle, with Spearman and top-k recall metrics.
 
-The search space and search strategy come with the loop-level Schedule API.
+* `space`: `SearchSpace`, sketch-rule schedule traces of one loop-level kernel;
+* `search`: `EvolutionarySearch` over the cost model's predictions, epsilon-greedy batches;
+* `tuner`: `tune_kernel`, `tune_model` (tasks sharing trials) and `apply_tuning`
+  (compile time, `ziggurat.compile(..., tuning_db=FILE)`).
 """
 
 from ziggurat.autotune.cost_model import CostModel, GBTCostModel, spearman, top_k_recall
@@ -35,15 +38,21 @@ from ziggurat.autotune.measure import (
     measure,
     to_record,
 )
+from ziggurat.autotune.search import EvolutionarySearch
+from ziggurat.autotune.space import DEFAULT_TRACE, Candidate, SearchSpace, apply_trace
+from ziggurat.autotune.tuner import TuneResult, apply_tuning, extract_tasks, tune_kernel, tune_model
 from ziggurat.autotune.workers import TaskResult, Worker, WorkerPool
 
 __all__ = [
+    "DEFAULT_TRACE",
     "ERROR_CODES",
     "FEATURE_NAMES",
     "Builder",
     "BuildResult",
+    "Candidate",
     "CostModel",
     "Database",
+    "EvolutionarySearch",
     "FeatureExtractor",
     "GBTCostModel",
     "JSONDatabase",
@@ -53,15 +62,22 @@ __all__ = [
     "MeasureInput",
     "MeasureResult",
     "Runner",
+    "SearchSpace",
     "TaskResult",
+    "TuneResult",
     "TuningRecord",
     "Worker",
     "WorkerPool",
     "WorkloadKey",
+    "apply_trace",
+    "apply_tuning",
+    "extract_tasks",
     "extract_features",
     "measure",
     "spearman",
     "structural_hash",
     "to_record",
     "top_k_recall",
+    "tune_kernel",
+    "tune_model",
 ]

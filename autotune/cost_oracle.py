@@ -260,8 +260,17 @@ class DefaultCostOracle:
         return CostEstimate(bound, work.flops, work.bytes, "roofline")
 
 
-def oracle_from_options(peak_gflops: float, bandwidth_gbs: float) -> DefaultCostOracle:
-    """The oracle a pass uses: fixed peaks when both options are positive, else the machine's."""
+def oracle_from_options(peak_gflops: float, bandwidth_gbs: float, database: str = "") -> DefaultCostOracle:
+    """The oracle a pass uses: fixed peaks when both options are positive, else the machine's;
+    the tuning records of the JSON-lines file `database` (read only) when given."""
     if (peak_gflops > 0) != (bandwidth_gbs > 0):
         raise TuningError("give both peak-gflops and bandwidth-gbs (or neither, to use the measured peaks)")
-    return DefaultCostOracle(peaks=Peaks(peak_gflops, bandwidth_gbs) if peak_gflops > 0 else None)
+    db = None
+    if database:
+        from ziggurat.autotune.database import JSONDatabase
+
+        if not Path(database).is_file():
+            raise TuningError(f"tuning database '{database}' does not exist; give the path of a JSON-lines "
+                              "record file (written by the tuner) or leave the option out")
+        db = JSONDatabase(database, fsync=False)
+    return DefaultCostOracle(database=db, peaks=Peaks(peak_gflops, bandwidth_gbs) if peak_gflops > 0 else None)

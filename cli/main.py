@@ -4,6 +4,7 @@
     ziggurat compile model.onnx --emit loop          IR at a stage (te|loop|hw|llvm), with compile times
     ziggurat run model.onnx --inputs in.npz --check expected.npz
     ziggurat demo                                    compile and check a bundled model
+    ziggurat tune model.onnx --trials 64 --db r.jsonl   tune the kernels (then compile/run --tuning-db r.jsonl)
     ziggurat conformance --json c.json               the ONNX backend node tests, by category
 
 A user error (bad model, unsupported op, bad input) prints one message and
@@ -33,6 +34,7 @@ def _add_compile_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", default="llvm", help="target string, e.g. 'llvm -num-cores=2' (default: llvm)")
     p.add_argument("--opt-level", "-O", type=int, default=3, choices=(0, 1, 2, 3), help="optimization level (default 3)")
     p.add_argument("-p", "--pipeline", default=None, help="graph-level pass pipeline replacing the default one")
+    p.add_argument("--tuning-db", default=None, metavar="FILE", help="apply the best schedule per kernel from this tuning record database (ziggurat tune)")
 
 
 def _load_npz(path: str) -> dict[str, np.ndarray]:
@@ -78,13 +80,15 @@ def cmd_compile(args: argparse.Namespace) -> int:
             fused.append(p)
             decisions.extend(annotate_costs.fusion_decisions(module))
 
-    model = ziggurat.compile(args.model, target=args.target, opt_level=args.opt_level, pipeline=pipeline, after_pass=after_pass)
+    model = ziggurat.compile(args.model, target=args.target, opt_level=args.opt_level, pipeline=pipeline, after_pass=after_pass, tuning_db=args.tuning_db)
     if args.explain_fusion:
         print(annotate_costs.format_fusion_table(decisions) if fused else
               f"fusion: the O{args.opt_level} graph pipeline has no fuse-ops; nothing to explain (use -O2 or -O3)")
     stats = model.info["stats"]
     times = ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in stats.seconds.items())
     print(f"compiled {args.model}: {stats.kernels} kernels ({stats.kernel_calls} calls), {model.info['num_threads']} thread(s); {times}; total {stats.total:.2f} s", file=sys.stderr)
+    if args.tuning_db:
+        print(f"tuning: {len(stats.tuned_kernels)} kernel(s) scheduled from {args.tuning_db}", file=sys.stderr)
     if stats.arena_bytes is not None:
         print(f"memory plan: arena {stats.arena_bytes} bytes for {stats.unplanned_bytes} bytes of intermediates", file=sys.stderr)
     if args.emit == "llvm":
@@ -96,7 +100,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     import ziggurat
 
     start = time.perf_counter()
-    model = ziggurat.compile(args.model, target=args.target, opt_level=args.opt_level, pipeline=args.pipeline)
+    model = ziggurat.compile(args.model, target=args.target, opt_level=args.opt_level, pipeline=args.pipeline, tuning_db=args.tuning_db)
     compile_s = time.perf_counter() - start
     inputs = _load_npz(args.inputs)
     outputs = model(**inputs) if set(inputs) == set(model.input_names) else model(*inputs.values())
@@ -121,6 +125,22 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"{name}: max abs error {err:.3g} {'PASS' if good else 'FAIL'} (rtol {args.rtol}, atol {args.atol})")
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    from ziggurat.autotune import JSONDatabase, tune_model
+
+    if args.trials < 1 or args.timeout <= 0 or args.parallel_builds < 1:
+        raise ZigguratError("ziggurat tune: --trials and --parallel-builds must be at least 1 and --timeout positive")
+    with JSONDatabase(args.db) as db:
+        results = tune_model(args.model, args.trials, db, target=args.target, opt_level=args.opt_level,
+                             timeout=args.timeout, parallel_builds=args.parallel_builds, seed=args.seed)
+    for r in results:
+        gain = r.default_cost / r.best_cost if r.best_cost > 0 else float("nan")
+        print(f"{r.name}: {r.trials} trials, best {r.best_cost * 1e6:.1f} us, default {r.default_cost * 1e6:.1f} us "
+              f"({gain:.2f}x)")
+    print(f"records in {args.db}; compile with --tuning-db {args.db}")
+    return 0
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -155,6 +175,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--atol", type=float, default=1e-4)
     _add_compile_options(p)
     p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("tune", help="tune the model's kernels; records go to a JSON-lines database")
+    p.add_argument("model")
+    p.add_argument("--trials", type=int, default=64, help="measurements in all, shared across the kernels (default 64)")
+    p.add_argument("--db", required=True, help="tuning record database (JSON lines); an existing one is resumed")
+    p.add_argument("--timeout", type=float, default=10.0, help="seconds to measure one candidate (default 10)")
+    p.add_argument("--parallel-builds", type=int, default=2, help="worker processes compiling candidates (default 2)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--target", default="llvm", help="target string, e.g. 'llvm -num-cores=2' (default: llvm)")
+    p.add_argument("--opt-level", "-O", type=int, default=3, choices=(0, 1, 2, 3), help="opt level the kernels are extracted at (default 3)")
+    p.set_defaults(func=cmd_tune)
 
     p = sub.add_parser("demo", help="compile a small bundled CNN and check it against numpy")
     p.add_argument("--target", default="llvm")

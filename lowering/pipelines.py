@@ -8,7 +8,8 @@ Stages, from an imported model to code the LLVM backend takes:
 
 * `GRAPH[level]`: graph-level optimizations at each opt level: O1 simplifies
   (BatchNorm folding, shape-op cleanups) and runs xDSL's cse/dce; O2 and up
-  also fold constants and fuse ops by TVM's op-pattern rules.
+  also fold constants and fuse ops by TVM's op-pattern rules; O3 re-decides
+  those groups with loop-level costs (`fuse-ops{cost-guided=true}`).
 * `TO_LOOP`: graph -> te -> naive loop nests.
 * `MODULE[level]`: kernel dedupe and static memory planning (loop level).
 * `LOOP[level]`: the default schedule and the lowering to `hw` vector code.

@@ -149,7 +149,9 @@ class AnnotateCostsPass(ModulePass):
 
     **Options:** `peak-gflops`, `bandwidth-gbs` (int, default 0: use the
     machine's peaks, measured once and cached); give both to fix the
-    roofline (deterministic output); `vector-width` (int, default 16).
+    roofline (deterministic output); `vector-width` (int, default 16);
+    `database` (path, default none): a tuning record file; a kernel whose
+    workload key (`lower_kernel`) has a measured record gets that time.
 
     Example:
     ```mlir
@@ -165,9 +167,10 @@ class AnnotateCostsPass(ModulePass):
     peak_gflops: int = 0
     bandwidth_gbs: int = 0
     vector_width: int = 16
+    database: str = ""
 
     def apply(self, ctx: Context, op: builtin.ModuleOp) -> None:
-        oracle = oracle_from_options(self.peak_gflops, self.bandwidth_gbs)
+        oracle = oracle_from_options(self.peak_gflops, self.bandwidth_gbs, self.database)
         for f in list(op.ops):
             if not isinstance(f, func.FuncOp) or not any(o.dialect_name() == "graph" for o in f.body.block.ops):
                 continue

@@ -109,3 +109,35 @@ def test_unknown_source_is_rejected() -> None:
     with pytest.raises(ValueError, match="unknown cost source"):
         cost_oracle.CostEstimate(1.0, 1, 1, "guess")
 
+
+
+def test_annotate_costs_takes_times_from_a_tuning_database(tmp_path) -> None:
+    """The pass's `database` option: a record for the kernel's workload key wins over the roofline."""
+    from xdsl.parser import Parser
+
+    from ziggurat.transforms.annotate_costs import AnnotateCostsPass
+
+    text = """func.func @f(%x: tensor<512xf32>) -> tensor<512xf32> {
+  %y = graph.relu %x : tensor<512xf32>
+  %z = graph.exp %x : tensor<512xf32>
+  %w = graph.add %y, %z : tensor<512xf32>, tensor<512xf32> -> tensor<512xf32>
+  func.return %w : tensor<512xf32>
+}"""
+    ctx = make_context()
+    module = Parser(ctx, text).parse_module()
+    relu = next(op for op in module.walk() if isinstance(op, graph.ReluOp))
+    from ziggurat.lowering.convert_graph_to_te import build_kernel
+
+    _, key = lower_kernel(build_kernel(relu, "kernel")[0])
+    path = tmp_path / "records.json"
+    with JSONDatabase(path) as db:
+        db.commit(TuningRecord(key, "llvm", trace={"tiles": [1]}, costs=[2.5e-6]))
+    AnnotateCostsPass(peak_gflops=100, bandwidth_gbs=20, database=str(path)).apply(ctx, module)
+    costs = {op.name: op.attributes["graph.cost"] for op in module.walk() if "graph.cost" in op.attributes}
+    assert costs["graph.relu"].source.data == "database" and costs["graph.relu"].time_us.data == 2.5
+    assert costs["graph.exp"].source.data == "roofline" and costs["graph.add"].source.data == "roofline"
+
+
+def test_missing_tuning_database_is_one_clear_error(tmp_path) -> None:
+    with pytest.raises(ZigguratError, match="does not exist"):
+        oracle_from_options(0, 0, str(tmp_path / "nope.json"))

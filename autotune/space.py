@@ -1,0 +1,259 @@
+"""The search space: schedule traces for one loop-level kernel, from sketch rules.
+
+Template-free rules in Ansor's manner, applied through the Schedule API
+(`transforms/schedule/api.py`) to each top-level loop nest of the kernel:
+
+* every spatial loop is split into up to three tile levels (outer, middle,
+  inner) with factors drawn from its divisors, powers of two preferred;
+* the tiles are reordered outer-level first (`S0 S1 .. | S0' S1' .. | ...`),
+  the reduction loops staying inside the innermost spatial tile;
+* the outer tile loops are optionally fused and parallelized;
+* the innermost spatial tile (outer-loop vectorization) or the innermost loop
+  is vectorized, or nothing is;
+* the innermost reduction loop is optionally split by 2..16 and the inner part
+  unrolled (never more than `MAX_UNROLL` = 16 iterations: full unrolling of a
+  large loop makes LLVM compile for minutes).
+
+A candidate's decisions are its `knobs` (plain JSON, one dict per nest); its
+`trace` is the Schedule trace they produce (what records store and compile
+time replays). `DEFAULT_TRACE` stands for the default schedule
+(`lowering/pipelines.py` LOOP stage without convert-loop-to-hw). Every
+candidate is built on a fresh copy of the kernel; a `ScheduleError` means the
+decisions are illegal and the candidate is skipped, never recorded.
+
+```python
+space = SearchSpace(kernel_text, "matmul_0", vector_width=16)
+cands = space.sample(random.Random(0), 16)     # legal Candidates only
+cands[0].trace, cands[0].mlir                  # JSON trace, scheduled MLIR text
+apply_trace(module, "matmul_0", cands[0].trace, vector_width=16)
+```
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from xdsl.dialects import builtin, func
+from xdsl.parser import Parser
+
+from ziggurat.autotune.database import structural_hash
+from ziggurat.autotune.features import extract_features
+from ziggurat.dialects import loop, make_context
+from ziggurat.errors import ScheduleError, TuningError
+from ziggurat.transforms.schedule.api import Schedule
+from ziggurat.transforms.schedule.loops import bound_kinds, get_loops
+
+DEFAULT_TRACE = "default"
+MAX_UNROLL = 16
+VECTORIZE = ("spatial", "innermost", "none")
+
+
+def default_loop_pipeline(vector_width: int, num_threads: int = 1) -> str:
+    """The default schedule passes (the O3 LOOP stage before convert-loop-to-hw)."""
+    from ziggurat.lowering import pipelines
+
+    spec = pipelines.LOOP[3].replace("convert-loop-to-hw", "")
+    spec = spec.replace("loop-vectorize-innermost", f"loop-vectorize-innermost{{min-extent={vector_width}}}")
+    spec = spec.replace("loop-default-schedule", f"loop-default-schedule{{vector-width={vector_width}}}")
+    return ",".join(p for p in spec.split(",") if p)
+
+
+def _kernel(module: builtin.ModuleOp, name: str) -> func.FuncOp:
+    for f in module.ops:
+        if isinstance(f, func.FuncOp) and f.sym_name.data == name:
+            return f
+    raise TuningError(f"no kernel function @{name} in the module to tune")
+
+
+def apply_trace(module: builtin.ModuleOp, name: str, trace: Any, vector_width: int = 16) -> None:
+    """Schedules kernel `name` of `module` in place by `trace` (or the default schedule)."""
+    if trace == DEFAULT_TRACE:
+        from ziggurat.compiler import parse_pipeline, run_passes
+
+        fn = _kernel(module, name).clone()
+        tmp = builtin.ModuleOp([fn])
+        run_passes(tmp, parse_pipeline(default_loop_pipeline(vector_width)))
+        old = _kernel(module, name)
+        fn.detach()
+        module.body.block.insert_op_before(fn, old)
+        old.detach()
+        old.erase()
+        return
+    if not isinstance(trace, list):
+        raise ScheduleError(f"a tuning trace is a list of schedule steps or '{DEFAULT_TRACE}', got {trace!r:.80}")
+    Schedule(_kernel(module, name)).replay(trace)
+
+
+@dataclass(frozen=True)
+class Nest:
+    """One top-level loop nest: its anchor block, and how many spatial / reduction loops surround it."""
+
+    block: str
+    extents: tuple[int, ...]
+    n_spatial: int
+
+    @property
+    def n_reduce(self) -> int:
+        return len(self.extents) - self.n_spatial
+
+
+@dataclass
+class Candidate:
+    """A schedule of the kernel: decisions, the trace they produce, the scheduled text and its features."""
+
+    knobs: Any
+    trace: Any
+    mlir: str
+    features: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0))
+
+    @property
+    def trace_hash(self) -> str:
+        return structural_hash(self.trace)
+
+
+def find_nests(fn: func.FuncOp) -> list[Nest]:
+    """The schedulable top-level nests of `fn` (anchored at a block named once in `fn`)."""
+    counts: dict[str, int] = {}
+    for b in fn.walk():
+        if isinstance(b, loop.BlockOp):
+            counts[b.block_name.data] = counts.get(b.block_name.data, 0) + 1
+    nests = []
+    for top in fn.body.block.ops:
+        if not isinstance(top, loop.ForOp):
+            continue
+        blocks = [b for b in top.walk() if isinstance(b, loop.BlockOp) and counts[b.block_name.data] == 1]
+        if not blocks:
+            continue
+        anchor = max(blocks, key=lambda b: len(get_loops(b)))
+        loops = get_loops(anchor)
+        if any(f.kind.data != "serial" or f.bounds[0] != 0 or f.bounds[2] != 1 for f in loops):
+            continue
+        ns = 0
+        while ns < len(loops) and "R" not in bound_kinds(loops[ns]):
+            ns += 1
+        nests.append(Nest(anchor.block_name.data, tuple(f.trip_count for f in loops), ns))
+    return nests
+
+
+def _divisors(n: int, cap: int) -> list[int]:
+    return [d for d in range(1, min(n, cap) + 1) if n % d == 0]
+
+
+def _pick_factor(rng: random.Random, n: int, cap: int) -> int:
+    """A divisor of n up to cap; powers of two twice as likely."""
+    ds = _divisors(n, cap)
+    weights = [2.0 if d & (d - 1) == 0 else 1.0 for d in ds]
+    return rng.choices(ds, weights)[0]
+
+
+class SearchSpace:
+    """Sketch-rule candidates for kernel `name` of a loop-level module (given as MLIR text)."""
+
+    def __init__(self, kernel_text: str, name: str, vector_width: int = 16, num_threads: int = 1):
+        self.text = kernel_text
+        self.name = name
+        self.vector_width = vector_width
+        self.num_threads = num_threads
+        self.module = Parser(make_context(), kernel_text).parse_module()
+        self.nests = find_nests(_kernel(self.module, name))
+
+    # -- decisions -------------------------------------------------------------------
+    def random_nest_knobs(self, rng: random.Random, nest: Nest) -> dict[str, Any]:
+        tiles = []
+        for n in nest.extents[:nest.n_spatial]:
+            inner = _pick_factor(rng, n, 64)
+            mid = _pick_factor(rng, n // inner, 16) if rng.random() < 0.5 else 1
+            tiles.append([mid, inner])
+        red = nest.extents[-1] if nest.n_reduce else 1
+        unroll = _pick_factor(rng, red, MAX_UNROLL) if nest.n_reduce and rng.random() < 0.5 else 1
+        return {"tiles": tiles, "parallel": rng.choice([0, 1, 2]) if self.num_threads > 1 else 0,
+                "vectorize": rng.choices(VECTORIZE, [0.6, 0.25, 0.15])[0], "unroll": unroll}
+
+    def random_knobs(self, rng: random.Random) -> list[dict[str, Any]]:
+        return [self.random_nest_knobs(rng, n) for n in self.nests]
+
+    def mutate(self, rng: random.Random, knobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """A copy of `knobs` with one decision of one nest redrawn."""
+        new = json.loads(json.dumps(knobs))
+        if not new:
+            return new
+        i = rng.randrange(len(new))
+        fresh = self.random_nest_knobs(rng, self.nests[i])
+        choices = ["vectorize", "unroll"] + (["parallel"] if self.num_threads > 1 else [])
+        choices += [("tiles", a) for a in range(len(fresh["tiles"]))]
+        what = rng.choice(choices)
+        if isinstance(what, tuple):
+            new[i]["tiles"][what[1]] = fresh["tiles"][what[1]]
+        else:
+            new[i][what] = fresh[what]
+        return new
+
+    # -- building ----------------------------------------------------------------------
+    def _schedule_nest(self, sch: Schedule, nest: Nest, k: dict[str, Any]) -> None:
+        loops = sch.get_loops(nest.block)
+        spatial, reduce = loops[:nest.n_spatial], loops[nest.n_spatial:]
+        levels: list[list] = [[], [], []]  # outer, middle, inner tile loops, per axis
+        for rv, n, (mid, inner) in zip(spatial, nest.extents, k["tiles"]):
+            parts = [rv]
+            if inner > 1 and inner < n:
+                parts = list(sch.split(parts[-1], inner))
+            if mid > 1 and len(parts) == 2 and mid < n // inner:
+                parts = list(sch.split(parts[0], mid)) + [parts[1]]
+            for lvl, p in zip(range(3 - len(parts), 3), parts):
+                levels[lvl].append(p)
+        order = [rv for lvl in levels for rv in lvl]
+        if len(order) > len(spatial):
+            order = sch.reorder(*order)
+        outer = order[:len(levels[0])]
+        if k["parallel"] == 2 and len(outer) >= 2:
+            sch.parallel(sch.fuse(outer[0], outer[1]))
+        elif k["parallel"] and order:
+            sch.parallel(order[0])
+        if k["unroll"] > 1 and reduce:
+            _, inner_r = sch.split(reduce[-1], k["unroll"])
+            sch.unroll(inner_r)
+        if k["vectorize"] == "spatial" and order:
+            sch.vectorize(sch.get_loops(nest.block)[len(order) - (k["parallel"] == 2 and len(outer) >= 2) - 1])
+        elif k["vectorize"] == "innermost":
+            sch.vectorize(sch.get_loops(nest.block)[-1])
+
+    def build(self, knobs: Any) -> Candidate | None:
+        """The candidate for `knobs` (or the default schedule), or None when illegal."""
+        module = self.module.clone()
+        try:
+            if knobs == DEFAULT_TRACE:
+                apply_trace(module, self.name, DEFAULT_TRACE, self.vector_width)
+                trace: Any = DEFAULT_TRACE
+            else:
+                sch = Schedule(_kernel(module, self.name))
+                for nest, k in zip(self.nests, knobs):
+                    self._schedule_nest(sch, nest, k)
+                trace = sch.trace
+            module.verify()
+        except ScheduleError:
+            return None
+        except Exception as err:  # noqa: BLE001 - a verifier failure of a sketch is an illegal candidate too
+            if "verif" not in type(err).__name__.lower():
+                raise
+            return None
+        return Candidate(knobs, trace, str(module), extract_features(module, self.name))
+
+    def default(self) -> Candidate:
+        cand = self.build(DEFAULT_TRACE)
+        assert cand is not None
+        return cand
+
+    def sample(self, rng: random.Random, n: int, max_tries: int | None = None) -> list[Candidate]:
+        """Up to `n` distinct legal candidates from random decisions."""
+        out: dict[str, Candidate] = {}
+        for _ in range(max_tries or 10 * n):
+            if len(out) >= n:
+                break
+            cand = self.build(self.random_knobs(rng))
+            if cand is not None:
+                out.setdefault(cand.trace_hash, cand)
+        return list(out.values())

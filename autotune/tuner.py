@@ -1,0 +1,353 @@
+"""The tuner: sample -> predict -> measure -> record -> retrain, per kernel and per model.
+
+* `tune_kernel(text, name, trials, db)` tunes one loop-level kernel (a module
+  holding `func.func @name`, as convert-te-to-loop emits it). The first batch
+  holds the default schedule, so the best record is never worse than it. A
+  rerun with the same database resumes: recorded candidates are neither
+  measured again nor lost (the cost model is retrained on them first).
+* `tune_model(onnx, trials, db)` runs the pipeline up to the LOOP stage
+  (`lowering/pipelines.py`: graph passes, TO_LOOP, MODULE with dedupe-kernels),
+  takes each distinct kernel as a task, and hands out the trials batch by
+  batch: every task first gets one batch (its default schedule is measured),
+  then the task with the largest estimated remaining gain (calls x best cost,
+  halved for each round without improvement) gets the next. A progress line
+  per batch goes to stderr.
+* `apply_tuning(module, db, ...)` is the compile-time side
+  (`ziggurat.compile(..., tuning_db=FILE)`): the best record of each kernel
+  whose workload key (the structural hash of the kernel's text at the same
+  stage) is in the database replaces the default schedule.
+
+Scripts that tune need the multiprocessing guard (`if __name__ == "__main__":`).
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+import numpy as np
+from xdsl.dialects import builtin, func
+from xdsl.parser import Parser
+
+from ziggurat.autotune.cost_model import GBTCostModel
+from ziggurat.autotune.database import JSONDatabase, WorkloadKey
+from ziggurat.autotune.measure import LocalBuilder, LocalRunner, MeasureInput, measure, to_record
+from ziggurat.autotune.search import EvolutionarySearch
+from ziggurat.autotune.space import DEFAULT_TRACE, SearchSpace, apply_trace
+from ziggurat.dialects import loop, make_context
+from ziggurat.errors import ScheduleError, TuningError
+from ziggurat.target import Target
+
+
+def kernel_text(module: builtin.ModuleOp, name: str) -> str:
+    """A module holding only kernel `name` of `module`: the text tasks and workload keys are made of."""
+    fn = next(f for f in module.ops if isinstance(f, func.FuncOp) and f.sym_name.data == name)
+    return str(builtin.ModuleOp([fn.clone()]))
+
+
+def kernel_names(module: builtin.ModuleOp) -> list[str]:
+    return [f.sym_name.data for f in module.ops if isinstance(f, func.FuncOp) and f.sym_name.data != "main"]
+
+
+def _signature(fn: func.FuncOp) -> tuple[tuple[tuple[int, ...], ...], int]:
+    """Argument shapes and how many trailing arguments are outputs (stored to)."""
+    shapes = tuple(tuple(a.type.get_shape()) for a in fn.args)
+    stored = {o.buffer for o in fn.walk() if isinstance(o, loop.StoreOp)}
+    outs = 0
+    for a in reversed(fn.args):
+        if a not in stored:
+            break
+        outs += 1
+    return shapes, max(outs, 1)
+
+
+@dataclass
+class Task:
+    """One kernel to tune, its search state and its best-so-far."""
+
+    name: str
+    text: str
+    key: WorkloadKey
+    calls: int
+    space: SearchSpace
+    search: EvolutionarySearch
+    model: GBTCostModel
+    shapes: tuple[tuple[int, ...], ...]
+    num_outputs: int
+    default_cost: float = float("inf")
+    best_cost: float = float("inf")
+    best_trace: Any = None
+    trials: int = 0
+    stale: int = 0
+    history: list[float] = field(default_factory=list)
+
+
+@dataclass
+class TuneResult:
+    """What `tune_kernel` found (costs in seconds per call)."""
+
+    name: str
+    key: WorkloadKey
+    trials: int
+    default_cost: float
+    best_cost: float
+    best_trace: Any
+    seconds: float
+
+
+class Tuner:
+    """Shared measuring machinery and the per-task loop; `tune_kernel`/`tune_model` drive it."""
+
+    def __init__(self, db: JSONDatabase, target: str | Target = "llvm", timeout: float = 10.0,
+                 parallel_builds: int = 2, seed: int = 0, batch_size: int = 8,
+                 runner_options: dict[str, Any] | None = None):
+        self.db = db
+        self.target = Target.parse(target)
+        self.target_key = str(self.target)
+        self.vector_width = self.target.vector_width
+        self.num_threads = self.target.num_threads
+        self.batch_size = batch_size
+        self.seed = seed
+        self.builder = LocalBuilder(n_parallel=parallel_builds, timeout=max(60.0, 6 * timeout))
+        opts = {"timeout": timeout, "repeat": 3, "min_repeat_ms": 20.0, **(runner_options or {})}
+        self.runner = LocalRunner(**opts)
+
+    def close(self) -> None:
+        self.builder.close()
+        self.runner.close()
+
+    def __enter__(self) -> Tuner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def task(self, text: str, name: str, calls: int = 1) -> Task:
+        """A task for kernel `name` of `text`, resumed from the database's records of it."""
+        space = SearchSpace(text, name, self.vector_width, self.num_threads)
+        key = WorkloadKey.from_text(text, name)
+        model = GBTCostModel(n_estimators=60, seed=self.seed)
+        rng = random.Random(f"{self.seed}:{key.hash}")
+        search = EvolutionarySearch(space, model, self.db, key, rng)
+        shapes, outs = _signature(next(f for f in space.module.ops if isinstance(f, func.FuncOp)
+                                       and f.sym_name.data == name))
+        t = Task(name, text, key, calls, space, search, model, shapes, outs)
+        feats, costs = [], []
+        for r in self.db.records(key):
+            if r.target != self.target_key:
+                continue
+            t.trials += 1
+            if r.ok and r.mean_cost < t.best_cost:
+                t.best_cost, t.best_trace = r.mean_cost, r.trace
+            if r.trace == DEFAULT_TRACE and r.ok:
+                t.default_cost = r.mean_cost
+            f = self._features(space, r.trace)
+            if f is not None:
+                feats.append(f)
+                costs.append(r.mean_cost)
+        if feats:
+            model.update(np.stack(feats), costs, key.hash)
+        return t
+
+    def _features(self, space: SearchSpace, trace: Any) -> np.ndarray | None:
+        from ziggurat.autotune.features import extract_features
+
+        module = space.module.clone()
+        try:
+            apply_trace(module, space.name, trace, self.vector_width)
+        except ScheduleError:
+            return None
+        return extract_features(module, space.name)
+
+    def step(self, t: Task, n: int) -> int:
+        """Measures up to `n` new candidates of task `t`; returns how many were measured."""
+        batch = []
+        if not self.db.has_measured(t.key, DEFAULT_TRACE):
+            batch.append(t.space.default())
+        batch += t.search.next_batch(n - len(batch))
+        if not batch:
+            return 0
+        pipeline = f"convert-loop-to-hw{{vector-width={self.vector_width}}}"
+        inputs = [MeasureInput(c.mlir, t.name, t.shapes, t.num_outputs, pipeline, reference=t.text, trace=c.trace,
+                               workload=t.key, num_threads=self.num_threads) for c in batch]
+        results = measure(self.builder, self.runner, inputs)
+        costs = []
+        before = t.best_cost
+        for c, inp, res in zip(batch, inputs, results):
+            self.db.commit(to_record(inp, res, self.target_key))
+            costs.append(res.mean)
+            if res.mean < t.best_cost:
+                t.best_cost, t.best_trace = res.mean, c.trace
+            if c.trace == DEFAULT_TRACE and res.error == "ok":
+                t.default_cost = res.mean
+        t.trials += len(batch)
+        t.stale = 0 if t.best_cost < before else t.stale + 1
+        t.history.append(t.best_cost)
+        t.model.update(np.stack([c.features for c in batch]), costs, t.key.hash)
+        t.search.observe(batch, costs)
+        return len(batch)
+
+
+def _fmt(s: float) -> str:
+    if not np.isfinite(s):
+        return "-"
+    return f"{s * 1e6:.1f}us" if s < 1e-2 else f"{s * 1e3:.2f}ms"
+
+
+def progress_line(done: int, total: int, tasks: list[Task], started: float, width: int = 20) -> str:
+    """`[#####.....] 12/40 trials 8.1s | dense_0 31.2us (default 40.1us) | ...`"""
+    filled = int(width * min(done, total) / max(total, 1))
+    parts = [f"{t.name} {_fmt(t.best_cost)} (default {_fmt(t.default_cost)})" for t in tasks]
+    return f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total} trials {time.time() - started:.1f}s | " + \
+        " | ".join(parts)
+
+
+def tune_kernel(kernel_module_text: str, name: str, trials: int, db: JSONDatabase, target: str | Target = "llvm",
+                timeout: float = 10.0, parallel_builds: int = 2, seed: int = 0, batch_size: int = 8,
+                runner_options: dict[str, Any] | None = None, log: TextIO | None = None) -> TuneResult:
+    """Tunes kernel `name` of a loop-level module for `trials` new measurements (fewer when the space runs dry)."""
+    started = time.time()
+    with Tuner(db, target, timeout, parallel_builds, seed, batch_size, runner_options) as tuner:
+        t = tuner.task(kernel_module_text, name)
+        done = 0
+        while done < trials:
+            got = tuner.step(t, min(batch_size, trials - done))
+            if got == 0:
+                break
+            done += got
+            if log is not None:
+                print(progress_line(done, trials, [t], started), file=log, flush=True)
+    return TuneResult(name, t.key, done, t.default_cost, t.best_cost, t.best_trace, time.time() - started)
+
+
+def extract_tasks(model: Any, opt_level: int = 3, target: str | Target = "llvm") -> list[tuple[str, str, int]]:
+    """(kernel name, kernel module text, calls from @main) of a model's distinct kernels, before scheduling."""
+    from ziggurat.compiler import parse_pipeline, run_passes
+    from ziggurat.frontends.onnx import ImportedModel, import_onnx
+    from ziggurat.frontends.weights import WeightStore
+    from ziggurat.lowering import pipelines
+    from ziggurat.transforms.weight_binding import bind_weights
+
+    tgt = Target.parse(target)
+    imported = model if isinstance(model, ImportedModel) else import_onnx(model)
+    module = imported.module.clone()
+    bind_weights(module, WeightStore(imported.weights))
+    spec = pipelines.default_pipeline(opt_level, tgt.vector_width)
+    run_passes(module, parse_pipeline(pre_loop_spec(spec, opt_level, tgt.vector_width)))
+    main = next((f for f in module.ops if isinstance(f, func.FuncOp) and f.sym_name.data == "main"), None)
+    calls: dict[str, int] = {}
+    if main is not None:
+        for o in main.walk():
+            if isinstance(o, func.CallOp):
+                calls[o.callee.root_reference.data] = calls.get(o.callee.root_reference.data, 0) + 1
+    return [(n, kernel_text(module, n), calls.get(n, 1)) for n in kernel_names(module)]
+
+
+def pre_loop_spec(spec: str, opt_level: int, vector_width: int) -> str:
+    """`spec` without its LOOP stage (the part apply_tuning replaces)."""
+    from ziggurat.lowering import pipelines
+
+    loop_part = pipelines.default_pipeline(opt_level, vector_width, graph="").removeprefix(
+        pipelines.join(pipelines.TO_LOOP, pipelines.MODULE[opt_level])).lstrip(",")
+    if loop_part and not spec.endswith(loop_part):
+        raise TuningError(f"cannot find the loop stage '{loop_part}' at the end of pipeline '{spec}'")
+    return spec[:len(spec) - len(loop_part)].rstrip(",")
+
+
+def tune_model(model: Any, trials: int, db: JSONDatabase, target: str | Target = "llvm", opt_level: int = 3,
+               timeout: float = 10.0, parallel_builds: int = 2, seed: int = 0, batch_size: int = 8,
+               runner_options: dict[str, Any] | None = None, log: TextIO | None = None,
+               progress: bool = True) -> list[TuneResult]:
+    """Tunes a model's distinct kernels, sharing `trials` by estimated remaining gain; one result per kernel.
+
+    With `progress`, a progress line per batch goes to `log` (default: stderr).
+    """
+    log = (log or sys.stderr) if progress else None
+    started = time.time()
+    specs = extract_tasks(model, opt_level, target)
+    if not specs:
+        raise TuningError("the model has no kernel to tune")
+    with Tuner(db, target, timeout, parallel_builds, seed, batch_size, runner_options) as tuner:
+        tasks = [tuner.task(text, name, calls) for name, text, calls in specs]
+        done, dry = 0, set()
+
+        def gain(t: Task) -> float:
+            cost = t.best_cost if np.isfinite(t.best_cost) else 1.0
+            return t.calls * cost / (2 ** t.stale)
+
+        order: list[Task] = [t for t in tasks if not np.isfinite(t.best_cost)]
+        while done < trials and len(dry) < len(tasks):
+            live = [t for t in tasks if t.name not in dry]
+            t = order.pop(0) if order else max(live, key=gain)
+            if t.name in dry:
+                continue
+            got = tuner.step(t, min(batch_size, trials - done))
+            if got == 0:
+                dry.add(t.name)
+                continue
+            done += got
+            if log is not None:
+                print(progress_line(done, trials, tasks, started), file=log, flush=True)
+    elapsed = time.time() - started
+    return [TuneResult(t.name, t.key, t.trials, t.default_cost, t.best_cost, t.best_trace, elapsed) for t in tasks]
+
+
+def apply_tuning(module: builtin.ModuleOp, db: JSONDatabase | str, target: str | Target, loop_spec: str,
+                 run: Callable[[builtin.ModuleOp, str], None]) -> list[str]:
+    """Runs the LOOP stage `loop_spec` on `module`, replaying the best record instead of the default
+    schedule for every kernel the database holds; returns the names of the tuned kernels.
+
+    `run(module, spec)` runs a pipeline string (the compiler's run_passes with its callbacks).
+    """
+    tgt = Target.parse(target)
+    if isinstance(db, str):
+        with JSONDatabase(db, fsync=False) as opened:
+            return apply_tuning(module, opened, tgt, loop_spec, run)
+    tuned: dict[str, func.FuncOp] = {}
+    elsewhere: set[str] = set()
+    for name in kernel_names(module):
+        key = WorkloadKey.from_text(kernel_text(module, name), name)
+        best = db.best(key, str(tgt))
+        if best is None:
+            elsewhere |= {r.target for r in db.records(key) if r.ok}
+            continue
+        tmp = Parser(make_context(), kernel_text(module, name)).parse_module()
+        try:
+            apply_trace(tmp, name, best.trace, tgt.vector_width)
+        except ScheduleError as err:
+            warnings.warn(f"tuning record of kernel '{name}' does not replay ({err}); using the default schedule",
+                          stacklevel=2)
+            continue
+        fn = next(f for f in tmp.ops if isinstance(f, func.FuncOp))
+        fn.detach()
+        tuned[name] = fn
+    if elsewhere:
+        warnings.warn(f"the tuning database holds records of some kernels for target(s) {sorted(elsewhere)} "
+                      f"but not for '{tgt}'; those kernels keep the default schedule (tune with --target '{tgt}')",
+                      stacklevel=2)
+    parts = [p for p in loop_spec.split(",") if p]
+    hw = [p for p in parts if p.startswith("convert-loop-to-hw")]
+    sched = [p for p in parts if not p.startswith("convert-loop-to-hw")]
+    # the default-schedule passes see an empty stand-in of each tuned kernel (same symbol and signature)
+    stand_ins = {}
+    for f in [f for f in module.ops if isinstance(f, func.FuncOp) and f.sym_name.data in tuned]:
+        empty = func.FuncOp(f.sym_name.data, f.function_type)
+        empty.body.block.add_op(func.ReturnOp())
+        module.body.block.insert_op_before(empty, f)
+        f.detach()
+        f.erase()
+        stand_ins[empty.sym_name.data] = empty
+    if sched:
+        run(module, ",".join(sched))
+    for name, fn in tuned.items():
+        module.body.block.insert_op_before(fn, stand_ins[name])
+        stand_ins[name].detach()
+        stand_ins[name].erase()
+    if hw:
+        run(module, ",".join(hw))
+    return list(tuned)

@@ -1,0 +1,119 @@
+"""The tuner end to end: a small tune that records, resumes without re-measuring and whose best
+record compiles back to a correct kernel; model tuning and compile(tuning_db=...)."""
+
+from __future__ import annotations
+
+import ctypes
+import random
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from xdsl.parser import Parser
+
+import ziggurat
+from tests.unit.test_autotune_measure import lower
+from tests.unit.test_autotune_search import te_matmul
+from ziggurat.autotune import (
+    DEFAULT_TRACE,
+    JSONDatabase,
+    SearchSpace,
+    TuningRecord,
+    apply_trace,
+    extract_tasks,
+    tune_kernel,
+    tune_model,
+)
+from ziggurat.backends.llvm import LLVMOptions, jit_compile, translate_module
+from ziggurat.cli.main import main as ziggurat_main
+from ziggurat.compiler import parse_pipeline, run_passes
+from ziggurat.dialects import make_context
+
+TARGET = "llvm -num-cores=1"
+FAST = {"min_repeat_ms": 2.0, "repeat": 2}
+KERNEL = lower(te_matmul(64, 64, 64), "convert-te-to-loop")
+
+
+def run_scheduled(text: str, trace, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    module = Parser(make_context(), text).parse_module()
+    apply_trace(module, "mm_0", trace)
+    run_passes(module, parse_pipeline("convert-loop-to-hw"))
+    opts = LLVMOptions(num_threads=1, export_all=True)
+    llvm_module, info = translate_module(module, opts)
+    jm = jit_compile(llvm_module, opts, info)
+    out = np.full((a.shape[0], b.shape[1]), np.nan, np.float32)
+    fn = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * 3)(jm.address("mm_0"))
+    fn(a.ctypes.data, b.ctypes.data, out.ctypes.data)
+    return out
+
+
+def test_tune_kernel_records_resumes_and_best_is_correct(tmp_path):
+    path = tmp_path / "records.jsonl"
+    with JSONDatabase(path, fsync=False) as db:
+        first = tune_kernel(KERNEL, "mm_0", 8, db, target=TARGET, timeout=5, batch_size=4, runner_options=FAST)
+        assert first.trials == 8 and len(db) == 8
+        traces = [r.trace for r in db.records()]
+        assert DEFAULT_TRACE in traces and len({str(t) for t in traces}) == 8
+        assert sum(r.ok for r in db.records()) >= 6
+        assert first.best_cost <= first.default_cost < float("inf")
+    with JSONDatabase(path, fsync=False) as db:  # resume: nothing recorded is measured again
+        second = tune_kernel(KERNEL, "mm_0", 4, db, target=TARGET, timeout=5, batch_size=4, runner_options=FAST)
+        assert second.trials == 4 and len(db) == 12
+        assert len({str(r.trace) for r in db.records()}) == 12
+        assert second.best_cost <= first.best_cost
+        best = db.best(second.key, TARGET)
+    rng = np.random.default_rng(0)
+    a, b = (rng.uniform(-1, 1, (64, 64)).astype(np.float32) for _ in range(2))
+    np.testing.assert_allclose(run_scheduled(KERNEL, best.trace, a, b), a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+
+
+def mlp() -> onnx.ModelProto:
+    rng = np.random.default_rng(0)
+    w1, w2 = rng.standard_normal((32, 48)).astype(np.float32), rng.standard_normal((48, 16)).astype(np.float32)
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"], name="mm1"), helper.make_node("Relu", ["h"], ["r"], name="act"),
+             helper.make_node("MatMul", ["r", "w2"], ["y"], name="mm2")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 32])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 16])],
+                              [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def test_tune_model_then_compile_with_tuning_db(tmp_path, capsys):
+    path = tmp_path / "mlp.onnx"
+    onnx.save(mlp(), path)
+    tasks = extract_tasks(str(path), target=TARGET)
+    assert len(tasks) >= 2 and all(calls >= 1 for _, _, calls in tasks)
+    db_path = tmp_path / "records.jsonl"
+    with JSONDatabase(db_path, fsync=False) as db:
+        results = tune_model(str(path), 2 * len(tasks) + 2, db, target=TARGET, timeout=5, batch_size=2,
+                             runner_options=FAST)
+        assert {r.name for r in results} == {n for n, _, _ in tasks}
+        assert all(r.trials >= 2 and r.best_cost <= r.default_cost for r in results)
+    err = capsys.readouterr().err
+    assert "trials" in err and all(n in err for n, _, _ in tasks)
+    x = np.random.default_rng(1).standard_normal((4, 32)).astype(np.float32)
+    plain = ziggurat.compile(str(path), target=TARGET)
+    tuned = ziggurat.compile(str(path), target=TARGET, tuning_db=str(db_path))
+    assert sorted(tuned.info["stats"].tuned_kernels) == sorted(n for n, _, _ in tasks)
+    np.testing.assert_allclose(tuned(x)[0], plain(x)[0], rtol=1e-4, atol=1e-4)
+    # a sketch candidate recorded as the fastest of each kernel is what compile replays
+    with JSONDatabase(db_path, fsync=False) as db:
+        for (name, text, _), r in zip(tasks, results):
+            cand = SearchSpace(text, name).sample(random.Random(5), 1)[0]
+            db.commit(TuningRecord(r.key, TARGET, cand.trace, [1e-12]))
+            assert db.best(r.key, TARGET).trace == cand.trace != DEFAULT_TRACE
+    sketched = ziggurat.compile(str(path), target=TARGET, tuning_db=str(db_path))
+    assert len(sketched.info["stats"].tuned_kernels) == len(tasks)
+    np.testing.assert_allclose(sketched(x)[0], plain(x)[0], rtol=1e-4, atol=1e-4)
+    # the CLI: ziggurat tune resumes the same db, compile --tuning-db applies it
+    assert ziggurat_main(["tune", str(path), "--trials", "2", "--db", str(db_path), "--timeout", "5",
+                          "--target", TARGET, "--seed", "1", "--parallel-builds", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "records in" in out and "trials" in out
+    assert ziggurat_main(["compile", str(path), "--target", TARGET, "--tuning-db", str(db_path)]) == 0
+
+
+def test_missing_tuning_db_is_a_clear_error(tmp_path):
+    with pytest.raises(ziggurat.errors.CompileError, match="tuning database"):
+        ziggurat.compile(mlp(), target=TARGET, tuning_db=str(tmp_path / "nope.jsonl"))
