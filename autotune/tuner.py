@@ -22,6 +22,7 @@ Scripts that tune need the multiprocessing guard (`if __name__ == "__main__":`).
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import sys
 import time
@@ -42,6 +43,13 @@ from ziggurat.autotune.space import DEFAULT_TRACE, SearchSpace, apply_trace
 from ziggurat.dialects import loop, make_context
 from ziggurat.errors import ScheduleError, TuningError
 from ziggurat.target import Target
+
+
+def target_key(target: str | Target) -> str:
+    """The target string records are filed under, with the thread count spelled out
+    (`llvm` on a 2-core machine and `llvm -num-cores=2` share records)."""
+    tgt = Target.parse(target)
+    return str(dataclasses.replace(tgt, num_cores=tgt.num_threads))
 
 
 def kernel_text(module: builtin.ModuleOp, name: str) -> str:
@@ -108,7 +116,7 @@ class Tuner:
                  runner_options: dict[str, Any] | None = None):
         self.db = db
         self.target = Target.parse(target)
-        self.target_key = str(self.target)
+        self.target_key = target_key(self.target)
         self.vector_width = self.target.vector_width
         self.num_threads = self.target.num_threads
         self.batch_size = batch_size
@@ -312,7 +320,7 @@ def apply_tuning(module: builtin.ModuleOp, db: JSONDatabase | str, target: str |
     elsewhere: set[str] = set()
     for name in kernel_names(module):
         key = WorkloadKey.from_text(kernel_text(module, name), name)
-        best = db.best(key, str(tgt))
+        best = db.best(key, target_key(tgt))
         if best is None:
             elsewhere |= {r.target for r in db.records(key) if r.ok}
             continue
@@ -328,7 +336,8 @@ def apply_tuning(module: builtin.ModuleOp, db: JSONDatabase | str, target: str |
         tuned[name] = fn
     if elsewhere:
         warnings.warn(f"the tuning database holds records of some kernels for target(s) {sorted(elsewhere)} "
-                      f"but not for '{tgt}'; those kernels keep the default schedule (tune with --target '{tgt}')",
+                      f"but not for '{target_key(tgt)}'; those kernels keep the default schedule "
+                      f"(tune with --target '{tgt}')",
                       stacklevel=2)
     parts = [p for p in loop_spec.split(",") if p]
     hw = [p for p in parts if p.startswith("convert-loop-to-hw")]

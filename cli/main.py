@@ -136,6 +136,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
         results = tune_model(args.model, args.trials, db, target=args.target, opt_level=args.opt_level,
                              timeout=args.timeout, parallel_builds=args.parallel_builds, seed=args.seed)
     for r in results:
+        if r.best_cost == float("inf"):
+            print(f"{r.name}: {r.trials} trials, nothing measured yet (raise --trials)")
+            continue
         gain = r.default_cost / r.best_cost if r.best_cost > 0 else float("nan")
         print(f"{r.name}: {r.trials} trials, best {r.best_cost * 1e6:.1f} us, default {r.default_cost * 1e6:.1f} us "
               f"({gain:.2f}x)")
