@@ -68,3 +68,17 @@ def test_pattern_kinds_are_traits() -> None:
     assert graph_dialect.AddOp.get_trait(graph_dialect.OpPattern).kind == kind.BROADCAST  # type: ignore[union-attr]
     assert graph_dialect.Conv2dOp.get_trait(graph_dialect.OpPattern).kind == kind.OUT_ELEMWISE_FUSABLE  # type: ignore[union-attr]
     assert graph_dialect.ReshapeOp.get_trait(graph_dialect.OpPattern).kind == kind.INJECTIVE  # type: ignore[union-attr]
+
+
+def test_pyproject_lists_every_package() -> None:
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    listed = set(tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {"ziggurat"}
+    for init in root.rglob("__init__.py"):
+        rel = init.parent.relative_to(root)
+        if rel.parts and rel.parts[0] not in (".venv", "tests", "build") and not rel.parts[0].startswith("."):
+            found.add(".".join(("ziggurat", *rel.parts)))
+    assert listed == found
