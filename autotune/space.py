@@ -10,6 +10,10 @@ Template-free rules in Ansor's manner, applied through the Schedule API
 * the outer tile loops are optionally fused and parallelized;
 * the innermost spatial tile (outer-loop vectorization) or the innermost loop
   is vectorized, or nothing is;
+* optionally (`reduce_outer`) the init block is decomposed out and the
+  reduction loops move outside the innermost spatial tile (a register tile of
+  partial sums: `S0 .. | S1 .. | R | S2 ..`, innermost loop vectorized;
+  only without the unroll split below);
 * the innermost reduction loop is optionally split by 2..16 and the inner part
   unrolled (never more than `MAX_UNROLL` = 16 iterations: full unrolling of a
   large loop makes LLVM compile for minutes).
@@ -171,7 +175,8 @@ class SearchSpace:
         red = nest.extents[-1] if nest.n_reduce else 1
         unroll = _pick_factor(rng, red, MAX_UNROLL) if nest.n_reduce and rng.random() < 0.5 else 1
         return {"tiles": tiles, "parallel": rng.choice([0, 1, 2]) if self.num_threads > 1 else 0,
-                "vectorize": rng.choices(VECTORIZE, [0.6, 0.25, 0.15])[0], "unroll": unroll}
+                "vectorize": rng.choices(VECTORIZE, [0.6, 0.25, 0.15])[0], "unroll": unroll,
+                "reduce_outer": int(nest.n_reduce > 0 and rng.random() < 0.4)}
 
     def random_knobs(self, rng: random.Random) -> list[dict[str, Any]]:
         return [self.random_nest_knobs(rng, n) for n in self.nests]
@@ -183,7 +188,7 @@ class SearchSpace:
             return new
         i = rng.randrange(len(new))
         fresh = self.random_nest_knobs(rng, self.nests[i])
-        choices = ["vectorize", "unroll"] + (["parallel"] if self.num_threads > 1 else [])
+        choices = ["vectorize", "unroll", "reduce_outer"] + (["parallel"] if self.num_threads > 1 else [])
         choices += [("tiles", a) for a in range(len(fresh["tiles"]))]
         what = rng.choice(choices)
         if isinstance(what, tuple):
@@ -209,6 +214,17 @@ class SearchSpace:
         if len(order) > len(spatial):
             order = sch.reorder(*order)
         outer = order[:len(levels[0])]
+        pos = len(order) - len(levels[2])
+        if k.get("reduce_outer") and k["unroll"] <= 1 and reduce and 0 < pos < len(order):
+            # register tile: S.. | R | inner spatial tile (init block decomposed into its own nest first)
+            sch.decompose_reduction(nest.block, sch.get_loops(nest.block)[pos])
+            loops = sch.get_loops(nest.block)
+            sch.reorder(*loops[len(order):], *loops[pos:len(order)])
+            if k["parallel"] and order:
+                sch.parallel(order[0])
+            if k["vectorize"] != "none":
+                sch.vectorize(sch.get_loops(nest.block)[-1])
+            return
         if k["parallel"] == 2 and len(outer) >= 2:
             sch.parallel(sch.fuse(outer[0], outer[1]))
         elif k["parallel"] and order:

@@ -62,6 +62,12 @@ def _loop_reorder() -> type[ModulePass]:
     return LoopReorderPass
 
 
+def _loop_decompose_reduction() -> type[ModulePass]:
+    from ziggurat.transforms.loop_decompose_reduction import LoopDecomposeReductionPass
+
+    return LoopDecomposeReductionPass
+
+
 def _loop_parallel() -> type[ModulePass]:
     from ziggurat.transforms.loop_parallel import LoopParallelPass
 
@@ -138,6 +144,7 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "loop-split": _loop_split,
         "loop-fuse": _loop_fuse,
         "loop-reorder": _loop_reorder,
+        "loop-decompose-reduction": _loop_decompose_reduction,
         "loop-parallel": _loop_parallel,
         "loop-vectorize": _loop_vectorize,
         "loop-unroll": _loop_unroll,

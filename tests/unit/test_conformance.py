@@ -1,6 +1,6 @@
 """The conformance runner (`ziggurat conformance`) and the onnx Backend API.
 
-The CI subset below runs a few dozen ONNX backend node tests, picked for
+The CI subset below runs over two hundred ONNX backend node tests, picked for
 breadth (elementwise, broadcasting, matmul/gemm, conv/pool, normalization,
 softmax, reductions, data movement, recurrent, expanded function bodies that
 exercise import-time folding) plus cases that must be refused cleanly; the
@@ -22,29 +22,66 @@ from ziggurat.cli import conformance
 from ziggurat.cli.main import main as cli_main
 from ziggurat.frontends.onnx import backend
 
+# The CI subset: 215 node tests that pass, chosen for breadth from a full run (`ziggurat conformance --json`,
+# onnx 1.23.2): every op family (op type, or an `_expanded` function body of one) with a passing case gets
+# its cheapest passing cases round-robin, two per family where it has two, three for the families the
+# earlier hand-picked list covered with three (the hand-picked cases are all kept). Cases over 2 s were
+# left out. Re-pick when the frontend grows a family; the list is frozen here so CI runs a fixed set.
 MUST_PASS = """
-test_abs test_add_bcast test_sub_example test_mul test_div_bcast test_pow_bcast_array test_sqrt test_exp
-test_log test_neg test_reciprocal test_ceil test_floor test_erf test_tanh test_sigmoid test_relu
-test_max_two_inputs test_min_example test_sum_example test_mean_two_inputs
-test_elu test_leakyrelu test_selu_default test_hardsigmoid test_hardswish test_softplus test_softsign
-test_mish test_gelu_tanh_1 test_prelu_broadcast test_celu
-test_matmul_4d test_matmul_1d_3d test_gemm_all_attributes test_gemm_transposeA
-test_basic_conv_with_padding test_conv_with_strides_and_asymmetric_padding
-test_maxpool_2d_ceil test_averagepool_2d_pads_count_include_pad test_globalaveragepool test_globalmaxpool
-test_batchnorm_epsilon test_instancenorm_example test_layer_normalization_3d_axis1_epsilon
-test_layer_normalization_4d_axis_negative_2_expanded test_group_normalization_example_expanded
-test_rms_normalization_3d_axis1_epsilon_expanded test_mvn test_lpnormalization_default
-test_softmax_axis_0 test_softmax_large_number test_logsoftmax_axis_1 test_logsoftmax_example_1_expanded
-test_reduce_max_default_axes_keepdims_random test_reduce_prod_default_axes_keepdims_example
-test_concat_3d_axis_negative_2 test_split_equal_parts_2d_opset13 test_split_2d_uneven_split_opset18
-test_flatten_negative_axis3 test_transpose_all_permutations_4 test_transpose_default test_identity
-test_depthtospace_crd_mode_example_expanded test_spacetodepth_example_expanded
-test_lstm_defaults test_lstm_bidirectional test_lstm_with_initial_bias
-test_constant test_clip_default_inbounds_expanded
-test_sin test_acosh test_round test_sign test_thresholdedrelu test_prelu_example_expanded
-test_gru_defaults test_simple_rnn_defaults test_rnn_seq_length test_attention_3d test_attention_4d_causal
-test_depthtospace_crd_mode_example test_spacetodepth test_rms_normalization_2d_axis0
-test_convtranspose_group_2 test_convtranspose_output_shape test_convtranspose_autopad_same
+test_abs test_acos test_acos_example test_acosh test_acosh_example test_add test_add_bcast test_asin
+test_asin_example test_asinh test_asinh_example test_atan test_atan_example test_atanh test_atanh_example
+test_attention_3d test_attention_3d_diff_heads_sizes_scaled_expanded
+test_attention_3d_transpose_verification_expanded test_attention_4d_causal test_attention_bidirectional_window
+test_attention_bidirectional_window_expanded test_averagepool_2d_dilations
+test_averagepool_2d_pads_count_include_pad test_averagepool_2d_precomputed_strides test_basic_conv_with_padding
+test_batchnorm_epsilon test_batchnorm_example test_ceil test_ceil_example test_celu test_celu_expanded
+test_clip_default_inbounds_expanded test_clip_default_min_expanded test_clip_example_expanded
+test_clip_min_greater_than_max test_clip_outbounds test_clip_splitbounds test_clip_splitbounds_expanded
+test_concat_3d_axis_negative_1 test_concat_3d_axis_negative_2 test_constant
+test_conv_with_strides_and_asymmetric_padding test_convtranspose_autopad_same test_convtranspose_group_2
+test_convtranspose_output_shape test_cos test_cos_example test_cosh test_cosh_example
+test_depthtospace_crd_mode_example test_depthtospace_crd_mode_example_expanded test_depthtospace_example
+test_depthtospace_example_expanded test_div_bcast test_div_example test_dropout_default test_dropout_default_old
+test_elu test_elu_default_expanded_ver18 test_elu_example test_elu_example_expanded_ver18 test_erf test_exp
+test_exp_example test_flatten_negative_axis1 test_flatten_negative_axis3
+test_flexattention_causal_mask_expanded_ver26 test_flexattention_prob_mod_expanded_ver26 test_floor
+test_floor_example test_gelu_default_1 test_gelu_default_1_expanded test_gelu_tanh_1 test_gelu_tanh_1_expanded
+test_gemm_all_attributes test_gemm_transposeA test_globalaveragepool test_globalaveragepool_precomputed
+test_globalmaxpool test_globalmaxpool_precomputed test_group_normalization_epsilon
+test_group_normalization_epsilon_expanded test_group_normalization_example test_group_normalization_example_expanded
+test_gru_defaults test_gru_reverse test_hardsigmoid test_hardsigmoid_default_expanded_ver18 test_hardsigmoid_example
+test_hardsigmoid_example_expanded_ver18 test_hardswish test_hardswish_expanded test_identity
+test_instancenorm_epsilon test_instancenorm_example test_l1normalization_axis_0
+test_layer_normalization_2d_axis_negative_2 test_layer_normalization_3d_axis1_epsilon
+test_layer_normalization_3d_axis_negative_2_epsilon_expanded test_layer_normalization_4d_axis_negative_2_expanded
+test_leakyrelu test_leakyrelu_example test_leakyrelu_example_expanded test_leakyrelu_expanded test_log
+test_log_example test_logsoftmax_axis_1 test_logsoftmax_example_1_expanded
+test_logsoftmax_large_number_expanded_ver18 test_logsoftmax_negative_axis test_lpnormalization_default
+test_lstm_bidirectional test_lstm_defaults test_lstm_with_initial_bias test_matmul_1d_3d test_matmul_4d
+test_max_float32 test_max_two_inputs test_maxpool_2d_ceil test_maxpool_2d_precomputed_strides test_mean_one_input
+test_mean_two_inputs test_min_example test_min_one_input test_mish test_mish_expanded test_mul test_mul_example
+test_mvn test_mvn_expanded test_mvn_expanded_ver18 test_neg test_neg_example test_pow_bcast_array
+test_pow_bcast_scalar test_prelu_broadcast test_prelu_broadcast_expanded test_prelu_example
+test_prelu_example_expanded test_reciprocal test_reciprocal_example test_reduce_max_default_axes_keepdim_example
+test_reduce_max_default_axes_keepdims_random test_reduce_min_default_axes_keepdims_example
+test_reduce_min_default_axes_keepdims_random test_reduce_prod_default_axes_keepdims_example
+test_reduce_prod_default_axes_keepdims_random test_relu test_relu_expanded_ver18 test_rms_normalization_2d_axis0
+test_rms_normalization_3d_axis1_epsilon_expanded test_rms_normalization_3d_axis_negative_1_epsilon
+test_rms_normalization_3d_axis_negative_1_epsilon_expanded test_rnn_seq_length test_rotary_embedding_no_position_ids
+test_rotary_embedding_no_position_ids_expanded test_rotary_embedding_no_position_ids_interleaved
+test_rotary_embedding_no_position_ids_interleaved_expanded test_round test_selu_default
+test_selu_default_expanded_ver18 test_selu_example test_selu_expanded_ver18 test_shrink_hard
+test_shrink_hard_expanded_ver18 test_shrink_soft test_shrink_soft_expanded_ver18 test_sigmoid test_sigmoid_example
+test_sign test_simple_rnn_defaults test_sin test_sin_example test_sinh test_sinh_example test_softmax_axis_0
+test_softmax_example_expanded test_softmax_large_number test_softmax_large_number_expanded_ver18 test_softplus
+test_softplus_example test_softplus_example_expanded_ver18 test_softplus_expanded_ver18 test_softsign
+test_softsign_example test_softsign_example_expanded_ver18 test_softsign_expanded_ver18 test_spacetodepth
+test_spacetodepth_crd_mode_example_expanded test_spacetodepth_example test_spacetodepth_example_expanded
+test_split_2d_uneven_split_opset18 test_split_equal_parts_2d_opset13 test_sqrt test_sqrt_example test_sub
+test_sub_example test_sum_example test_sum_one_input test_swiglu test_swiglu_alpha test_swiglu_alpha_expanded
+test_swiglu_expanded test_swish test_swish_expanded test_tan test_tan_example test_tanh test_tanh_example
+test_thresholdedrelu test_thresholdedrelu_example test_thresholdedrelu_example_expanded_ver18
+test_thresholdedrelu_expanded_ver18 test_transpose_all_permutations_4 test_transpose_default
 """.split()
 
 MUST_PASS_FROZEN = """
@@ -57,7 +94,9 @@ test_resize_upsample_sizes_nearest test_resize_downsample_scales_cubic_A_n0p5_ex
 MUST_REFUSE = """
 test_gather_0 test_argmax_default_axis_example test_cast_FLOAT_to_DOUBLE test_nonzero_example
 test_sequence_insert_at_back test_optional_has_element_empty_optional_input test_scan9_sum
-test_dropout_default_mask test_where_example
+test_dropout_default_mask test_where_example test_nesterov_momentum test_div_int8 test_scatter_without_axis
+test_averagepool_3d_default test_batchnorm_epsilon_training_mode test_maxpool_with_argmax_2d_precomputed_pads
+test_resize_upsample_scales_nearest test_lrn
 """.split()
 
 
@@ -78,7 +117,7 @@ def test_ci_subset(cache, tmp_path):
     start = time.monotonic()
     names = MUST_PASS + MUST_REFUSE
     out = tmp_path / "c.json"
-    assert cli_main(["conformance", "--filter", f"^({'|'.join(names)})$", "--json", str(out)]) == 0
+    assert cli_main(["conformance", "--filter", f"^({'|'.join(names)})$", "--jobs", "2", "--json", str(out)]) == 0
     doc = json.loads(out.read_text())
     results = {r["name"]: r for r in doc["results"]}
     assert sorted(results) == sorted(names)
@@ -91,6 +130,9 @@ def test_ci_subset(cache, tmp_path):
     assert summary["pass_rate"] == pytest.approx(len(MUST_PASS) / len(names), abs=1e-4)
     assert (cache / "test_abs" / "test_data_set_0" / "input_0.pb").exists()
     assert time.monotonic() - start < 90
+    # breadth: the passing cases cover many distinct ONNX op types
+    ops = {n.op_type for name in MUST_PASS for n in onnx.load(str(cache / name / "model.onnx")).graph.node}
+    assert len(MUST_PASS) >= 200 and len(ops) >= 100, sorted(ops)
 
 
 def test_ci_subset_with_frozen_integer_inputs(cache, tmp_path):

@@ -117,18 +117,48 @@ def test_schedule_errors_name_block_and_loop():
     assert sch.trace == []
 
 
-steps = st.lists(st.tuples(st.sampled_from(["split", "fuse", "reorder", "parallel", "vectorize", "unroll"]),
+def test_decompose_reduction_then_reorder_moves_the_reduction_outward():
+    model, _, inputs, want = matmul_case()
+    mod = lowered(model)
+    sch = Schedule(mod, kernel_name(mod))
+    blk = sch.get_block("matmul")
+    i, j, k = sch.get_loops(blk)
+    with pytest.raises(ScheduleError, match=r"decompose_reduction: block 'matmul_init' is not a reduction"):
+        sch.decompose_reduction("matmul_init", i)
+    init = sch.decompose_reduction(blk, j)
+    assert init.name == "matmul_init" and len(sch.get_loops(init)) == 2
+    i, j, k = sch.get_loops(blk)
+    sch.reorder(k, j)  # refused before decomposition (see test_schedule_errors_name_block_and_loop)
+    sch.parallel(sch.get_loops(blk)[0])
+    with pytest.raises(ScheduleError, match=r"decompose_reduction: init block 'matmul_init' is not beside"):
+        sch.decompose_reduction(blk, sch.get_loops(blk)[0])
+    assert [s["prim"] for s in sch.trace] == ["decompose_reduction", "reorder", "parallel"]
+    fresh = lowered(model)
+    Schedule(fresh, kernel_name(fresh)).replay(json.loads(sch.trace_json()))
+    assert str(fresh) == str(mod)
+    np.testing.assert_allclose(run_kernel(mod, inputs, want.shape, 2), want, rtol=1e-4, atol=1e-4)
+
+
+steps = st.lists(st.tuples(st.sampled_from(["split", "fuse", "reorder", "parallel", "vectorize", "unroll",
+                                            "decompose_reduction"]),
                            st.integers(0, 6), st.integers(0, 6), st.sampled_from([2, 3, 4, 5, 8])), max_size=5)
 
 
 @SETTINGS
-@given(case=st.sampled_from(sorted(CASES)), seq=steps, threads=st.sampled_from([1, 2]))
-def test_random_primitive_sequences_keep_results(case, seq, threads):
+@given(case=st.sampled_from(sorted(CASES)), seq=steps, threads=st.sampled_from([1, 2]), first=st.integers(-2, 3))
+def test_random_primitive_sequences_keep_results(case, seq, threads, first):
     model, block, inputs, want = CASES[case]()
     mod = lowered(model)
     block = block or update_block(mod)
     sch = Schedule(mod, kernel_name(mod))
     applied = 0
+    if first >= 0:  # often start with decompose_reduction so that later reorders can move reduction loops
+        n = len(sch.get_loops(block))
+        try:
+            sch.apply({"prim": "decompose_reduction", "block": block, "loop": first % n})
+            applied += 1
+        except ScheduleError:
+            pass
     for prim, a, b, factor in seq:
         n = len(sch.get_loops(block))
         step = {"prim": prim, "block": block, "loop": a % n}

@@ -7,6 +7,6 @@ block, the loop and the reason) instead of producing a wrong nest. They run
 on the naive nests of convert-te-to-loop, before loop-default-schedule.
 
 Primitives (module = primitive = pass `loop-<name>` in transforms/): split,
-fuse, reorder, parallel, vectorize, unroll. Not yet: tile (= split + reorder),
-compute_at, cache_read/write, decompose_reduction, rfactor, storage padding.
+fuse, reorder, parallel, vectorize, unroll, decompose_reduction. Not yet: tile
+(= split + reorder), compute_at, cache_read/write, rfactor, storage padding.
 """

@@ -27,6 +27,7 @@ from xdsl.dialects import builtin, func
 
 from ziggurat.dialects import loop
 from ziggurat.errors import ScheduleError
+from ziggurat.transforms.schedule.decompose_reduction import decompose_reduction
 from ziggurat.transforms.schedule.fuse import fuse
 from ziggurat.transforms.schedule.loops import get_block, get_loops
 from ziggurat.transforms.schedule.parallel import parallel
@@ -47,7 +48,7 @@ class LoopRV:
     block: str
 
 
-PRIMITIVES = ("split", "fuse", "reorder", "parallel", "vectorize", "unroll")
+PRIMITIVES = ("split", "fuse", "reorder", "parallel", "vectorize", "unroll", "decompose_reduction")
 
 
 class Schedule:
@@ -118,6 +119,22 @@ class Schedule:
     def unroll(self, rv: LoopRV) -> None:
         self._mark("unroll", rv, unroll)
 
+    def decompose_reduction(self, blk: BlockRV | str, rv: LoopRV) -> BlockRV:
+        """Moves the init block of reduction `blk` into its own nest before loop `rv`; returns the init block."""
+        name = blk.name if isinstance(blk, BlockRV) else blk
+        update = get_block(self.func, name)
+        inits = [b for b in self.func.walk() if isinstance(b, loop.BlockOp) and b.block_name.data == f"{name}_init"]
+        if rv.block != name:
+            found = [n for n, f in enumerate(get_loops(update)) if f is rv.op]
+            if not found:
+                raise ScheduleError(f"decompose_reduction: loop handle of block '{rv.block}' is not a loop around "
+                                    f"block '{name}'")
+            rv = LoopRV(rv.op, name)
+        step = {"prim": "decompose_reduction", "block": name, "loop": self._index(rv)}
+        decompose_reduction(update, inits[0] if len(inits) == 1 else None, rv.op)
+        self.trace.append(step)
+        return BlockRV(f"{name}_init")
+
     # -- trace -------------------------------------------------------------------------
     def trace_json(self) -> str:
         return json.dumps(self.trace)
@@ -140,6 +157,8 @@ class Schedule:
             self.fuse(at(step["loop"]), at(step["inner"]))
         elif prim == "reorder":
             self.reorder(*(at(n) for n in step["loops"]))
+        elif prim == "decompose_reduction":
+            self.decompose_reduction(step["block"], at(step["loop"]))
         else:
             getattr(self, prim)(at(step["loop"]))
 
