@@ -7,7 +7,9 @@
 * `jit_compile` parses, optimizes and JIT-compiles a module. MCJIT does not
   report unresolved symbols (calling one crashes), so every declared external
   function is resolved first, and libgomp is loaded `RTLD_GLOBAL` when the
-  module uses OpenMP.
+  module uses OpenMP, after its wait policy is set (`apply_omp_wait_policy`:
+  the user's OMP_WAIT_POLICY/GOMP_SPINCOUNT, else ZIGGURAT_OMP_WAIT, else
+  OMP_WAIT_DEFAULT).
 * `emit_shared_library` builds a separate PIC machine, keeps only the entry
   points external and links with `cc -shared ... -Wl,--no-undefined`; the
   CPU and features are recorded in `<path>.json`.
@@ -45,6 +47,11 @@ GOMP_CANDIDATES = (
 )
 _OPENMP_PREFIXES = ("GOMP_", "omp_")
 _gomp: tuple[str, ctypes.CDLL] | None = None
+# libgomp's own policy stays the default (docs/benchmarks.md, "OpenMP wait
+# policy"): `passive` stops the 30-380 ms stalls on a loaded 2-core machine
+# but is ~2x slower at 2 threads on a quiet one; spin=1k-100k was worse than
+# both. ZIGGURAT_OMP_WAIT=passive is the switch for shared machines.
+OMP_WAIT_DEFAULT = "libgomp"
 
 
 @cache
@@ -89,12 +96,47 @@ def optimize(mod: llvm.ModuleRef, tm: llvm.TargetMachine, level: int = 3) -> Non
     pb.getModulePassManager().run(mod, pb)
 
 
+def omp_wait_env(policy: str) -> dict[str, str]:
+    """The libgomp environment for a wait policy: passive, active, spin=N or libgomp.
+
+    `spin=N`: idle workers spin N iterations (GOMP_SPINCOUNT) before sleeping;
+    `libgomp`: leave libgomp's own default (spin ~300k, several ms per region).
+    """
+    kind, eq, count = policy.strip().partition("=")
+    if kind in ("passive", "active") and not eq:
+        return {"OMP_WAIT_POLICY": kind}
+    if kind == "libgomp" and not eq:
+        return {}
+    if kind == "spin" and eq and count.isdigit():
+        return {"GOMP_SPINCOUNT": count}
+    raise CompileError(f"unknown OpenMP wait policy '{policy}' (from ZIGGURAT_OMP_WAIT); "
+                       "use passive, active, spin=N (e.g. spin=10000) or libgomp")
+
+
+def apply_omp_wait_policy(environ=os.environ) -> dict[str, str]:
+    """Set libgomp's wait policy in `environ` before libgomp is loaded; what was set.
+
+    libgomp reads OMP_WAIT_POLICY and GOMP_SPINCOUNT once, when it is loaded, so
+    this must run first. A user's own OMP_WAIT_POLICY or GOMP_SPINCOUNT always
+    wins (nothing is set); else ZIGGURAT_OMP_WAIT, else OMP_WAIT_DEFAULT.
+    """
+    if any(environ.get(k) for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")):
+        return {}
+    env = omp_wait_env(environ.get("ZIGGURAT_OMP_WAIT") or OMP_WAIT_DEFAULT)
+    environ.update(env)
+    return env
+
+
 def load_libgomp() -> str:
-    """Load GNU OpenMP globally so that JIT code can call GOMP_parallel; its path."""
+    """Load GNU OpenMP globally so that JIT code can call GOMP_parallel; its path.
+
+    The wait policy (apply_omp_wait_policy) is set in the environment first.
+    """
     global _gomp
     if _gomp is not None:
         return _gomp[0]
     _init_llvm()
+    apply_omp_wait_policy()
     found = ctypes.util.find_library("gomp")
     candidates = ([found] if found else []) + [p for p in GOMP_CANDIDATES if os.path.exists(p)]
     for path in candidates:
