@@ -38,6 +38,8 @@ from xdsl.printer import Printer
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
+from ziggurat.dialects.access_syntax import parse_access, print_access, resolve_indices
+
 MAX_VECTOR_BITS = 512
 REDUCE_KINDS = ("add", "mul", "max", "min")
 
@@ -87,9 +89,7 @@ class VLoadOp(_VectorAccess):
 
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
-        printer.print_ssa_value(self.buffer)
-        with printer.in_square_brackets():
-            printer.print_list(self.indices, printer.print_ssa_value)
+        print_access(printer, self.buffer, self.indices)
         printer.print_op_attributes(self.attributes)
         printer.print_string(" : ")
         printer.print_attribute(self.buffer.type)
@@ -98,14 +98,13 @@ class VLoadOp(_VectorAccess):
 
     @classmethod
     def parse(cls, parser: Parser) -> VLoadOp:
-        buf = parser.parse_unresolved_operand()
-        idx = parser.parse_comma_separated_list(Parser.Delimiter.SQUARE, parser.parse_unresolved_operand)
+        buf, idx = parse_access(parser)
         attrs = parser.parse_optional_attr_dict()
         parser.parse_punctuation(":")
         mt = parser.parse_type()
         parser.parse_punctuation("->")
         vt = parser.parse_type()
-        op = cls(parser.resolve_operand(buf, mt), [parser.resolve_operand(i, IndexType()) for i in idx], vt)  # type: ignore[arg-type]
+        op = cls(parser.resolve_operand(buf, mt), resolve_indices(parser, idx), vt)  # type: ignore[arg-type]
         op.attributes |= attrs
         return op
 
@@ -134,9 +133,7 @@ class VStoreOp(_VectorAccess):
         printer.print_string(" ")
         printer.print_ssa_value(self.value)
         printer.print_string(", ")
-        printer.print_ssa_value(self.buffer)
-        with printer.in_square_brackets():
-            printer.print_list(self.indices, printer.print_ssa_value)
+        print_access(printer, self.buffer, self.indices)
         printer.print_op_attributes(self.attributes)
         printer.print_string(" : ")
         printer.print_attribute(self.value.type)
@@ -147,8 +144,7 @@ class VStoreOp(_VectorAccess):
     def parse(cls, parser: Parser) -> VStoreOp:
         value = parser.parse_unresolved_operand()
         parser.parse_punctuation(",")
-        buf = parser.parse_unresolved_operand()
-        idx = parser.parse_comma_separated_list(Parser.Delimiter.SQUARE, parser.parse_unresolved_operand)
+        buf, idx = parse_access(parser)
         attrs = parser.parse_optional_attr_dict()
         parser.parse_punctuation(":")
         vt = parser.parse_type()
@@ -157,7 +153,7 @@ class VStoreOp(_VectorAccess):
         op = cls(
             parser.resolve_operand(value, vt),
             parser.resolve_operand(buf, mt),
-            [parser.resolve_operand(i, IndexType()) for i in idx],
+            resolve_indices(parser, idx),
         )
         op.attributes |= attrs
         return op

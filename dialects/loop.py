@@ -49,6 +49,8 @@ from xdsl.printer import Printer
 from xdsl.traits import NoTerminator
 from xdsl.utils.exceptions import VerifyException
 
+from ziggurat.dialects.access_syntax import parse_access, print_access, resolve_indices
+
 LOOP_KINDS = ("serial", "parallel", "vectorized", "unrolled")
 ITER_KINDS = ("S", "R")
 
@@ -217,12 +219,6 @@ class BlockOp(IRDLOperation):
         return op
 
 
-def _print_access(printer: Printer, buf: SSAValue, indices: Sequence[SSAValue]) -> None:
-    printer.print_ssa_value(buf)
-    with printer.in_square_brackets():
-        printer.print_list(indices, printer.print_ssa_value)
-
-
 def _check_access(op: IRDLOperation, buf: SSAValue, indices: Sequence[SSAValue]) -> None:
     rank = len(buf.type.get_shape())  # type: ignore[attr-defined]
     _require(len(indices) == rank, op, f"needs {rank} indices for {buf.type}, has {len(indices)}")
@@ -251,19 +247,18 @@ class LoadOp(IRDLOperation):
 
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
-        _print_access(printer, self.buffer, self.indices)
+        print_access(printer, self.buffer, self.indices)
         printer.print_op_attributes(self.attributes)
         printer.print_string(" : ")
         printer.print_attribute(self.buffer.type)
 
     @classmethod
     def parse(cls, parser: Parser) -> LoadOp:
-        buf = parser.parse_unresolved_operand()
-        idx = parser.parse_comma_separated_list(Parser.Delimiter.SQUARE, parser.parse_unresolved_operand)
+        buf, idx = parse_access(parser)
         attrs = parser.parse_optional_attr_dict()
         parser.parse_punctuation(":")
         t = parser.parse_type()
-        op = cls(parser.resolve_operand(buf, t), [parser.resolve_operand(i, IndexType()) for i in idx])
+        op = cls(parser.resolve_operand(buf, t), resolve_indices(parser, idx))
         op.attributes |= attrs
         return op
 
@@ -294,7 +289,7 @@ class StoreOp(IRDLOperation):
         printer.print_string(" ")
         printer.print_ssa_value(self.value)
         printer.print_string(", ")
-        _print_access(printer, self.buffer, self.indices)
+        print_access(printer, self.buffer, self.indices)
         printer.print_op_attributes(self.attributes)
         printer.print_string(" : ")
         printer.print_attribute(self.buffer.type)
@@ -303,15 +298,14 @@ class StoreOp(IRDLOperation):
     def parse(cls, parser: Parser) -> StoreOp:
         value = parser.parse_unresolved_operand()
         parser.parse_punctuation(",")
-        buf = parser.parse_unresolved_operand()
-        idx = parser.parse_comma_separated_list(Parser.Delimiter.SQUARE, parser.parse_unresolved_operand)
+        buf, idx = parse_access(parser)
         attrs = parser.parse_optional_attr_dict()
         parser.parse_punctuation(":")
         t = parser.parse_type()
         op = cls(
             parser.resolve_operand(value, t.element_type),  # type: ignore[attr-defined]
             parser.resolve_operand(buf, t),
-            [parser.resolve_operand(i, IndexType()) for i in idx],
+            resolve_indices(parser, idx),
         )
         op.attributes |= attrs
         return op

@@ -51,6 +51,8 @@ from xdsl.printer import Printer
 from xdsl.traits import HasParent, IsTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
 
+from ziggurat.dialects.access_syntax import parse_access, print_access, resolve_indices
+
 COMBINERS = ("add", "mul", "max", "min")
 
 
@@ -273,9 +275,7 @@ class ReadOp(IRDLOperation):
 
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
-        printer.print_ssa_value(self.tensor)
-        with printer.in_square_brackets():
-            printer.print_list(self.indices, printer.print_ssa_value)
+        print_access(printer, self.tensor, self.indices)
         if self.pad is not None:
             printer.print_string(" pad ")
             printer.print_attribute(self.pad)
@@ -285,15 +285,14 @@ class ReadOp(IRDLOperation):
 
     @classmethod
     def parse(cls, parser: Parser) -> ReadOp:
-        tensor = parser.parse_unresolved_operand()
-        indices = parser.parse_comma_separated_list(Parser.Delimiter.SQUARE, parser.parse_unresolved_operand)
+        tensor, indices = parse_access(parser)
         pad = parser.parse_attribute().value.data if parser.parse_optional_keyword("pad") else None  # type: ignore[attr-defined]
         attrs = parser.parse_optional_attr_dict()
         parser.parse_punctuation(":")
         tensor_type = parser.parse_type()
         op = cls(
             parser.resolve_operand(tensor, tensor_type),
-            [parser.resolve_operand(i, IndexType()) for i in indices],
+            resolve_indices(parser, indices),
             pad,
         )
         op.attributes |= attrs

@@ -219,19 +219,27 @@ def fuse_block(block: Block, max_size: int, allow_reduction_fusion: bool) -> int
     g = _FusionGraph(block)
     made = 0
     for members in _Fuser(g, max_size, allow_reduction_fusion).run():
-        ops = [g.nodes[i] for i in members]
-        if not all(isinstance(r.type, TensorType) for op in ops for r in op.results):
-            continue
-        anchor = ops[-1].next_op
-        fused = outline_group(ops)
-        if fused is None:
-            continue
-        if anchor is None:
-            block.add_op(fused)
-        else:
-            block.insert_op_before(fused, anchor)
-        made += 1
+        if place_group(block, [g.nodes[i] for i in members]) is not None:
+            made += 1
     return made
+
+
+def place_group(block: Block, ops: list[Operation]) -> Operation | None:
+    """Outlines `ops` into one `graph.fused` where the last of them stood.
+
+    Returns None (and changes nothing) when a result is not a tensor or the
+    group cannot be outlined."""
+    if not all(isinstance(r.type, TensorType) for op in ops for r in op.results):
+        return None
+    anchor = ops[-1].next_op
+    fused = outline_group(ops)
+    if fused is None:
+        return None
+    if anchor is None:
+        block.add_op(fused)
+    else:
+        block.insert_op_before(fused, anchor)
+    return fused
 
 
 # ---------------------------------------------------------------------------
@@ -396,16 +404,9 @@ def fuse_block_cost_guided(block: Block, max_size: int, allow_reduction_fusion: 
         decision = cg.decisions.get(tuple(members))
         target: Operation | None = ops[0]
         if len(ops) > 1:
-            if not all(isinstance(r.type, TensorType) for op in ops for r in op.results):
-                continue
-            anchor = ops[-1].next_op
-            target = outline_group(ops)
+            target = place_group(block, ops)
             if target is None:
                 continue
-            if anchor is None:
-                block.add_op(target)
-            else:
-                block.insert_op_before(target, anchor)
             made += 1
         if decision is not None:
             target.attributes["graph.fusion_decision"] = builtin.StringAttr(decision)

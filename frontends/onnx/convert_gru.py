@@ -12,7 +12,14 @@ from xdsl.ir import SSAValue
 
 from ziggurat.dialects import graph
 from ziggurat.frontends.onnx.context import ConversionContext, Value, attributes, shape_of, tensor_type
-from ziggurat.frontends.onnx.convert_rnn import activations, batch_first_state, columns, concat, direction_part
+from ziggurat.frontends.onnx.convert_rnn import (
+    activations,
+    batch_first_state,
+    columns,
+    concat,
+    direction_part,
+    prepare_recurrence,
+)
 from ziggurat.frontends.onnx.convert_tensor import slice_value
 
 
@@ -20,32 +27,9 @@ def _recurrent(ctx: ConversionContext, node: onnx.NodeProto, gates: int, default
     """GRU (gates=3, zrh) or RNN (gates=1): forward, reverse or bidirectional,
     layout 0 or 1, optional B and initial_h; outputs Y and Y_h."""
     attrs = attributes(node)
-    if "clip" in attrs:
-        raise ctx.unsupported("the clip attribute is not supported")
-    direction = attrs.get("direction", "forward")
-    if direction not in ("forward", "reverse", "bidirectional"):
-        raise ctx.shape_error(f"direction '{direction}' is not forward, reverse or bidirectional")
-    layout = attrs.get("layout", 0)
-    x = ctx.value(node.input[0])
-    if len(shape_of(x)) != 3:
-        raise ctx.shape_error(f"X has shape {shape_of(x)}, expected rank 3")
-    if layout:
-        s0, s1, s2 = shape_of(x)
-        x = ctx.emit(graph.TransposeOp(x, (1, 0, 2), tensor_type((s1, s0, s2))))
+    x, direction, layout, dirs, hidden = prepare_recurrence(ctx, node, attrs, gates)
     seq, batch, size_in = shape_of(x)
-    dirs = 2 if direction == "bidirectional" else 1
-    hidden = attrs.get("hidden_size", ctx.shape(node.input[2])[-1])
     width = gates * hidden
-    if ctx.shape(node.input[1]) != (dirs, width, size_in) or ctx.shape(node.input[2]) != (dirs, width, hidden):
-        raise ctx.shape_error(
-            f"W {ctx.shape(node.input[1])} and R {ctx.shape(node.input[2])} do not fit {dirs} direction(s), "
-            f"hidden_size {hidden} and input size {size_in}"
-        )
-    lens = ctx.input(node, 4)
-    if lens is not None:
-        values = ctx.constant(lens)
-        if values is None or np.any(values != seq):
-            raise ctx.unsupported("sequence_lens must be a constant equal to the sequence length for every batch entry")
     acts = activations(ctx, attrs, dirs, defaults)
     h0 = ctx.input(node, 5)
     if layout and h0:

@@ -54,15 +54,15 @@ def activations(ctx: ConversionContext, attrs: dict, directions: int,
     return [[ACTIVATIONS[n] for n in names[per * d:per * d + per]] for d in range(directions)]
 
 
-def convert_lstm(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
-    """LSTM (opsets 7+; layout from 14): forward, reverse or bidirectional,
-    optional bias, initial states and peepholes; Y, Y_h and Y_c outputs.
-    clip, input_forget and uneven sequence_lens are unsupported."""
-    attrs = attributes(node)
+def prepare_recurrence(
+    ctx: ConversionContext, node: onnx.NodeProto, attrs: dict, gates: int
+) -> tuple[SSAValue, str, int, int, int]:
+    """Checks what LSTM, GRU and RNN share and returns the input X as
+    [seq, batch, size] with (direction, layout, number of directions,
+    hidden size). W and R must hold `gates` blocks per direction; clip and
+    uneven sequence_lens are unsupported."""
     if "clip" in attrs:
         raise ctx.unsupported("the clip attribute is not supported")
-    if attrs.get("input_forget", 0):
-        raise ctx.unsupported("input_forget=1 is not supported")
     direction = attrs.get("direction", "forward")
     if direction not in ("forward", "reverse", "bidirectional"):
         raise ctx.shape_error(f"direction '{direction}' is not forward, reverse or bidirectional")
@@ -71,11 +71,13 @@ def convert_lstm(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value
     if len(shape_of(x)) != 3:
         raise ctx.shape_error(f"X has shape {shape_of(x)}, expected rank 3")
     if layout:
-        x = ctx.emit(graph.TransposeOp(x, (1, 0, 2), tensor_type(np.array(shape_of(x))[[1, 0, 2]].tolist())))
-    seq, batch, size_in = shape_of(x)
+        s0, s1, s2 = shape_of(x)
+        x = ctx.emit(graph.TransposeOp(x, (1, 0, 2), tensor_type((s1, s0, s2))))
+    seq, _, size_in = shape_of(x)
     dirs = 2 if direction == "bidirectional" else 1
     hidden = attrs.get("hidden_size", ctx.shape(node.input[2])[-1])
-    if ctx.shape(node.input[1]) != (dirs, 4 * hidden, size_in) or ctx.shape(node.input[2]) != (dirs, 4 * hidden, hidden):
+    width = gates * hidden
+    if ctx.shape(node.input[1]) != (dirs, width, size_in) or ctx.shape(node.input[2]) != (dirs, width, hidden):
         raise ctx.shape_error(
             f"W {ctx.shape(node.input[1])} and R {ctx.shape(node.input[2])} do not fit {dirs} direction(s), "
             f"hidden_size {hidden} and input size {size_in}"
@@ -85,6 +87,18 @@ def convert_lstm(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value
         values = ctx.constant(lens)
         if values is None or np.any(values != seq):
             raise ctx.unsupported("sequence_lens must be a constant equal to the sequence length for every batch entry")
+    return x, direction, layout, dirs, hidden
+
+
+def convert_lstm(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
+    """LSTM (opsets 7+; layout from 14): forward, reverse or bidirectional,
+    optional bias, initial states and peepholes; Y, Y_h and Y_c outputs.
+    clip, input_forget and uneven sequence_lens are unsupported."""
+    attrs = attributes(node)
+    if attrs.get("input_forget", 0):
+        raise ctx.unsupported("input_forget=1 is not supported")
+    x, direction, layout, dirs, hidden = prepare_recurrence(ctx, node, attrs, gates=4)
+    seq, batch, size_in = shape_of(x)
     acts = activations(ctx, attrs, dirs)
     h0, c0, peep = ctx.input(node, 5), ctx.input(node, 6), ctx.input(node, 7)
     if layout:
