@@ -1232,4 +1232,9 @@ class CostAttr(ParametrizedAttribute):
                              f'bytes = {self.bytes.data}, source = "{self.source.data}">')
 
 
+# Blocked-layout ops (NCHW[x]c, convert-layout): dialects/graph_layout.py.
+from ziggurat.dialects.graph_layout import LAYOUT_OPS, Conv2dNchwcOp, LayoutTransformOp, MaxPool2dNchwcOp  # noqa: E402,F401
+
+GRAPH_OPS += LAYOUT_OPS
+
 Graph = Dialect("graph", GRAPH_OPS, [CostAttr])

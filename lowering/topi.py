@@ -432,3 +432,8 @@ COMPUTE_DEFS: dict[type[Operation], Define] = {
     graph.WhereOp: define_where,  # type: ignore[dict-item]
     graph.GatherElementsOp: define_gather_elements,  # type: ignore[dict-item]
 }
+
+# The blocked-layout ops (NCHW[x]c) of convert-layout: lowering/topi_layout.py.
+from ziggurat.lowering.topi_layout import LAYOUT_COMPUTE_DEFS  # noqa: E402
+
+COMPUTE_DEFS.update(LAYOUT_COMPUTE_DEFS)

@@ -122,6 +122,12 @@ def _simplify_graph() -> type[ModulePass]:
     return SimplifyGraphPass
 
 
+def _convert_layout() -> type[ModulePass]:
+    from ziggurat.transforms.convert_layout import ConvertLayoutPass
+
+    return ConvertLayoutPass
+
+
 def _dedupe_kernels() -> type[ModulePass]:
     from ziggurat.transforms.dedupe_kernels import DedupeKernelsPass
 
@@ -133,6 +139,7 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
     return {
         "fold-constants": _fold_constants,
         "simplify-graph": _simplify_graph,
+        "convert-layout": _convert_layout,
         "fuse-ops": _fuse_ops,
         "annotate-costs": _annotate_costs,
         "convert-graph-to-te": _convert_graph_to_te,

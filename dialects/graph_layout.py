@@ -1,0 +1,194 @@
+"""Blocked-layout ops of the `graph` dialect (NCHW[x]c), used by `convert-layout`.
+
+These ops belong to the `graph` dialect (`dialects/graph.py` imports them and
+lists them in `GRAPH_OPS`); they live in their own module to keep graph.py
+readable. A layout is a string:
+
+* `NCHW`: activations as ONNX has them;
+* `NCHW<b>c` (e.g. `NCHW16c`): activations `[N, C/b, H, W, b]`, channel
+  `C = cb * b + c` (TVM's NCHW[x]c);
+* `OIHW`: convolution weights as ONNX has them;
+* `OIHW<i>i<o>o` (e.g. `OIHW16i16o`): weights `[O/o, I/i, KH, KW, i, o]`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from xdsl.dialects.builtin import DenseArrayBase, StringAttr, TensorType
+from xdsl.irdl import (
+    IRDLOperation,
+    ParsePropInAttrDict,
+    irdl_op_definition,
+    operand_def,
+    prop_def,
+    result_def,
+    traits_def,
+)
+from xdsl.traits import Pure
+
+from ziggurat.dialects.graph import OpPattern, PatternKind, _ints, _require, _shape, int_array, pool_output_size
+
+_ACT = re.compile(r"^NCHW(?:(\d+)c)?$")
+_WEIGHT = re.compile(r"^OIHW(?:(\d+)i(\d+)o)?$")
+
+
+def parse_layout(layout: str) -> tuple[str, tuple[int, ...]]:
+    """('NCHW', (b,)) / ('NCHW', ()) / ('OIHW', (i, o)) / ('OIHW', ()); ValueError otherwise."""
+    m = _ACT.match(layout)
+    if m:
+        return "NCHW", (int(m[1]),) if m[1] else ()
+    m = _WEIGHT.match(layout)
+    if m:
+        return "OIHW", (int(m[1]), int(m[2])) if m[1] else ()
+    raise ValueError(f"unknown layout '{layout}' (known: NCHW, NCHW<b>c, OIHW, OIHW<i>i<o>o)")
+
+
+def blocked_shape(shape: Sequence[int], layout: str) -> tuple[int, ...] | None:
+    """The shape of a plain NCHW/OIHW `shape` in `layout`, or None when the blocks do not divide it."""
+    kind, blocks = parse_layout(layout)
+    if len(shape) != 4 or not blocks:
+        return tuple(shape) if len(shape) == 4 else None
+    a, b, h, w = shape
+    if kind == "NCHW":
+        (c,) = blocks
+        return (a, b // c, h, w, c) if b % c == 0 else None
+    i, o = blocks
+    return (a // o, b // i, h, w, i, o) if a % o == 0 and b % i == 0 else None
+
+
+def layout_rank(layout: str) -> int:
+    """The rank of a tensor in `layout` (4 plain, 5 for NCHW<b>c, 6 for OIHW<i>i<o>o)."""
+    kind, blocks = parse_layout(layout)
+    return 4 + len(blocks)
+
+
+def plain_shape(shape: Sequence[int], layout: str) -> tuple[int, ...]:
+    """The inverse of `blocked_shape`."""
+    kind, blocks = parse_layout(layout)
+    if not blocks:
+        return tuple(shape)
+    if kind == "NCHW":
+        n, cb, h, w, c = shape
+        return (n, cb * c, h, w)
+    ob, ib, h, w, i, o = shape
+    return (ob * o, ib * i, h, w)
+
+
+@irdl_op_definition
+class LayoutTransformOp(IRDLOperation):
+    """Reorders a tensor from layout `src` to layout `dst` (the same family: NCHW or OIHW).
+
+    `NCHW -> NCHW16c` is `out[n, cb, h, w, c] = in[n, cb*16 + c, h, w]`;
+    `OIHW -> OIHW16i16o` is `out[ob, ib, y, x, i, o] = in[ob*16 + o, ib*16 + i, y, x]`.
+    `convert-layout` puts these only at the boundaries of a layout region;
+    weight transforms are evaluated at compile time.
+
+    ```mlir
+    %b = graph.layout_transform %x {src = "NCHW", dst = "NCHW16c"} : tensor<1x32x8x8xf32> -> tensor<1x2x8x8x16xf32>
+    ```
+    """
+
+    name = "graph.layout_transform"
+    input = operand_def(TensorType)
+    src = prop_def(StringAttr)
+    dst = prop_def(StringAttr)
+    result = result_def(TensorType)
+    traits = traits_def(Pure(), OpPattern(PatternKind.INJECTIVE))
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
+
+    def __init__(self, input, src: str, dst: str, result_type):
+        super().__init__(operands=[input], properties={"src": StringAttr(src), "dst": StringAttr(dst)},
+                         result_types=[result_type])
+
+    def verify_(self) -> None:
+        try:
+            (ks, _), (kd, _) = parse_layout(self.src.data), parse_layout(self.dst.data)
+        except ValueError as err:
+            _require(False, self, str(err))
+        _require(ks == kd, self, f"cannot transform {self.src.data} to {self.dst.data} (different families)")
+        x, r = _shape(self.input), _shape(self.result)
+        _require(len(x) == layout_rank(self.src.data), self, f"input shape {x} does not fit {self.src.data}")
+        want = blocked_shape(plain_shape(x, self.src.data), self.dst.data)
+        _require(want == r, self, f"result shape {r} should be {want} for {self.src.data} -> {self.dst.data}")
+
+
+@irdl_op_definition
+class Conv2dNchwcOp(IRDLOperation):
+    """2-D convolution in the blocked layout: input `NCHW<bi>c`, weight `OIHW<bi>i<bo>o`, result `NCHW<bo>c`.
+
+    `out[n, ob, y, x, o] = sum(in[n, ib, y*sh + ky*dh - pt, x*sw + kx*dw - pl, i] * w[ob, ib, ky, kx, i, o])`
+    over `ib, ky, kx, i` (zero padding). `pads` is [top, left, bottom, right].
+    No groups: `convert-layout` keeps grouped convolutions in NCHW.
+
+    ```mlir
+    %y = graph.conv2d_nchwc %x, %w {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>} : tensor<1x2x8x8x16xf32>, tensor<2x2x3x3x16x16xf32> -> tensor<1x2x8x8x16xf32>
+    ```
+    """
+
+    name = "graph.conv2d_nchwc"
+    input = operand_def(TensorType)
+    weight = operand_def(TensorType)
+    strides = prop_def(DenseArrayBase)
+    pads = prop_def(DenseArrayBase)
+    dilations = prop_def(DenseArrayBase)
+    result = result_def(TensorType)
+    traits = traits_def(Pure(), OpPattern(PatternKind.OUT_ELEMWISE_FUSABLE))
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$input `,` $weight attr-dict `:` type($input) `,` type($weight) `->` type($result)"
+
+    def __init__(self, input, weight, result_type, strides, pads, dilations):
+        super().__init__(operands=[input, weight], result_types=[result_type],
+                         properties={"strides": int_array(strides), "pads": int_array(pads),
+                                     "dilations": int_array(dilations)})
+
+    def verify_(self) -> None:
+        x, w, r = _shape(self.input), _shape(self.weight), _shape(self.result)
+        _require(len(x) == 5 and len(w) == 6, self, "expects an NCHW<b>c input and an OIHW<i>i<o>o weight")
+        s, p, d = _ints(self.strides), _ints(self.pads), _ints(self.dilations)
+        _require(len(s) == 2 and len(d) == 2 and len(p) == 4, self, "needs 2 strides, 2 dilations, 4 pads")
+        _require(w[1] == x[1] and w[4] == x[4], self, f"weight {w} does not match the input channel blocks of {x}")
+        oh = (x[2] + p[0] + p[2] - d[0] * (w[2] - 1) - 1) // s[0] + 1
+        ow = (x[3] + p[1] + p[3] - d[1] * (w[3] - 1) - 1) // s[1] + 1
+        want = (x[0], w[0], oh, ow, w[5])
+        _require(r == want, self, f"result shape {r} should be {want}")
+
+
+@irdl_op_definition
+class MaxPool2dNchwcOp(IRDLOperation):
+    """Max pooling over the spatial dims of an `NCHW<b>c` tensor (padding never wins).
+
+    ```mlir
+    %y = graph.max_pool2d_nchwc %x {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : tensor<1x2x8x8x16xf32> -> tensor<1x2x4x4x16xf32>
+    ```
+    """
+
+    name = "graph.max_pool2d_nchwc"
+    input = operand_def(TensorType)
+    kernel = prop_def(DenseArrayBase)
+    strides = prop_def(DenseArrayBase)
+    pads = prop_def(DenseArrayBase)
+    dilations = prop_def(DenseArrayBase)
+    result = result_def(TensorType)
+    traits = traits_def(Pure(), OpPattern(PatternKind.OUT_ELEMWISE_FUSABLE))
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
+
+    def __init__(self, input, result_type, kernel, strides, pads, dilations):
+        super().__init__(operands=[input], result_types=[result_type],
+                         properties={"kernel": int_array(kernel), "strides": int_array(strides),
+                                     "pads": int_array(pads), "dilations": int_array(dilations)})
+
+    def verify_(self) -> None:
+        x, r = _shape(self.input), _shape(self.result)
+        _require(len(x) == 5, self, "expects an NCHW<b>c input")
+        k, s, p, d = _ints(self.kernel), _ints(self.strides), _ints(self.pads), _ints(self.dilations)
+        _require(len(k) == 2 and len(s) == 2 and len(d) == 2 and len(p) == 4, self, "needs 2-D kernel/strides/dilations and 4 pads")
+        oh = pool_output_size(x[2], k[0], s[0], p[0], p[2], d[0], False)
+        ow = pool_output_size(x[3], k[1], s[1], p[1], p[3], d[1], False)
+        _require(r == (x[0], x[1], oh, ow, x[4]), self, f"result shape {r} should be {(x[0], x[1], oh, ow, x[4])}")
+
+
+LAYOUT_OPS: list[type[IRDLOperation]] = [LayoutTransformOp, Conv2dNchwcOp, MaxPool2dNchwcOp]

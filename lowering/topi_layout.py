@@ -1,0 +1,91 @@
+"""Compute definitions of the blocked-layout graph ops (NCHW[x]c).
+
+`lowering/topi.py` merges `LAYOUT_COMPUTE_DEFS` into its `COMPUTE_DEFS`.
+The blocked convolution reduces over (input-channel block, ky, kx, lane), so
+the innermost reduction walks the weight block `w[ob, ib, ky, kx, i, :]`
+contiguously and the output's last dim (the output-channel lane) is what
+`loop-default-schedule` vectorizes; it register-blocks a spatial loop (oh or
+ow) so that each weight vector feeds several FMAs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.builder import Builder
+from xdsl.ir import SSAValue
+
+from ziggurat.dialects import graph_layout as gl
+from ziggurat.lowering.te_builder import Expr, compute, reduce
+from ziggurat.lowering.topi import NEG_INF, Define, Lookup, _ints, _shape
+
+
+def define_layout_transform(op: gl.LayoutTransformOp, b: Builder, x: Lookup) -> SSAValue:
+    inp = x(op.input)
+    kind, src = gl.parse_layout(op.src.data)
+    _, dst = gl.parse_layout(op.dst.data)
+
+    def plain_index(e: Expr, i: Sequence[SSAValue]) -> list[SSAValue]:
+        """Output indices (in dst) -> plain NCHW/OIHW indices."""
+        if not dst:
+            return list(i)
+        if kind == "NCHW":
+            n, cb, h, w, c = i
+            return [n, e.affine([(cb, dst[0]), (c, 1)]), h, w]
+        ob, ib, h, w, ii, oo = i
+        return [e.affine([(ob, dst[1]), (oo, 1)]), e.affine([(ib, dst[0]), (ii, 1)]), h, w]
+
+    def body(e: Expr, i: Sequence[SSAValue]) -> SSAValue:
+        p = plain_index(e, i)
+        if not src:
+            return e.read(inp, p)
+        if kind == "NCHW":
+            (c,) = src
+            return e.read(inp, [p[0], e.idiv(p[1], c), p[2], p[3], e.irem(p[1], c)])
+        bi, bo = src
+        return e.read(inp, [e.idiv(p[0], bo), e.idiv(p[1], bi), p[2], p[3], e.irem(p[1], bi), e.irem(p[0], bo)])
+
+    return compute(b, "layout_transform", op.result.type, body)  # type: ignore[arg-type]
+
+
+def define_conv2d_nchwc(op: gl.Conv2dNchwcOp, b: Builder, x: Lookup) -> SSAValue:
+    inp, w = x(op.input), x(op.weight)
+    _, icb, kh, kw, bi, _ = _shape(w)
+    sh, sw = _ints(op.strides)
+    pt, pl, _, _ = _ints(op.pads)
+    dh, dw = _ints(op.dilations)
+    padded = any(_ints(op.pads))
+
+    def body(e: Expr, i: Sequence[SSAValue], r: Sequence[SSAValue]) -> SSAValue:
+        n, ob, y, xx, o = i
+        ib, ky, kx, c = r
+        hy = e.affine([(y, sh), (ky, dh)], -pt)
+        wx = e.affine([(xx, sw), (kx, dw)], -pl)
+        v = e.read(inp, [n, ib, hy, wx, c], pad=0.0 if padded else None)
+        return e.mul(v, e.read(w, [ob, ib, ky, kx, c, o]))
+
+    return reduce(b, "conv2d_nchwc", "add", 0.0, op.result.type, [icb, kh, kw, bi], body)  # type: ignore[arg-type]
+
+
+def define_max_pool_nchwc(op: gl.MaxPool2dNchwcOp, b: Builder, x: Lookup) -> SSAValue:
+    inp = x(op.input)
+    sh, sw = _ints(op.strides)
+    pt, pl, _, _ = _ints(op.pads)
+    dh, dw = _ints(op.dilations)
+    pad = NEG_INF if any(_ints(op.pads)) else None
+
+    def body(e: Expr, i: Sequence[SSAValue], r: Sequence[SSAValue]) -> SSAValue:
+        n, cb, y, xx, c = i
+        ky, kx = r
+        hy = e.affine([(y, sh), (ky, dh)], -pt)
+        wx = e.affine([(xx, sw), (kx, dw)], -pl)
+        return e.read(inp, [n, cb, hy, wx, c], pad=pad)
+
+    return reduce(b, "max_pool2d_nchwc", "max", NEG_INF, op.result.type, _ints(op.kernel), body)  # type: ignore[arg-type]
+
+
+LAYOUT_COMPUTE_DEFS: dict[type, Define] = {
+    gl.LayoutTransformOp: define_layout_transform,  # type: ignore[dict-item]
+    gl.Conv2dNchwcOp: define_conv2d_nchwc,  # type: ignore[dict-item]
+    gl.MaxPool2dNchwcOp: define_max_pool_nchwc,  # type: ignore[dict-item]
+}
