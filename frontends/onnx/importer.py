@@ -75,6 +75,7 @@ from ziggurat.frontends.onnx.convert_shape import (
 from ziggurat.frontends.onnx.convert_gru import convert_gru, convert_rnn
 from ziggurat.frontends.onnx.convert_resize import convert_resize
 from ziggurat.frontends.onnx.convert_rnn import convert_lstm
+from ziggurat.frontends.onnx.convert_window import WINDOW_CONVERTERS
 from ziggurat.frontends.onnx.convert_tensor import (
     REDUCE_KINDS,
     convert_cast,
@@ -135,6 +136,7 @@ CONVERTERS: dict[str, Converter] = {
     **ACTIVATION_CONVERTERS,
     **LAYOUT_CONVERTERS,
     **LOGIC_CONVERTERS,
+    **WINDOW_CONVERTERS,
 }
 """ONNX op type (default domain) -> converter."""
 

@@ -194,6 +194,9 @@ SINGLE_OP_CASES = {
     "LSTM": ("LSTM", [(5, 2, 3)], {"hidden_size": 4}, [weight("W", (1, 16, 3)), weight("R", (1, 16, 4))],
              ["W", "R"], (5, 1, 2, 4)),
 }
+SINGLE_OP_CASES |= {  # the converters of convert_window.py, convert_index.py and convert_einsum.py
+    "LpPool": ("LpPool", [(1, 3, 5, 5, 5)], {"kernel_shape": [2, 2, 2]}, [], [], (1, 3, 4, 4, 4)),
+}
 
 
 def test_every_converter_has_a_single_op_case():
@@ -361,10 +364,10 @@ def test_conv_groups_dilations_and_bias_reshaped_in_store():
     assert "graph.reshape" not in op_names(imported)
 
 
-def test_conv_1d_is_unsupported():
-    w = weight("w", (2, 3, 3))
+def test_conv_4d_is_unsupported():
+    w = weight("w", (2, 3, 3, 3, 3, 3))  # 1-D and 3-D map onto graph.conv2d (convert_window.py); 4-D does not
     with pytest.raises(UnsupportedOpError, match="only 2-D convolution"):
-        import_onnx(single_op("Conv", [(1, 3, 9)], {}, [w], ["w"]))
+        import_onnx(single_op("Conv", [(1, 3, 4, 4, 4, 4)], {}, [w], ["w"]))
 
 
 def test_pool_flags():
