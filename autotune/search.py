@@ -1,6 +1,7 @@
 """Search: evolutionary search over the cost model's predictions.
 
-Each round starts from a population of random sketch candidates plus
+Seeds first: the space's template decisions equal to the default schedule and
+its neighbours (`SearchSpace.seeds`) form the first batches. Then each round starts from a population of random sketch candidates plus
 mutations of the best measured ones, then runs a few generations: score
 every candidate with the cost model (predicted normalized throughput,
 higher is faster), keep the best half, and refill by mutating one decision
@@ -40,6 +41,7 @@ class EvolutionarySearch:
         self.population, self.generations = population, generations
         self.epsilon, self.elites = epsilon, elites
         self._measured: list[tuple[float, Candidate]] = []  # (cost, candidate) of this session
+        self._seeds: list | None = None  # the space's seed decisions, measured before any search
 
     def _fresh(self, cand: Candidate, taken: set[str]) -> bool:
         return cand.trace_hash not in taken and not self.db.has_measured(self.workload, cand.trace)
@@ -55,7 +57,7 @@ class EvolutionarySearch:
             if len(out) >= n or not parents:
                 break
             p = self.rng.choice(parents)
-            if not isinstance(p.knobs, list):
+            if not isinstance(p.knobs, (list, dict)):
                 continue
             c = self.space.build(self.space.mutate(self.rng, p.knobs))
             if c is not None:
@@ -63,7 +65,18 @@ class EvolutionarySearch:
         return out
 
     def next_batch(self, n: int) -> list[Candidate]:
-        """Up to `n` unmeasured candidates: mostly the best predicted, `epsilon` of them random."""
+        """Up to `n` unmeasured candidates: mostly the best predicted, `epsilon` of them random.
+
+        The space's seeds (the default schedule's template decisions and their neighbours) come first."""
+        if self._seeds is None:
+            self._seeds = [c for c in (self.space.build(k) for k in self.space.seeds()) if c is not None]
+        first: list[Candidate] = []
+        while self._seeds and len(first) < n:
+            c = self._seeds.pop(0)
+            if self._fresh(c, {x.trace_hash for x in first}):
+                first.append(c)
+        if first:
+            return first
         seeds = [c for _, c in sorted(self._measured, key=lambda x: x[0])[:self.elites]]
         pool: dict[str, Candidate] = {}
         for c in self.space.sample(self.rng, self.population) + self._mutants(seeds, self.population // 2):

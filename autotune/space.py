@@ -46,12 +46,14 @@ from xdsl.parser import Parser
 
 from ziggurat.autotune.database import structural_hash
 from ziggurat.autotune.features import extract_features
+from ziggurat.autotune.template import MAX_POINTS, default_knobs, random_nest_knobs, reduce_nests
 from ziggurat.dialects import loop, make_context
 from ziggurat.errors import ScheduleError, TuningError
 from ziggurat.transforms.schedule.api import Schedule
 from ziggurat.transforms.schedule.loops import bound_kinds, get_loops
 
 DEFAULT_TRACE = "default"
+TEMPLATE_SHARE = 0.75
 MAX_UNROLL = 16
 VECTORIZE = ("spatial", "innermost", "none")
 
@@ -86,6 +88,11 @@ def apply_trace(module: builtin.ModuleOp, name: str, trace: Any, vector_width: i
         module.body.block.insert_op_before(fn, old)
         old.detach()
         old.erase()
+        return
+    if isinstance(trace, dict) and "template" in trace:
+        from ziggurat.autotune.template import apply_template
+
+        apply_template(module, name, trace, vector_width)
         return
     if not isinstance(trace, list):
         raise ScheduleError(f"a tuning trace is a list of schedule steps or '{DEFAULT_TRACE}', got {trace!r:.80}")
@@ -164,6 +171,41 @@ class SearchSpace:
         self.num_threads = num_threads
         self.module = Parser(make_context(), kernel_text).parse_module()
         self.nests = find_nests(_kernel(self.module, name))
+        self.templates = reduce_nests(_kernel(self.module, name), vector_width)
+
+    # -- template decisions (autotune/template.py) ----------------------------------
+    def random_template(self, rng: random.Random) -> dict[str, Any]:
+        return {"template": [random_nest_knobs(rng, nest, kind, self.vector_width)
+                             for _, nest, kind in self.templates]}
+
+    def seeds(self) -> list[dict[str, Any]]:
+        """Template decisions to measure first: the default schedule's own, and its neighbours with
+        more accumulators (a second tiled loop, 2 or 4 vectors per tile point)."""
+        if not self.templates:
+            return []
+        base = default_knobs(_kernel(self.module, self.name), self.vector_width)
+        out = [{"template": base}]
+        for i, ((_, nest, kind), k) in enumerate(zip(self.templates, base)):
+            if kind != "vector":
+                continue
+            ub = nest.spatial[-1].trip_count
+            variants = []
+            for nvec in (2, 4):
+                if ub % (nvec * self.vector_width) == 0:
+                    variants.append({**k, "nvec": nvec, "tile": [[d, u] for d, u in k["tile"]]})
+            blocked = {d for d, _ in k["tile"]}
+            for d in range(len(nest.spatial) - 1):
+                trips = nest.spatial[d].trip_count
+                if d in blocked or trips < 2:
+                    continue
+                u = next((u for u in (2, 4, 3) if trips % u == 0), 0)
+                if u and k["tile"] and k["tile"][0][1] * u <= MAX_POINTS:
+                    variants.append({**k, "tile": sorted([list(t) for t in k["tile"]] + [[d, u]])})
+            for v in variants:
+                knobs = [dict(x) for x in base]
+                knobs[i] = v
+                out.append({"template": knobs})
+        return out
 
     # -- decisions -------------------------------------------------------------------
     def random_nest_knobs(self, rng: random.Random, nest: Nest) -> dict[str, Any]:
@@ -179,11 +221,37 @@ class SearchSpace:
                 "reduce_outer": int(nest.n_reduce > 0 and rng.random() < 0.4)}
 
     def random_knobs(self, rng: random.Random) -> list[dict[str, Any]]:
+        """Sketch-rule decisions, one dict per nest."""
         return [self.random_nest_knobs(rng, n) for n in self.nests]
 
-    def mutate(self, rng: random.Random, knobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def random_decisions(self, rng: random.Random) -> Any:
+        """Template decisions (`TEMPLATE_SHARE` of the time, when the kernel has a reduction nest the
+        templates cover) or sketch-rule decisions: what `sample` draws."""
+        if self.templates and rng.random() < TEMPLATE_SHARE:
+            return self.random_template(rng)
+        return self.random_knobs(rng)
+
+    def mutate(self, rng: random.Random, knobs: Any) -> Any:
         """A copy of `knobs` with one decision of one nest redrawn."""
         new = json.loads(json.dumps(knobs))
+        if isinstance(new, dict):
+            i = rng.randrange(len(new["template"]))
+            old = new["template"][i]
+            _, nest, kind = self.templates[i]
+            fresh = random_nest_knobs(rng, nest, kind, self.vector_width)
+            what = "dot" if kind == "dot" else rng.choice(["tile", "tile", "nvec", "kc", "pack"])
+            old[what] = fresh[what]
+            if kind == "vector":
+                if old["pack"] and not old["kc"]:
+                    old["pack"] = 0
+                if what == "pack" and old["pack"] and not fresh["pack"]:
+                    old["pack"] = 0
+                points = old["nvec"]
+                for _, u in old["tile"]:
+                    points *= u
+                if points > MAX_POINTS:
+                    new["template"][i] = fresh
+            return new
         if not new:
             return new
         i = rng.randrange(len(new))
@@ -241,9 +309,9 @@ class SearchSpace:
         """The candidate for `knobs` (or the default schedule), or None when illegal."""
         module = self.module.clone()
         try:
-            if knobs == DEFAULT_TRACE:
-                apply_trace(module, self.name, DEFAULT_TRACE, self.vector_width)
-                trace: Any = DEFAULT_TRACE
+            if knobs == DEFAULT_TRACE or isinstance(knobs, dict):
+                apply_trace(module, self.name, knobs, self.vector_width)
+                trace: Any = knobs
             else:
                 sch = Schedule(_kernel(module, self.name))
                 for nest, k in zip(self.nests, knobs):
@@ -269,7 +337,7 @@ class SearchSpace:
         for _ in range(max_tries or 10 * n):
             if len(out) >= n:
                 break
-            cand = self.build(self.random_knobs(rng))
+            cand = self.build(self.random_decisions(rng))
             if cand is not None:
                 out.setdefault(cand.trace_hash, cand)
         return list(out.values())

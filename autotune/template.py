@@ -1,0 +1,272 @@
+"""Template knobs for reduction nests (GEMM, conv, dense): a tunable default schedule.
+
+The sketch rules of `space.py` only split, reorder, vectorize, parallelize and
+unroll; they cannot build what makes the default schedule fast (a local
+accumulator tile kept in registers, a blocked reduction, packed B panels), so
+no sketch candidate beats it. This module exposes the default schedule's
+decisions (`transforms/loop_default_schedule.py`) as knobs and widens them:
+
+* `tile`: the register tile over spatial loops other than the vectorized
+  last one `L`: up to two `[loop index, factor]` pairs (the default blocks one
+  loop that no streamed read uses; here any divisor up to 16, of any loop,
+  e.g. the output rows of a conv as well as its output channels);
+* `nvec`: vectors along `L` per tile point (the default: 1); needs `L`'s
+  extent to be a multiple of `nvec * vector-width`;
+* `kc`: reduction block (0: none), a divisor of the outer reduction loop;
+* `pack`: pack the streamed operand's k-slices into `[panel][kc][width]`
+  panels (plain 2-D matmul with `kc` only);
+* `dot`: for nests the default gives a dot-product tile (dense with a
+  transposed weight), the `[loop index, factor]` pairs of that tile.
+
+A template trace is `{"template": [knobs per nest]}`; `apply_template` runs
+those decisions and then the rest of the default LOOP stage
+(`loop-default-schedule` leaves the already scheduled nests alone and
+schedules any other, then `loop-parallelize-outer`, `loop-vectorize-innermost`).
+
+```python
+knobs = default_knobs(fn)                 # the default schedule's own decisions
+apply_template(module, "matmul_0", {"template": knobs}, vector_width=16)
+```
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from xdsl.builder import Builder
+from xdsl.dialects import arith, builtin, func
+from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType
+from xdsl.rewriter import InsertPoint
+
+from ziggurat.dialects import loop
+from ziggurat.errors import ScheduleError
+from ziggurat.transforms.loop_default_schedule import (
+    _clone_redirected,
+    _init_nest,
+    _pack_nest,
+    _packable,
+    match_reduce_nest,
+    plan,
+    plan_dot,
+    schedule_dot,
+)
+
+MAX_TILE = 16
+MAX_POINTS = 28  # accumulators (tile points x nvec): 32 zmm registers, a few for the operands
+KC_CHOICES = (64, 128, 192, 256, 384, 512)
+
+
+def reduce_nests(fn: func.FuncOp, width: int = 16) -> list[tuple[str, Any, str]]:
+    """(update block name, naive nest, template kind) of each top-level reduction nest of `fn` the
+    default schedule handles: kind `vector` (outer-loop vectorized, `plan`) or `dot` (`plan_dot`)."""
+    out = []
+    for top in [o for o in fn.body.block.ops if isinstance(o, loop.ForOp)]:
+        nest = match_reduce_nest(top)
+        if nest is None:
+            continue
+        if plan(nest) is not None:
+            out.append((nest.update.block_name.data, nest, "vector"))
+        elif plan_dot(nest, width) is not None:
+            out.append((nest.update.block_name.data, nest, "dot"))
+    return out
+
+
+def _divisors(n: int, cap: int) -> list[int]:
+    return [d for d in range(1, min(n, cap) + 1) if n % d == 0]
+
+
+def default_knobs(fn: func.FuncOp, width: int = 16) -> list[dict[str, Any]]:
+    """The default schedule's decisions, one dict per reduction nest, in template form."""
+    out = []
+    for name, nest, kind in reduce_nests(fn, width):
+        decision = plan(nest)
+        if kind == "vector" and decision is not None:
+            blocked, factor, kc = decision
+            tile = [[blocked, factor]] if blocked >= 0 and factor > 1 else []
+            pack = int(_packable(nest, kc, width) is not None)
+            out.append({"block": name, "kind": "vector", "tile": tile, "nvec": 1, "kc": kc, "pack": pack})
+            continue
+        dot = plan_dot(nest, width)
+        out.append({"block": name, "kind": "dot", "dot": [list(t) for t in dot or []]})
+    return out
+
+
+def random_nest_knobs(rng: random.Random, nest: Any, kind: str, width: int) -> dict[str, Any]:
+    """Random template decisions for one reduction nest (always legal by construction)."""
+    name = nest.update.block_name.data
+    n = len(nest.spatial)
+    if kind == "dot":
+        cands = [d for d, f in enumerate(nest.spatial) if f.trip_count > 1]
+        tile = []
+        for d in sorted(rng.sample(cands, min(len(cands), rng.choice([1, 2])))):
+            u = rng.choice(_divisors(nest.spatial[d].trip_count, 4))
+            if u > 1:
+                tile.append([d, u])
+        return {"block": name, "kind": "dot", "dot": tile}
+    ub = nest.spatial[-1].trip_count
+    loops = [d for d in range(n - 1) if nest.spatial[d].trip_count > 1]
+    red = nest.reduction[0].trip_count
+    kcs = [k for k in KC_CHOICES if red > k and red % k == 0]
+    kc = rng.choice([0] + kcs) if kcs else 0
+    pack = int(kc > 0 and _packable(nest, kc, width) is not None and rng.random() < 0.8)
+    nvecs = [v for v in (1, 2, 3, 4) if ub % (v * width) == 0]
+    for _ in range(20):
+        nvec = rng.choice(nvecs)
+        tile = []
+        for d in sorted(rng.sample(loops, min(len(loops), rng.choice([1, 1, 2])))):
+            u = rng.choice(_divisors(nest.spatial[d].trip_count, MAX_TILE))
+            if u > 1:
+                tile.append([d, u])
+        points = nvec
+        for _, u in tile:
+            points *= u
+        if points <= MAX_POINTS:
+            return {"block": name, "kind": "vector", "tile": tile, "nvec": nvec, "kc": kc, "pack": pack}
+    return {"block": name, "kind": "vector", "tile": [], "nvec": 1, "kc": kc, "pack": pack}
+
+
+def _check(nest: Any, k: dict[str, Any], width: int) -> None:
+    n = len(nest.spatial)
+    name = k.get("block")
+    for d, u in k.get("tile", []) + k.get("dot", []):
+        if not (0 <= d < n) or u < 1 or nest.spatial[d].trip_count % u:
+            raise ScheduleError(f"template tile [{d}, {u}] of block '{name}': the factor must divide loop {d}'s "
+                                f"trip count; re-tune the kernel")
+    if k["kind"] == "vector":
+        if any(d == n - 1 for d, _ in k["tile"]):
+            raise ScheduleError(f"template tile of block '{name}' blocks the vectorized last loop; use nvec")
+        if nest.spatial[-1].trip_count % (k["nvec"] * width) and k["nvec"] > 1:
+            raise ScheduleError(f"template nvec={k['nvec']} of block '{name}' does not divide the last loop")
+        red = nest.reduction[0].trip_count
+        if k["kc"] and (red % k["kc"] or red <= k["kc"]):
+            raise ScheduleError(f"template kc={k['kc']} of block '{name}' must divide the reduction extent {red}")
+
+
+def schedule_vector_nest(nest: Any, tile: list[list[int]], nvec: int, kc: int, pack: bool, width: int) -> None:
+    """The default schedule (`schedule_reduce_nest`) generalized to a 2-D register tile and `nvec` vectors."""
+    n = len(nest.spatial)
+    last = nest.spatial[-1]
+    read = _packable(nest, kc, width) if pack else None
+    kb = None
+    if kc:
+        _init_nest(nest)
+        top = nest.spatial[0]
+        kb = Builder(InsertPoint.before(top)).insert(loop.ForOp(0, nest.reduction[0].bounds[1], kc, "serial"))
+        kb.iv.name_hint = nest.reduction[0].iv.name_hint + "o"
+        top.detach()
+        kb.body.block.add_op(top)
+    packed = None
+    if read is not None and kb is not None:
+        elt = read.buffer.type.element_type  # type: ignore[attr-defined]
+        kbb = Builder(InsertPoint.before(nest.spatial[0]))
+        n_panels = last.trip_count // width
+        panel = kbb.insert(loop.AllocOp(MemRefType(elt, [n_panels, kc, width]), "local")).result
+        _pack_nest(kbb, kb, read.buffer, panel, kc, n_panels, width, nest.update.block_name.data)
+        packed = (read, panel)
+    for d, u in tile:
+        nest.spatial[d].properties["step"] = IntegerAttr(u, builtin.i64)
+    n_rows = 1
+    for _, u in tile:
+        n_rows *= u
+    elt = nest.out.type.element_type  # type: ignore[attr-defined]
+    ub = last.bounds[1]
+    before = Builder(InsertPoint.before(last))
+    acc = before.insert(loop.AllocOp(MemRefType(elt, [n_rows, ub + width]), "local")).result
+    jo = None
+    if packed is None and nvec == 1:
+        vec = before.insert(loop.ForOp(0, ub, 1, "vectorized"))
+        vec.iv.name_hint = last.iv.name_hint
+        b = Builder(InsertPoint.at_end(vec.body.block))
+        lvals = [vec.iv]
+        panels: list[Any] = [None]
+    else:  # the column loop walks panels of `width`, nvec of them per step
+        jo = before.insert(loop.ForOp(0, ub // width, nvec))
+        jo.iv.name_hint = last.iv.name_hint + "p"
+        vec = Builder(InsertPoint.at_end(jo.body.block)).insert(loop.ForOp(0, width, 1, "vectorized"))
+        vec.iv.name_hint = last.iv.name_hint + "l"
+        b = Builder(InsertPoint.at_end(vec.body.block))
+        w = b.insert(arith.ConstantOp(IntegerAttr(width, IndexType()))).result
+        lvals, panels = [], []
+        for p in range(nvec):
+            pj = jo.iv
+            if p:
+                pj = b.insert(arith.AddiOp(jo.iv, b.insert(arith.ConstantOp(IntegerAttr(p, IndexType()))).result)).result
+            panels.append(pj)
+            lvals.append(b.insert(arith.AddiOp(b.insert(arith.MuliOp(pj, w)).result, vec.iv)).result)
+    base = [f.iv for f in nest.spatial[:-1]]
+    rows: list[list[Any]] = [list(base)]
+    for d, u in tile:
+        grown = []
+        for c in range(u):
+            off = base[d]
+            if c:
+                off = b.insert(arith.AddiOp(base[d], b.insert(arith.ConstantOp(IntegerAttr(c, IndexType()))).result)).result
+            grown += [r[:d] + [off] + r[d + 1:] for r in rows]
+        rows = grown
+    points = [(r, p, rows[r] + [lvals[p]]) for r in range(len(rows)) for p in range(nvec)]
+    tag = nest.update.block_name.data
+    for r, _, ivs in points:
+        if kb is None:
+            _clone_redirected(nest.init, b, ivs, nest.out, acc, r, n - 1)
+            continue
+        lb = b.insert(loop.BlockOp(f"{tag}_load", "S" * n, ivs))
+        bb = Builder(InsertPoint.at_end(lb.body.block))
+        row = bb.insert(arith.ConstantOp(IntegerAttr(r, IndexType()))).result
+        v = bb.insert(loop.LoadOp(nest.out, list(lb.vars))).result
+        bb.insert(loop.StoreOp(v, acc, [row, lb.vars[-1]]))
+    rb = b
+    red_ivs = []
+    for k, f in enumerate(nest.reduction):
+        bounds = (0, kc, 1) if kb is not None and k == 0 else f.bounds
+        g = rb.insert(loop.ForOp(*bounds, "serial"))
+        g.iv.name_hint = f.iv.name_hint
+        red_ivs.append(g.iv)
+        rb = Builder(InsertPoint.at_end(g.body.block))
+    depth = red_ivs[0]
+    if kb is not None:
+        red_ivs[0] = rb.insert(arith.AddiOp(kb.iv, red_ivs[0])).result
+    for r, p, ivs in points:
+        if packed is None:
+            _clone_redirected(nest.update, rb, ivs + red_ivs, nest.out, acc, r, n - 1)
+        else:
+            _clone_redirected(nest.update, rb, ivs + red_ivs + [panels[p], vec.iv, depth], nest.out, acc, r, n - 1,
+                              packed=packed)
+    for r, _, ivs in points:
+        wb = b.insert(loop.BlockOp(f"{tag}_store", "S" * n, ivs))
+        bb = Builder(InsertPoint.at_end(wb.body.block))
+        row = bb.insert(arith.ConstantOp(IntegerAttr(r, IndexType()))).result
+        v = bb.insert(loop.LoadOp(acc, [row, wb.vars[-1]])).result
+        bb.insert(loop.StoreOp(v, nest.out, list(wb.vars)))
+    last.detach()
+    last.erase()
+
+
+def apply_template(module: builtin.ModuleOp, name: str, trace: dict[str, Any], vector_width: int = 16) -> None:
+    """Schedules kernel `name` by a template trace, then runs the rest of the default LOOP stage."""
+    from ziggurat.autotune.space import _kernel, default_loop_pipeline
+    from ziggurat.compiler import parse_pipeline, run_passes
+
+    knobs = trace.get("template")
+    if not isinstance(knobs, list):
+        raise ScheduleError(f"a template trace is {{'template': [knobs per nest]}}, got {trace!r:.80}")
+    fn = _kernel(module, name).clone()
+    nests = {name: (nest, kind) for name, nest, kind in reduce_nests(fn, vector_width)}
+    for k in knobs:
+        nest, kind = nests.pop(k.get("block"), (None, None))
+        if nest is None or kind != k.get("kind"):
+            raise ScheduleError(f"template decisions name block '{k.get('block')}', which is not a naive "
+                                f"reduction nest of kernel '{name}'; re-tune the kernel")
+        _check(nest, k, vector_width)
+        if k["kind"] == "dot":
+            if k["dot"]:
+                schedule_dot(nest, [tuple(t) for t in k["dot"]])
+        else:
+            schedule_vector_nest(nest, k["tile"], k["nvec"], k["kc"], bool(k["pack"]), vector_width)
+    tmp = builtin.ModuleOp([fn])
+    run_passes(tmp, parse_pipeline(default_loop_pipeline(vector_width)))
+    old = _kernel(module, name)
+    fn.detach()
+    module.body.block.insert_op_before(fn, old)
+    old.detach()
+    old.erase()
