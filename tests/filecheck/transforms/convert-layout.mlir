@@ -1,0 +1,73 @@
+// RUN: ziggurat-opt %s -p convert-layout --split-input-file | filecheck %s
+// RUN: ziggurat-opt %s -p 'convert-layout{cost-guided=true peak-gflops=100 bandwidth-gbs=20}' --split-input-file | filecheck %s --check-prefix=ROOF
+
+// A conv chain (bias from a folded BatchNorm, ReLU, a second conv, a residual
+// add, a max pool) becomes ONE blocked region: transforms only where %x enters
+// and where the pooled result leaves for the function's return. The weight
+// transform is shared by both convs.
+// CHECK-LABEL: func.func @chain
+// CHECK:      %[[X:.*]] = graph.layout_transform %x {src = "NCHW", dst = "NCHW16c"} : tensor<1x32x8x8xf32> -> tensor<1x2x8x8x16xf32>
+// CHECK-NEXT: %[[W:.*]] = graph.layout_transform %w {src = "OIHW", dst = "OIHW16i16o"} : tensor<32x32x3x3xf32> -> tensor<2x2x3x3x16x16xf32>
+// CHECK-NEXT: %c = graph.conv2d_nchwc %[[X]], %[[W]] {{.*}} : tensor<1x2x8x8x16xf32>, tensor<2x2x3x3x16x16xf32> -> tensor<1x2x8x8x16xf32>
+// CHECK:      %a = graph.add %c, %{{.*}} : tensor<1x2x8x8x16xf32>, tensor<1x2x1x1x16xf32> -> tensor<1x2x8x8x16xf32>
+// CHECK-NEXT: %r = graph.relu %a : tensor<1x2x8x8x16xf32>
+// CHECK-NEXT: %c2 = graph.conv2d_nchwc %r, %[[W]]
+// CHECK-NEXT: %s = graph.add %c2, %[[X]] : tensor<1x2x8x8x16xf32>, tensor<1x2x8x8x16xf32> -> tensor<1x2x8x8x16xf32>
+// CHECK-NEXT: %p = graph.max_pool2d_nchwc %s {{.*}} : tensor<1x2x8x8x16xf32> -> tensor<1x2x4x4x16xf32>
+// CHECK-NEXT: %[[OUT:.*]] = graph.layout_transform %p {src = "NCHW16c", dst = "NCHW"} : tensor<1x2x4x4x16xf32> -> tensor<1x32x4x4xf32>
+// CHECK-NEXT: func.return %[[OUT]]
+// CHECK-NOT:  graph.layout_transform
+// The roofline sees the same flops and bytes in both layouts plus the boundary
+// transforms, so cost-guided mode keeps NCHW and says why.
+// ROOF-LABEL: func.func @chain
+// ROOF-NOT:   graph.layout_transform
+// ROOF:       %c = graph.conv2d %x, %w {graph.layout_decision = "kept NCHW: 2 convs, 6 ops, cost NCHW {{[0-9.]+}}us, blocked {{[0-9.]+}}us"
+// ROOF-NOT:   nchwc
+func.func @chain(%x: tensor<1x32x8x8xf32>) -> tensor<1x32x4x4xf32> {
+  %w = graph.constant "w" : tensor<32x32x3x3xf32>
+  %bias = graph.constant "b" : tensor<32x1x1xf32>
+  %c = graph.conv2d %x, %w {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1 : i64} : tensor<1x32x8x8xf32>, tensor<32x32x3x3xf32> -> tensor<1x32x8x8xf32>
+  %a = graph.add %c, %bias : tensor<1x32x8x8xf32>, tensor<32x1x1xf32> -> tensor<1x32x8x8xf32>
+  %r = graph.relu %a : tensor<1x32x8x8xf32>
+  %c2 = graph.conv2d %r, %w {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1 : i64} : tensor<1x32x8x8xf32>, tensor<32x32x3x3xf32> -> tensor<1x32x8x8xf32>
+  %s = graph.add %c2, %x : tensor<1x32x8x8xf32>, tensor<1x32x8x8xf32> -> tensor<1x32x8x8xf32>
+  %p = graph.max_pool2d %s {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : tensor<1x32x8x8xf32> -> tensor<1x32x4x4xf32>
+  func.return %p : tensor<1x32x4x4xf32>
+}
+
+// -----
+
+// A first layer (C_in = 3) blocks its input by 3; a region value that two ops
+// outside the region read (global pooling and a flatten) gets ONE transform back.
+// CHECK-LABEL: func.func @stem
+// CHECK:      graph.layout_transform %x {src = "NCHW", dst = "NCHW3c"} : tensor<1x3x8x8xf32> -> tensor<1x1x8x8x3xf32>
+// CHECK:      graph.layout_transform %w {src = "OIHW", dst = "OIHW3i16o"} : tensor<16x3x3x3xf32> -> tensor<1x1x3x3x3x16xf32>
+// CHECK:      %r = graph.relu %c : tensor<1x1x8x8x16xf32>
+// CHECK-NEXT: %[[B:.*]] = graph.layout_transform %r {src = "NCHW16c", dst = "NCHW"}
+// CHECK-NEXT: %g = graph.global_avg_pool %[[B]]
+// CHECK-NEXT: %f = graph.reshape %[[B]]
+func.func @stem(%x: tensor<1x3x8x8xf32>) -> (tensor<1x16x1x1xf32>, tensor<1x1024xf32>) {
+  %w = graph.constant "w" : tensor<16x3x3x3xf32>
+  %c = graph.conv2d %x, %w {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1 : i64} : tensor<1x3x8x8xf32>, tensor<16x3x3x3xf32> -> tensor<1x16x8x8xf32>
+  %r = graph.relu %c : tensor<1x16x8x8xf32>
+  %g = graph.global_avg_pool %r : tensor<1x16x8x8xf32> -> tensor<1x16x1x1xf32>
+  %f = graph.reshape %r : tensor<1x16x8x8xf32> -> tensor<1x1024xf32>
+  func.return %g, %f : tensor<1x16x1x1xf32>, tensor<1x1024xf32>
+}
+
+// -----
+
+// Must not fire: C_out = 24 is not a multiple of 16, a grouped conv, and a
+// conv whose weight is not a constant all stay NCHW, untouched.
+// CHECK-LABEL: func.func @no_fire
+// CHECK-NOT:  graph.layout_transform
+// CHECK-NOT:  nchwc
+// CHECK:      func.return
+func.func @no_fire(%x: tensor<1x32x8x8xf32>, %wx: tensor<32x32x3x3xf32>) -> (tensor<1x24x8x8xf32>, tensor<1x32x8x8xf32>, tensor<1x32x8x8xf32>) {
+  %w24 = graph.constant "w24" : tensor<24x32x3x3xf32>
+  %a = graph.conv2d %x, %w24 {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1 : i64} : tensor<1x32x8x8xf32>, tensor<24x32x3x3xf32> -> tensor<1x24x8x8xf32>
+  %wg = graph.constant "wg" : tensor<32x16x3x3xf32>
+  %b = graph.conv2d %x, %wg {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 2 : i64} : tensor<1x32x8x8xf32>, tensor<32x16x3x3xf32> -> tensor<1x32x8x8xf32>
+  %c = graph.conv2d %x, %wx {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1 : i64} : tensor<1x32x8x8xf32>, tensor<32x32x3x3xf32> -> tensor<1x32x8x8xf32>
+  func.return %a, %b, %c : tensor<1x24x8x8xf32>, tensor<1x32x8x8xf32>, tensor<1x32x8x8xf32>
+}
