@@ -111,8 +111,8 @@ def test_schedule_errors_name_block_and_loop():
         sch.parallel(k)
     with pytest.raises(ScheduleError, match=r"reorder: loop %i1 .* is not perfectly nested .*\(block 'matmul_init'\)"):
         sch.reorder(k, j)
-    with pytest.raises(ScheduleError, match="unknown schedule primitive 'tile'"):
-        sch.apply({"prim": "tile", "block": "matmul", "loop": 0})
+    with pytest.raises(ScheduleError, match="unknown schedule primitive .blockize."):
+        sch.apply({"prim": "blockize", "block": "matmul", "loop": 0})
     assert issubclass(ScheduleError, ZigguratError)
     assert sch.trace == []
 

@@ -27,12 +27,20 @@ from xdsl.dialects import builtin, func
 
 from ziggurat.dialects import loop
 from ziggurat.errors import ScheduleError
+from ziggurat.transforms.schedule.cache_read import cache_read
+from ziggurat.transforms.schedule.cache_write import cache_write
+from ziggurat.transforms.schedule.compute_at import compute_at
+from ziggurat.transforms.schedule.compute_inline import compute_inline
 from ziggurat.transforms.schedule.decompose_reduction import decompose_reduction
 from ziggurat.transforms.schedule.fuse import fuse
 from ziggurat.transforms.schedule.loops import get_block, get_loops
 from ziggurat.transforms.schedule.parallel import parallel
 from ziggurat.transforms.schedule.reorder import reorder
+from ziggurat.transforms.schedule.reverse_compute_at import reverse_compute_at
+from ziggurat.transforms.schedule.rfactor import rfactor
 from ziggurat.transforms.schedule.split import split
+from ziggurat.transforms.schedule.storage_align import storage_align
+from ziggurat.transforms.schedule.tile import tile
 from ziggurat.transforms.schedule.unroll import unroll
 from ziggurat.transforms.schedule.vectorize import vectorize
 
@@ -48,7 +56,22 @@ class LoopRV:
     block: str
 
 
-PRIMITIVES = ("split", "fuse", "reorder", "parallel", "vectorize", "unroll", "decompose_reduction")
+# Steps of the primitives below tile: {"prim", "block", ...} with these further keys.
+STEP_KEYS = {
+    "tile": ("loops", "factors"),
+    "compute_at": ("at", "loop"),
+    "reverse_compute_at": ("at", "loop"),
+    "compute_inline": (),
+    "cache_read": ("buffer",),
+    "cache_write": ("buffer",),
+    "rfactor": ("loop",),
+    "storage_align": ("buffer", "axis", "factor", "offset"),
+}
+PRIMITIVES = ("split", "fuse", "reorder", "parallel", "vectorize", "unroll", "decompose_reduction", *STEP_KEYS)
+
+
+def _name(blk: BlockRV | str) -> str:
+    return blk.name if isinstance(blk, BlockRV) else blk
 
 
 class Schedule:
@@ -65,6 +88,7 @@ class Schedule:
                 raise ScheduleError(f"Schedule: name one kernel function (kernel=...) among {names}")
             self.func = kernels[0]
         self.trace: list[dict[str, Any]] = []
+        self._probe = False
 
     # -- lookup ------------------------------------------------------------------
     def get_block(self, name: str) -> BlockRV:
@@ -135,6 +159,80 @@ class Schedule:
         self.trace.append(step)
         return BlockRV(f"{name}_init")
 
+    def tile(self, loops: list[LoopRV], factors: list[int]) -> list[LoopRV]:
+        """Splits each loop by its factor; returns the outer loops then the inner loops."""
+        blk = loops[0].block
+        step = {"prim": "tile", "block": blk, "loops": [self._index(LoopRV(r.op, blk)) for r in loops],
+                "factors": [int(k) for k in factors]}
+        return [LoopRV(f, blk) for f in self._run(step)]
+
+    def compute_at(self, blk: BlockRV | str, rv: LoopRV) -> None:
+        """Moves producer `blk` under loop `rv` (of its consumer), computing only the region read there."""
+        self._run({"prim": "compute_at", "block": _name(blk), "at": rv.block, "loop": self._index(rv)})
+
+    def reverse_compute_at(self, blk: BlockRV | str, rv: LoopRV) -> None:
+        """Moves consumer `blk` under loop `rv` (of its producer), consuming the region finished there."""
+        self._run({"prim": "reverse_compute_at", "block": _name(blk), "at": rv.block, "loop": self._index(rv)})
+
+    def compute_inline(self, blk: BlockRV | str) -> None:
+        self._run({"prim": "compute_inline", "block": _name(blk)})
+
+    def cache_read(self, blk: BlockRV | str, buffer: int) -> BlockRV:
+        """Copies the `buffer`-th buffer `blk` reads into a local one; returns the copy block."""
+        return BlockRV(self._run({"prim": "cache_read", "block": _name(blk), "buffer": int(buffer)}).block_name.data)
+
+    def cache_write(self, blk: BlockRV | str, buffer: int = 0) -> BlockRV:
+        """Makes `blk` write its `buffer`-th output to a local buffer; returns the write-back block."""
+        return BlockRV(self._run({"prim": "cache_write", "block": _name(blk), "buffer": int(buffer)}).block_name.data)
+
+    def rfactor(self, rv: LoopRV, blk: BlockRV | str | None = None) -> BlockRV:
+        """Turns reduction loop `rv` of `blk` (default: the block `rv` came from) into a partial-result axis;
+        returns the block computing the partial results."""
+        name = rv.block if blk is None else _name(blk)
+        step = {"prim": "rfactor", "block": name, "loop": self._index(LoopRV(rv.op, name))}
+        return BlockRV(self._run(step).block_name.data)
+
+    def storage_align(self, blk: BlockRV | str, buffer: int, axis: int, factor: int, offset: int) -> None:
+        self._run({"prim": "storage_align", "block": _name(blk), "buffer": int(buffer), "axis": int(axis),
+                   "factor": int(factor), "offset": int(offset)})
+
+    def _run(self, step: dict[str, Any]) -> Any:
+        """Runs a step of the primitives above: first on a copy of the function, so that a ScheduleError
+        leaves the IR untouched, then for real."""
+        if not self._probe:
+            probe = Schedule(self.func.clone())
+            probe._probe = True
+            probe._run(step)
+        out = self._exec(step)
+        self.trace.append(step)
+        return out
+
+    def _exec(self, step: dict[str, Any]) -> Any:
+        prim, fn = step["prim"], self.func
+        blk = get_block(fn, step["block"])
+
+        def loop_of(block: str, n: int) -> loop.ForOp:
+            loops = get_loops(get_block(fn, block))
+            if not 0 <= n < len(loops):
+                raise ScheduleError(f"{prim}: block '{block}' has {len(loops)} loops, there is no loop {n}")
+            return loops[n]
+
+        if prim == "tile":
+            return tile([loop_of(step["block"], n) for n in step["loops"]], step["factors"])
+        if prim == "compute_at":
+            return compute_at(fn, blk, loop_of(step["at"], step["loop"]))
+        if prim == "reverse_compute_at":
+            return reverse_compute_at(fn, blk, loop_of(step["at"], step["loop"]))
+        if prim == "compute_inline":
+            return compute_inline(fn, blk)
+        if prim == "cache_read":
+            return cache_read(fn, blk, step["buffer"])
+        if prim == "cache_write":
+            return cache_write(fn, blk, step["buffer"])
+        if prim == "rfactor":
+            return rfactor(fn, blk, loop_of(step["block"], step["loop"]))
+        return storage_align(fn, blk, step["buffer"], step["axis"], step["factor"], step["offset"])
+
     # -- trace -------------------------------------------------------------------------
     def trace_json(self) -> str:
         return json.dumps(self.trace)
@@ -144,6 +242,12 @@ class Schedule:
         prim = step.get("prim")
         if prim not in PRIMITIVES:
             raise ScheduleError(f"unknown schedule primitive '{prim}' in trace step {step}; known: {PRIMITIVES}")
+        if prim in STEP_KEYS:
+            missing = [k for k in ("block", *STEP_KEYS[prim]) if k not in step]
+            if missing:
+                raise ScheduleError(f"{prim}: trace step {step} lacks {missing}")
+            self._run(step)
+            return
         loops = self.get_loops(step["block"])
 
         def at(n: int) -> LoopRV:
