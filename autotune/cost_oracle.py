@@ -12,7 +12,9 @@ in this order:
    predicts normalized throughput (the fraction of the best achievable), so
    the time is the roofline bound divided by it;
 3. an analytic roofline estimate: `max(flops / peak, bytes / bandwidth)`,
-   with flops and bytes counted on the loop-level IR (`count_work`) and the
+   with flops and bytes counted on the loop-level IR (`count_work`; a float
+   op outside every vectorized loop counts `SCALAR_SLOWDOWN` times, since
+   the peak is one of vector FMAs) and the
    peaks measured once per machine (`measure_peaks`, two tiny generated LLVM
    kernels, well under 2 s) and cached as JSON in
    `~/.cache/ziggurat/roofline-<cpu>.json` (`$XDG_CACHE_HOME` is honoured).
@@ -37,16 +39,21 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 import numpy as np
-from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects import arith, func
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp, VectorType
+from xdsl.ir import Operation
 
 from ziggurat.autotune.database import Database, WorkloadKey
-from ziggurat.autotune.features import _find, _footprint, _State, _walk, extract_features
+from ziggurat.autotune.features import _FLOAT_OPS, _find, _footprint, _State, _walk, extract_features
+from ziggurat.dialects import loop
 from ziggurat.errors import TuningError
 
 SOURCES = ("database", "model", "roofline")
 # A `math` op (exp, tanh, ...) costs about this many float ops (a polynomial).
 MATH_OP_FLOPS = 10
+# A scalar float op issues at the vector rate, so it costs this many lanes of the peak
+# (`measure_peaks` times <8 x float> FMAs): scalar loops the vectorizer left are priced so.
+SCALAR_SLOWDOWN = 8
 
 
 @dataclass(frozen=True)
@@ -70,24 +77,106 @@ class Peaks:
     gflops: float
     bandwidth_gbs: float
 
-    def time(self, flops: float, nbytes: float) -> float:
-        return max(flops / (self.gflops * 1e9), nbytes / (self.bandwidth_gbs * 1e9))
+    def time(self, flops: float, nbytes: float, scalar_flops: float = 0.0, scalar_index_ops: float = 0.0) -> float:
+        """Roofline seconds; `scalar_flops` (part of `flops`) and `scalar_index_ops` (integer
+        divisions run lane by lane) issue one lane at a time, SCALAR_SLOWDOWN times slower."""
+        compute = flops + (SCALAR_SLOWDOWN - 1) * min(scalar_flops, flops) + SCALAR_SLOWDOWN * scalar_index_ops
+        return max(compute / (self.gflops * 1e9), nbytes / (self.bandwidth_gbs * 1e9))
 
 
 @dataclass(frozen=True)
 class Work:
-    """What a loop-level kernel does: float ops (math ops weighted) and distinct bytes touched."""
+    """What a loop-level kernel does: float ops (math ops weighted), distinct bytes touched,
+    how many of the float ops are scalar (outside every vectorized loop), and the scalarized
+    index divisions inside vectorized loops (`INDEX_DIV_OPS` per lane)."""
 
     flops: float
     bytes: float
+    scalar_flops: float = 0.0
+    scalar_index_ops: float = 0.0
+
+
+def _op_flops(op: Operation) -> float:
+    name = op.name
+    if name in ("hw.vfma", "math.fma"):
+        return 2.0
+    if name.startswith("math."):
+        return float(MATH_OP_FLOPS)
+    return 1.0 if name in _FLOAT_OPS else 0.0
+
+
+_INDEX_DIVS = {"arith.divui", "arith.divsi", "arith.remui", "arith.remsi", "arith.floordivsi", "arith.ceildivsi"}
+# An integer division of a vectorized loop's index (a reshape's or transpose's coordinates
+# of a gathered load) by anything but a power of two has no vector instruction for 64-bit
+# lanes: its lanes run scalar, about this many scalar ops each (fitted on this host: a
+# 12288-element reshape-transpose gathering through 3 such divisions per element takes
+# 17 us, where its traffic alone would take 2 us).
+INDEX_DIV_OPS = 6
+
+
+def _scalar_flops(ops, trips: int = 1, varying: set | None = None, index: list[float] | None = None) -> float:
+    """Float ops (math ops weighted) of scalar type outside every vectorized loop, times their
+    trips; `index[0]` accumulates the scalarized lanes of index divisions inside one."""
+    index = [0.0] if index is None else index
+    total = 0.0
+    varying = set() if varying is None else varying  # values that differ between the lanes
+    for op in ops:
+        if isinstance(op, loop.ForOp):
+            vec = op.kind.data == "vectorized" or "hw.vector_width" in op.attributes
+            if vec:
+                varying.add(op.iv)
+            if vec:
+                index[0] += _index_divs(op.body.block.ops, trips * op.trip_count, varying)
+            else:
+                total += _scalar_flops(op.body.block.ops, trips * op.trip_count, varying, index)
+            continue
+        if op.results and not isinstance(op.results[0].type, VectorType):
+            total += trips * _op_flops(op)
+        for region in op.regions:
+            for block in region.blocks:
+                total += _scalar_flops(block.ops, trips, varying, index)
+    return total
+
+
+def _power_of_two(v) -> bool:
+    owner = v.owner
+    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
+        c = owner.value.value.data
+        return c > 0 and c & (c - 1) == 0
+    return False
+
+
+def _index_divs(ops, trips: int, varying: set) -> float:
+    """INDEX_DIV_OPS per lane of each integer division whose operand varies across the lanes."""
+    total = 0.0
+    for op in ops:
+        if isinstance(op, loop.BlockOp):
+            for arg, bound in zip(op.body.block.args, op.bindings):
+                if bound in varying:
+                    varying.add(arg)
+        if isinstance(op, loop.ForOp):
+            total += _index_divs(op.body.block.ops, trips * op.trip_count, varying)
+            continue
+        if any(v in varying for v in op.operands):
+            varying.update(op.results)
+            if op.name in _INDEX_DIVS and not _power_of_two(op.operands[1]):
+                total += trips * INDEX_DIV_OPS  # (by a power of two it is a shift or a mask)
+        for region in op.regions:
+            for block in region.blocks:
+                total += _index_divs(block.ops, trips, varying)
+    return total
 
 
 def count_work(module: ModuleOp | func.FuncOp, name: str | None = None) -> Work:
     """Float ops (FMA = 2, a vector op its lanes, a math op MATH_OP_FLOPS) weighted by trip
-    counts, and bytes of distinct data touched (the DRAM traffic of a cold run), of kernel `name`."""
+    counts, bytes of distinct data touched (the DRAM traffic of a cold run), and the scalar
+    part of the float ops, of kernel `name`."""
     st = _State()
-    _walk(st, _find(module, name).body.block.ops)
-    return Work(float(st.flops + MATH_OP_FLOPS * st.math_ops), float(_footprint(st.accesses, ())))
+    fn = _find(module, name)
+    _walk(st, fn.body.block.ops)
+    index: list[float] = [0.0]
+    scalar = _scalar_flops(fn.body.block.ops, index=index)
+    return Work(float(st.flops + MATH_OP_FLOPS * st.math_ops), float(_footprint(st.accesses, ())), scalar, index[0])
 
 
 # ---------------------------------------------------------------- peak measurement
@@ -252,7 +341,7 @@ class DefaultCostOracle:
             rec = self.database.best(key, self.target)
             if rec is not None and rec.ok:
                 return CostEstimate(rec.mean_cost, work.flops, work.bytes, "database")
-        bound = self.peaks.time(work.flops, work.bytes)
+        bound = self.peaks.time(work.flops, work.bytes, work.scalar_flops, work.scalar_index_ops)
         if self.model is not None:  # an untrained model predicts 0: fall through to the roofline
             pred = float(self.model.predict(extract_features(module, name))[0])  # type: ignore[union-attr]
             if pred > 0:

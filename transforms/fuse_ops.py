@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from math import prod
 
 from xdsl.context import Context
 from xdsl.dialects import builtin, func
@@ -242,177 +241,6 @@ def place_group(block: Block, ops: list[Operation]) -> Operation | None:
     return fused
 
 
-# ---------------------------------------------------------------------------
-# Cost-guided regrouping (fuse-ops{cost-guided=true}): the feedback channel
-# ---------------------------------------------------------------------------
-
-_GAIN = 0.98  # a change must save at least 2% of the estimated time
-# Merges beyond the rules stay within elementwise/broadcast ops and reductions: the roofline
-# prices traffic, not how the default schedule copes with a matmul or a layout change inside
-# a bigger kernel (such merges ran ~5x slower on transformer_encoder_2l_d128).
-_MERGEABLE = (K.ELEMWISE, K.BROADCAST, K.COMM_REDUCE)
-
-
-def _numel(op: Operation) -> int:
-    t = op.results[0].type
-    return prod(t.get_shape()) if isinstance(t, TensorType) else 0
-
-
-class _CostGuided:
-    """Re-decides the rule-based groups of one block with the cost oracle.
-
-    A unit is a list of node indices in block order that would become one
-    kernel. Merging takes a unit that holds a reduction together with every
-    unit that consumes its value (the rules never give a reduction its
-    consumers), when all their ops are elementwise, broadcast or reductions;
-    splitting cuts a unit into a producer part (an op and its ancestors in the
-    unit) and the rest, where a consumer of that op has more elements than it
-    (the fused kernel would recompute the op). Each change must lower the
-    summed estimate; rounds (merge to a fixed point, then split) repeat until
-    nothing changes or `max_rounds` is reached.
-    """
-
-    def __init__(self, g: _FusionGraph, units: list[list[int]], price: Callable[[list[Operation]], float],
-                 max_size: int):
-        self.g, self.price, self.max_size = g, price, max_size
-        self.units = units
-        self.costs: dict[tuple[int, ...], float] = {}
-        self.decisions: dict[tuple[int, ...], str] = {}
-        self.origin: dict[tuple[int, ...], tuple[int, float]] = {}
-
-    def cost(self, unit: list[int]) -> float:
-        key = tuple(unit)
-        if key not in self.costs:
-            self.costs[key] = self.price([self.g.nodes[i] for i in unit])
-        return self.costs[key]
-
-    def valid(self, unit: list[int]) -> bool:
-        from ziggurat.transforms.annotate_costs import is_kernel_op
-
-        ops = [self.g.nodes[i] for i in unit]
-        if len(unit) > self.max_size or not all(is_kernel_op(o) and not isinstance(o, graph.FusedOp) for o in ops):
-            return False
-        if not all(isinstance(o.results[0].type, TensorType) for o in ops):
-            return False
-        if sum(pattern_kind(o) == K.OUT_ELEMWISE_FUSABLE for o in ops) > 1:
-            return False  # never two anchors (conv2d, matmul) in one kernel
-        members = set(unit)
-        for i in unit[:-1]:
-            if any(j not in members for j, _ in self.g.outs[i]):
-                return False  # only the last op's value may leave the unit
-        return True
-
-    def _owner(self, i: int) -> int:
-        return next(k for k, u in enumerate(self.units) if i in u)
-
-    def _record(self, unit: list[int], what: str, before: float, after: float) -> None:
-        self.decisions[tuple(unit)] = f"{what}, cost {before * 1e6:.2f}us -> {after * 1e6:.2f}us"
-
-    def merge_once(self) -> bool:
-        for k, unit in enumerate(self.units):
-            if not self.valid(unit) or not any(pattern_kind(self.g.nodes[i]) == K.COMM_REDUCE for i in unit):
-                continue  # the rules already merge everything else they can: only a reduction's consumers are new
-            outs = self.g.outs[unit[-1]]
-            if any(j is None for j, _ in outs) or not outs:
-                continue
-            owners = sorted({self._owner(j) for j, _ in outs if j is not None} - {k})
-            if not owners:
-                continue
-            parts = [unit, *(self.units[o] for o in owners)]
-            merged = sorted(i for p in parts for i in p)
-            if not self.valid(merged) or not all(pattern_kind(self.g.nodes[i]) in _MERGEABLE for i in merged):
-                continue
-            before = sum(self.cost(p) for p in parts)
-            after = self.cost(merged)
-            if after < _GAIN * before:
-                self.units = [u for n, u in enumerate(self.units) if n != k and n not in owners] + [merged]
-                # Report against the groups before any merge: a chain of merges reads as one decision.
-                origin = [self.origin.pop(tuple(p), (1, self.cost(p))) for p in parts]
-                self.origin[tuple(merged)] = (sum(n for n, _ in origin), sum(c for _, c in origin))
-                n, first = self.origin[tuple(merged)]
-                self._record(merged, f"merged: {n} groups -> 1", first, after)
-                return True
-        return False
-
-    def split_once(self) -> bool:
-        for k, unit in enumerate(self.units):
-            if len(unit) < 2 or not self.valid(unit):
-                continue
-            best: tuple[float, list[int], list[int]] | None = None
-            for p in unit[:-1]:
-                if not self._expands(p, unit):
-                    continue  # no consumer reads p's elements more than once: nothing is recomputed
-                head = self._ancestors(p, set(unit))
-                tail = [i for i in unit if i not in head]
-                a = sorted(head)
-                if not tail or not self.valid(a) or not self.valid(tail):
-                    continue
-                after = self.cost(a) + self.cost(tail)
-                if best is None or after < best[0]:
-                    best = (after, a, tail)
-            before = self.cost(unit)
-            if best is not None and best[0] < _GAIN * before:
-                self.units = [u for n, u in enumerate(self.units) if n != k] + [best[1], best[2]]
-                for part in best[1:]:
-                    self._record(part, "split: 1 group -> 2", before, best[0])
-                return True
-        return False
-
-    def _expands(self, p: int, unit: list[int]) -> bool:
-        """Whether a consumer of p in `unit` has more elements than p (a broadcast or a
-        window reads p's elements repeatedly, so a fused kernel recomputes them)."""
-        size = _numel(self.g.nodes[p])
-        return any(j is not None and j in unit and _numel(self.g.nodes[j]) > size
-                   and not isinstance(self.g.nodes[j], graph.ConcatOp)  # reads each input element once
-                   for j, _ in self.g.outs[p])
-
-    def _ancestors(self, p: int, members: set[int]) -> set[int]:
-        found, stack = {p}, [p]
-        while stack:
-            for v in self.g.nodes[stack.pop()].operands:
-                i = self.g.index.get(v.owner)  # type: ignore[arg-type]
-                if i is not None and i in members and i not in found:
-                    found.add(i)
-                    stack.append(i)
-        return found
-
-    def run(self, max_rounds: int) -> list[list[int]]:
-        for _ in range(max_rounds):
-            changed = False
-            for step in (self.merge_once, self.split_once):
-                for _ in range(len(self.g.nodes)):
-                    if not step():
-                        break
-                    changed = True
-            if not changed:
-                break
-        return sorted(self.units, key=lambda u: u[-1])
-
-
-def fuse_block_cost_guided(block: Block, max_size: int, allow_reduction_fusion: bool,
-                           price: Callable[[list[Operation]], float], max_rounds: int = 4) -> int:
-    """Rule-based groups of `block`, then re-decided by `price` (seconds of one kernel of the
-    given ops); each changed group (or op) records its decision as `graph.fusion_decision`."""
-    g = _FusionGraph(block)
-    rule = _Fuser(g, max_size, allow_reduction_fusion).run()
-    grouped = {i for m in rule for i in m}
-    units = [sorted(m) for m in rule] + [[i] for i in range(len(g.nodes)) if i not in grouped]
-    cg = _CostGuided(g, units, price, max_size)
-    made = 0
-    for members in cg.run(max_rounds):
-        ops = [g.nodes[i] for i in members]
-        decision = cg.decisions.get(tuple(members))
-        target: Operation | None = ops[0]
-        if len(ops) > 1:
-            target = place_group(block, ops)
-            if target is None:
-                continue
-            made += 1
-        if decision is not None:
-            target.attributes["graph.fusion_decision"] = builtin.StringAttr(decision)
-    return made
-
-
 def _graph_blocks(module: builtin.ModuleOp) -> Iterable[Block]:
     for f in module.ops:
         if isinstance(f, func.FuncOp) and any(op.dialect_name() == "graph" for op in f.body.block.ops):
@@ -445,7 +273,7 @@ class FuseOpsPass(ModulePass):
     **Options:** `max-group-size` (int, default 256): most ops in one group;
     `allow-reduction-fusion` (bool, default false): let a reduction fuse with a
     later reduction through injective ops; `cost-guided` (bool, default
-    false): re-decide the groups with the cost oracle (`_CostGuided`), each
+    false): re-decide the groups with the cost oracle (`transforms/fusion_costs.py`), each
     changed kernel recording `graph.fusion_decision = "merged: 4 groups -> 1,
     cost 19.40us -> 9.86us"`; `max-rounds` (4), and `peak-gflops`,
     `bandwidth-gbs`, `vector-width`, `database` as for `annotate-costs`, too.
@@ -495,6 +323,8 @@ class FuseOpsPass(ModulePass):
                 return price_kernel(kernel_of_ops(ops), oracle, self.vector_width).time
             except CompileError:
                 return float("inf")  # a group that cannot be lowered is never chosen
+
+        from ziggurat.transforms.fusion_costs import fuse_block_cost_guided
 
         for block in list(_graph_blocks(op)):
             fuse_block_cost_guided(block, self.max_group_size, self.allow_reduction_fusion, price, self.max_rounds)
