@@ -9,6 +9,9 @@ readable. A layout is a string:
   `C = cb * b + c` (TVM's NCHW[x]c);
 * `OIHW`: convolution weights as ONNX has them;
 * `OIHW<i>i<o>o` (e.g. `OIHW16i16o`): weights `[O/o, I/i, KH, KW, i, o]`.
+
+graph.py imports this module at its end, so import `ziggurat.dialects.graph`
+before this module (importing this one first is a circular import).
 """
 
 from __future__ import annotations

@@ -1,0 +1,148 @@
+"""convert-layout: models compiled with NCHW[x]c regions match onnxruntime, and the
+pass's helpers (blocked shapes, region finding) behave."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from onnx import TensorProto, helper, numpy_helper
+
+import ziggurat
+from ziggurat.dialects import graph  # noqa: F401 - graph.py loads graph_layout (import order)
+from ziggurat.dialects.graph_layout import blocked_shape, parse_layout, plain_shape
+from ziggurat.transforms.convert_layout import _to_blocked_array, _weight_array, input_block
+
+LAYOUT = "simplify-graph,fold-constants,cse,dce,convert-layout{block=%d},fuse-ops"
+
+
+def _model(nodes, x_shape, y_shape, inits) -> onnx.ModelProto:
+    g = helper.make_graph(nodes, "m", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x_shape))],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(y_shape))], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m
+
+
+def _graph_ops(model, block) -> list[str]:
+    """The graph op names after the graph pipeline up to convert-layout."""
+    from ziggurat.compiler import parse_pipeline, run_passes
+    from ziggurat.frontends.onnx import import_onnx
+    from ziggurat.transforms.weight_binding import bind_weights
+
+    imported = import_onnx(model)
+    bind_weights(imported.module, imported.weights)
+    run_passes(imported.module, parse_pipeline(LAYOUT.split(",fuse-ops")[0] % block))
+    return [op.name for op in imported.module.walk() if op.name.startswith("graph.")]
+
+
+def _check(model, x, block=16, threads=1):
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    (ref,) = sess.run(None, {"x": x})
+    compiled = ziggurat.compile(model, target=f"llvm -num-cores={threads}", pipeline=LAYOUT % block)
+    (got,) = compiled(x)
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+    return _graph_ops(model, block)
+
+
+def _w(rng, name, shape, scale=0.2):
+    return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype(np.float32), name)
+
+
+def _conv_bn_relu(nodes, inits, rng, x, cin, cout, k, stride, name, relu=True, group=1):
+    inits += [_w(rng, f"{name}.w", (cout, cin // group, k, k)),
+              numpy_helper.from_array(rng.uniform(0.5, 1.5, cout).astype(np.float32), f"{name}.s"),
+              numpy_helper.from_array((rng.standard_normal(cout) * 0.1).astype(np.float32), f"{name}.b"),
+              numpy_helper.from_array((rng.standard_normal(cout) * 0.1).astype(np.float32), f"{name}.m"),
+              numpy_helper.from_array(rng.uniform(0.5, 1.5, cout).astype(np.float32), f"{name}.v")]
+    nodes.append(helper.make_node("Conv", [x, f"{name}.w"], [f"{name}.c"], pads=[k // 2] * 4, kernel_shape=[k, k],
+                                  strides=[stride, stride], group=group))
+    nodes.append(helper.make_node("BatchNormalization", [f"{name}.c"] + [f"{name}.{p}" for p in "sbmv"], [f"{name}.bn"]))
+    if relu:
+        nodes.append(helper.make_node("Relu", [f"{name}.bn"], [f"{name}.r"]))
+        return f"{name}.r"
+    return f"{name}.bn"
+
+
+def _residual_net(rng):
+    """Stem (C_in 3), a residual block, a strided block with a 1x1 shortcut, max pool, GAP."""
+    nodes, inits = [], []
+    h = _conv_bn_relu(nodes, inits, rng, "x", 3, 16, 3, 1, "stem")
+    a = _conv_bn_relu(nodes, inits, rng, h, 16, 16, 3, 1, "b1.1")
+    a = _conv_bn_relu(nodes, inits, rng, a, 16, 16, 3, 1, "b1.2", relu=False)
+    nodes += [helper.make_node("Add", [a, h], ["b1.add"]), helper.make_node("Relu", ["b1.add"], ["b1.out"])]
+    b = _conv_bn_relu(nodes, inits, rng, "b1.out", 16, 32, 3, 2, "b2.1")
+    b = _conv_bn_relu(nodes, inits, rng, b, 32, 32, 3, 1, "b2.2", relu=False)
+    sc = _conv_bn_relu(nodes, inits, rng, "b1.out", 16, 32, 1, 2, "b2.sc", relu=False)
+    nodes += [helper.make_node("Add", [b, sc], ["b2.add"]), helper.make_node("Relu", ["b2.add"], ["b2.out"]),
+              helper.make_node("MaxPool", ["b2.out"], ["pool"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+              helper.make_node("GlobalAveragePool", ["pool"], ["y"])]
+    return _model(nodes, (1, 3, 12, 12), (1, 32, 1, 1), inits)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_residual_net_matches_onnxruntime(threads):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 3, 12, 12)).astype(np.float32)
+    ops = _check(_residual_net(rng), x, threads=threads)
+    # one region: every conv, the residual adds and the pool are blocked; weights are
+    # transformed at compile time, so the only transforms are x entering and the pool leaving
+    assert ops.count("graph.conv2d_nchwc") == 6 and "graph.conv2d" not in ops
+    assert "graph.max_pool2d_nchwc" in ops
+    assert ops.count("graph.layout_transform") == 2
+
+
+def test_block_8_and_dilated_padded_conv():
+    rng = np.random.default_rng(1)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[2, 1, 2, 1], dilations=[2, 1], kernel_shape=[3, 3]),
+             helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("Conv", ["r", "w2"], ["c2"], pads=[0, 0, 0, 0], strides=[2, 2], kernel_shape=[2, 2]),
+             helper.make_node("Mul", ["c2", "scale"], ["y"])]
+    inits = [_w(rng, "w", (16, 8, 3, 3)), _w(rng, "w2", (8, 16, 2, 2)),
+             numpy_helper.from_array(rng.standard_normal((8, 1, 1)).astype(np.float32), "scale")]
+    x = rng.standard_normal((1, 8, 10, 9)).astype(np.float32)
+    ops = _check(_model(nodes, x.shape, (1, 8, 5, 4), inits), x, block=8)
+    assert ops.count("graph.conv2d_nchwc") == 2 and ops.count("graph.layout_transform") == 2
+
+
+def test_grouped_conv_stays_nchw_between_regions():
+    rng = np.random.default_rng(2)
+    nodes, inits = [], []
+    h = _conv_bn_relu(nodes, inits, rng, "x", 16, 16, 3, 1, "a")
+    h = _conv_bn_relu(nodes, inits, rng, h, 16, 16, 3, 1, "dw", group=16)  # depthwise: NCHW
+    h = _conv_bn_relu(nodes, inits, rng, h, 16, 32, 1, 1, "pw")
+    nodes.append(helper.make_node("Identity", [h], ["y"]))
+    x = rng.standard_normal((1, 16, 7, 7)).astype(np.float32)
+    ops = _check(_model(nodes, x.shape, (1, 32, 7, 7), inits), x)
+    assert ops.count("graph.conv2d_nchwc") == 2 and ops.count("graph.conv2d") == 1
+    assert ops.count("graph.layout_transform") == 4  # two regions, in and out each
+
+
+def test_layout_shapes():
+    assert parse_layout("NCHW16c") == ("NCHW", (16,))
+    assert parse_layout("OIHW3i16o") == ("OIHW", (3, 16))
+    assert blocked_shape((1, 32, 5, 7), "NCHW16c") == (1, 2, 5, 7, 16)
+    assert blocked_shape((1, 24, 5, 7), "NCHW16c") is None
+    assert blocked_shape((32, 3, 3, 3), "OIHW3i16o") == (2, 1, 3, 3, 3, 16)
+    assert plain_shape((2, 1, 3, 3, 3, 16), "OIHW3i16o") == (32, 3, 3, 3)
+    assert input_block(3, 16) == 3 and input_block(48, 16) == 16 and input_block(24, 16) == 12
+    with pytest.raises(ValueError, match="unknown layout"):
+        parse_layout("NHWC")
+
+
+@settings(max_examples=20, deadline=None)
+@given(cb=st.integers(1, 3), b=st.sampled_from([1, 3, 4, 16]), h=st.integers(1, 4), ob=st.integers(1, 2))
+def test_compile_time_transforms_are_the_index_maps(cb, b, h, ob):
+    rng = np.random.default_rng(cb * 100 + b)
+    x = rng.standard_normal((1, cb * b, h, h + 1)).astype(np.float32)
+    xb = _to_blocked_array(x, b)
+    n, c, y, z = 0, cb * b - 1, h - 1, h
+    assert xb[n, c // b, y, z, c % b] == x[n, c, y, z]
+    w = rng.standard_normal((ob * b, cb * b, 2, 1)).astype(np.float32)
+    wb = _weight_array(w, b, b)
+    o, i = ob * b - 1, cb * b - 1
+    assert wb[o // b, i // b, 1, 0, i % b, o % b] == w[o, i, 1, 0]
+    assert wb.shape == blocked_shape(w.shape, f"OIHW{b}i{b}o")
