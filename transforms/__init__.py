@@ -68,6 +68,60 @@ def _loop_decompose_reduction() -> type[ModulePass]:
     return LoopDecomposeReductionPass
 
 
+def _loop_tile() -> type[ModulePass]:
+    from ziggurat.transforms.loop_tile import LoopTilePass
+
+    return LoopTilePass
+
+
+def _loop_tensorize() -> type[ModulePass]:
+    from ziggurat.transforms.loop_tensorize import LoopTensorizePass
+
+    return LoopTensorizePass
+
+
+def _loop_compute_at() -> type[ModulePass]:
+    from ziggurat.transforms.loop_compute_at import LoopComputeAtPass
+
+    return LoopComputeAtPass
+
+
+def _loop_reverse_compute_at() -> type[ModulePass]:
+    from ziggurat.transforms.loop_reverse_compute_at import LoopReverseComputeAtPass
+
+    return LoopReverseComputeAtPass
+
+
+def _loop_compute_inline() -> type[ModulePass]:
+    from ziggurat.transforms.loop_compute_inline import LoopComputeInlinePass
+
+    return LoopComputeInlinePass
+
+
+def _loop_cache_read() -> type[ModulePass]:
+    from ziggurat.transforms.loop_cache_read import LoopCacheReadPass
+
+    return LoopCacheReadPass
+
+
+def _loop_cache_write() -> type[ModulePass]:
+    from ziggurat.transforms.loop_cache_write import LoopCacheWritePass
+
+    return LoopCacheWritePass
+
+
+def _loop_rfactor() -> type[ModulePass]:
+    from ziggurat.transforms.loop_rfactor import LoopRfactorPass
+
+    return LoopRfactorPass
+
+
+def _loop_storage_align() -> type[ModulePass]:
+    from ziggurat.transforms.loop_storage_align import LoopStorageAlignPass
+
+    return LoopStorageAlignPass
+
+
 def _loop_parallel() -> type[ModulePass]:
     from ziggurat.transforms.loop_parallel import LoopParallelPass
 
@@ -152,6 +206,15 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "loop-fuse": _loop_fuse,
         "loop-reorder": _loop_reorder,
         "loop-decompose-reduction": _loop_decompose_reduction,
+        "loop-tile": _loop_tile,
+        "loop-compute-at": _loop_compute_at,
+        "loop-reverse-compute-at": _loop_reverse_compute_at,
+        "loop-compute-inline": _loop_compute_inline,
+        "loop-cache-read": _loop_cache_read,
+        "loop-cache-write": _loop_cache_write,
+        "loop-rfactor": _loop_rfactor,
+        "loop-storage-align": _loop_storage_align,
+        "loop-tensorize": _loop_tensorize,
         "loop-parallel": _loop_parallel,
         "loop-vectorize": _loop_vectorize,
         "loop-unroll": _loop_unroll,

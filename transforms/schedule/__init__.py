@@ -7,6 +7,8 @@ block, the loop and the reason) instead of producing a wrong nest. They run
 on the naive nests of convert-te-to-loop, before loop-default-schedule.
 
 Primitives (module = primitive = pass `loop-<name>` in transforms/): split,
-fuse, reorder, parallel, vectorize, unroll, decompose_reduction. Not yet: tile
-(= split + reorder), compute_at, cache_read/write, rfactor, storage padding.
+fuse, reorder, tile, parallel, vectorize, unroll, decompose_reduction,
+compute_at, reverse_compute_at, compute_inline, cache_read, cache_write,
+rfactor, storage_align. `regions.py` holds what the block-moving ones share
+(accesses, affine regions, dependence checks).
 """

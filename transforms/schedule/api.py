@@ -40,6 +40,7 @@ from ziggurat.transforms.schedule.reverse_compute_at import reverse_compute_at
 from ziggurat.transforms.schedule.rfactor import rfactor
 from ziggurat.transforms.schedule.split import split
 from ziggurat.transforms.schedule.storage_align import storage_align
+from ziggurat.transforms.schedule.tensorize import tensorize
 from ziggurat.transforms.schedule.tile import tile
 from ziggurat.transforms.schedule.unroll import unroll
 from ziggurat.transforms.schedule.vectorize import vectorize
@@ -66,6 +67,7 @@ STEP_KEYS = {
     "cache_write": ("buffer",),
     "rfactor": ("loop",),
     "storage_align": ("buffer", "axis", "factor", "offset"),
+    "tensorize": ("loop", "intrin"),
 }
 PRIMITIVES = ("split", "fuse", "reorder", "parallel", "vectorize", "unroll", "decompose_reduction", *STEP_KEYS)
 
@@ -196,6 +198,10 @@ class Schedule:
         self._run({"prim": "storage_align", "block": _name(blk), "buffer": int(buffer), "axis": int(axis),
                    "factor": int(factor), "offset": int(offset)})
 
+    def tensorize(self, rv: LoopRV, intrin: str) -> None:
+        """Replaces the loop nest rooted at `rv` with tensor intrinsic `intrin` (see lowering/tensor_intrin.py)."""
+        self._run({"prim": "tensorize", "block": rv.block, "loop": self._index(rv), "intrin": str(intrin)})
+
     def _run(self, step: dict[str, Any]) -> Any:
         """Runs a step of the primitives above: first on a copy of the function, so that a ScheduleError
         leaves the IR untouched, then for real."""
@@ -229,6 +235,8 @@ class Schedule:
             return cache_read(fn, blk, step["buffer"])
         if prim == "cache_write":
             return cache_write(fn, blk, step["buffer"])
+        if prim == "tensorize":
+            return tensorize(fn, loop_of(step["block"], step["loop"]), step["intrin"])
         if prim == "rfactor":
             return rfactor(fn, blk, loop_of(step["block"], step["loop"]))
         return storage_align(fn, blk, step["buffer"], step["axis"], step["factor"], step["offset"])

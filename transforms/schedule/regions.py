@@ -175,8 +175,8 @@ def only_block_in_nest(blk: loop.BlockOp, what: str) -> Operation:
 
 def local_alloc(fn: func.FuncOp, buf: SSAValue, blk: str, what: str) -> loop.AllocOp:
     if not isinstance(buf.owner, loop.AllocOp) or root(buf.owner) is not buf.owner:
-        raise ScheduleError(f"{what}: the buffer block '{blk}' writes is not a loop.alloc of this kernel "
-                            "(a kernel argument must be produced completely where it is)")
+        raise ScheduleError(f"{what}: block '{blk}' writes {buffer_name(buf)}, which is not a loop.alloc of this "
+                            f"kernel (a kernel argument); {what} works on kernel-local buffers only")
     return buf.owner
 
 

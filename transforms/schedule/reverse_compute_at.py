@@ -110,6 +110,7 @@ def reverse_compute_at(fn: func.FuncOp, blk: loop.BlockOp, f: loop.ForOp) -> Non
     if not any(_covers(w, buf) for w in writers):
         raise ScheduleError(f"{W}: no block under {describe(f)} writes all of {buffer_name(buf)} at its own spatial "
                             f"variables; block '{name}' would miss part of it")
+    base, lo, hi = written_region(writers, buf, f, name)
     for b in all_blocks(fn):
         if has(writes(b), buf) and not f.is_ancestor(b) and ops.index(root(b)) >= ops.index(r_f):
             raise ScheduleError(f"{W}: block '{b.block_name.data}' writes the buffer block '{name}' reads outside "
@@ -143,7 +144,6 @@ def reverse_compute_at(fn: func.FuncOp, blk: loop.BlockOp, f: loop.ForOp) -> Non
         if clash:
             raise ScheduleError(f"{W}: block '{d.block_name.data}' also uses {buffer_name(clash[0])}, which block "
                                 f"'{name}' writes or reads; moving '{name}' before it changes the result")
-    base, lo, hi = written_region(writers, buf, f, name)
     place_block(blk, Builder(InsertPoint.at_end(f.body.block)), base, lo, hi, var_of_dim, extra, name)
     r_blk.detach()
     r_blk.erase()
