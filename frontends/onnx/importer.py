@@ -75,6 +75,7 @@ from ziggurat.frontends.onnx.convert_shape import (
 from ziggurat.frontends.onnx.convert_gru import convert_gru, convert_rnn
 from ziggurat.frontends.onnx.convert_resize import convert_resize
 from ziggurat.frontends.onnx.convert_rnn import convert_lstm
+from ziggurat.frontends.onnx.convert_index import INDEX_CONVERTERS
 from ziggurat.frontends.onnx.convert_window import WINDOW_CONVERTERS
 from ziggurat.frontends.onnx.convert_tensor import (
     REDUCE_KINDS,
@@ -137,6 +138,7 @@ CONVERTERS: dict[str, Converter] = {
     **LAYOUT_CONVERTERS,
     **LOGIC_CONVERTERS,
     **WINDOW_CONVERTERS,
+    **INDEX_CONVERTERS,
 }
 """ONNX op type (default domain) -> converter."""
 

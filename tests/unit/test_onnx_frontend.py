@@ -196,18 +196,29 @@ SINGLE_OP_CASES = {
 }
 SINGLE_OP_CASES |= {  # the converters of convert_window.py, convert_index.py and convert_einsum.py
     "LpPool": ("LpPool", [(1, 3, 5, 5, 5)], {"kernel_shape": [2, 2, 2]}, [], [], (1, 3, 4, 4, 4)),
+    "CumSum": ("CumSum", [(2, 3)], {"reverse": 1}, [ints("ax", 1)], ["ax"], (2, 3)),
+    "Hardmax": ("Hardmax", [(2, 3)], {}, [], [], (2, 3)),
+    "Trilu": ("Trilu", [(3, 4)], {"upper": 0}, [], [], (3, 4)),
+    "GatherND": ("GatherND", [(3, 4)], {}, [ints("i", [[0, 1], [2, 3]])], ["i"], (2,)),
+    **{op: (op, [(3, 4)], {"axis": 1}, [ints("i", [[1], [0], [3]]), weight("u", (3, 1))], ["i", "u"], (3, 4))
+       for op in ("ScatterElements", "Scatter")},
+    "ScatterND": ("ScatterND", [(3, 4)], {}, [ints("i", [[2]]), weight("u", (1, 4))], ["i", "u"], (3, 4)),
+    "ReverseSequence": ("ReverseSequence", [(4, 2, 3)], {}, [ints("l", [3, 1])], ["l"], (4, 2, 3)),
+    "Compress": ("Compress", [(3, 4)], {"axis": 1}, [numpy_helper.from_array(np.array([1, 0, 1, 0], bool), "c")],
+                 ["c"], (3, 2)),
 }
 
 
 def test_every_converter_has_a_single_op_case():
     tested_elsewhere = {"Reshape", "Constant"}  # they need constant inputs or none
+    tested_elsewhere |= {"ArgMax", "ArgMin", "TopK"}  # int64 outputs: tests/unit/test_onnx_index_ops.py
     assert set(CONVERTERS) == set(SINGLE_OP_CASES) | tested_elsewhere
 
 
 @pytest.mark.parametrize("case", SINGLE_OP_CASES, ids=str)
 def test_single_op_imports(case):
     op_type, shapes, attrs, inits, extra, expected = SINGLE_OP_CASES[case]
-    opset = {"Mish": 18, "Gelu": 20, "RMSNormalization": 23, "Upsample": 9}.get(op_type, 17)  # ops newer than opset 17
+    opset = {"Mish": 18, "Gelu": 20, "RMSNormalization": 23, "Upsample": 9, "Scatter": 10}.get(op_type, 17)  # ops newer than opset 17
     imported = imported_ok(single_op(op_type, shapes, attrs, inits, extra, opset=opset, rank=len(expected)))
     assert imported.output_shapes == [expected]
     assert imported.input_shapes == [tuple(s) for s in shapes]
@@ -465,7 +476,7 @@ def test_import_from_path_and_bytes(tmp_path):
 # ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("op_type", ["Hardmax", "Foo"])
+@pytest.mark.parametrize("op_type", ["Det", "Foo"])
 def test_unsupported_op_names_op_node_and_opset(op_type):
     nodes = [helper.make_node("Relu", ["x"], ["h"]), helper.make_node(op_type, ["h"], ["y"], name="my_node")]
     with pytest.raises(UnsupportedOpError) as info:
