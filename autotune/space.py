@@ -54,6 +54,7 @@ from ziggurat.transforms.schedule.loops import bound_kinds, get_loops
 
 DEFAULT_TRACE = "default"
 TEMPLATE_SHARE = 0.75
+MEMO_SIZE = 1024
 MAX_UNROLL = 16
 VECTORIZE = ("spatial", "innermost", "none")
 
@@ -82,7 +83,7 @@ def apply_trace(module: builtin.ModuleOp, name: str, trace: Any, vector_width: i
 
         fn = _kernel(module, name).clone()
         tmp = builtin.ModuleOp([fn])
-        run_passes(tmp, parse_pipeline(default_loop_pipeline(vector_width)))
+        run_passes(tmp, parse_pipeline(default_loop_pipeline(vector_width)), verify=False)
         old = _kernel(module, name)
         fn.detach()
         module.body.block.insert_op_before(fn, old)
@@ -114,12 +115,22 @@ class Nest:
 
 @dataclass
 class Candidate:
-    """A schedule of the kernel: decisions, the trace they produce, the scheduled text and its features."""
+    """A schedule of the kernel: decisions, the trace they produce, the scheduled module and its features.
+
+    `mlir` (the scheduled text, what the builder compiles) is printed on first use: most candidates
+    are only scored by the cost model, never measured."""
 
     knobs: Any
     trace: Any
-    mlir: str
+    module: builtin.ModuleOp = field(repr=False)
     features: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0))
+    _text: str | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def mlir(self) -> str:
+        if self._text is None:
+            self._text = str(self.module)
+        return self._text
 
     @property
     def trace_hash(self) -> str:
@@ -172,6 +183,7 @@ class SearchSpace:
         self.module = Parser(make_context(), kernel_text).parse_module()
         self.nests = find_nests(_kernel(self.module, name))
         self.templates = reduce_nests(_kernel(self.module, name), vector_width)
+        self._memo: dict[str, Candidate | None] = {}
 
     # -- template decisions (autotune/template.py) ----------------------------------
     def random_template(self, rng: random.Random) -> dict[str, Any]:
@@ -201,6 +213,9 @@ class SearchSpace:
                 u = next((u for u in (2, 4, 3) if trips % u == 0), 0)
                 if u and k["tile"] and k["tile"][0][1] * u <= MAX_POINTS:
                     variants.append({**k, "tile": sorted([list(t) for t in k["tile"]] + [[d, u]])})
+            if len(nest.reduction) > 1:  # the first reduction loop (input channels) innermost
+                inner_first = list(range(1, len(nest.reduction))) + [0]
+                variants += [{**v, "rorder": inner_first} for v in [k] + variants]
             for v in variants:
                 knobs = [dict(x) for x in base]
                 knobs[i] = v
@@ -239,7 +254,7 @@ class SearchSpace:
             old = new["template"][i]
             _, nest, kind = self.templates[i]
             fresh = random_nest_knobs(rng, nest, kind, self.vector_width)
-            what = "dot" if kind == "dot" else rng.choice(["tile", "tile", "nvec", "kc", "pack"])
+            what = "dot" if kind == "dot" else rng.choice(["tile", "tile", "nvec", "kc", "pack", "rorder"])
             old[what] = fresh[what]
             if kind == "vector":
                 if old["pack"] and not old["kc"]:
@@ -306,7 +321,16 @@ class SearchSpace:
             sch.vectorize(sch.get_loops(nest.block)[-1])
 
     def build(self, knobs: Any) -> Candidate | None:
-        """The candidate for `knobs` (or the default schedule), or None when illegal."""
+        """The candidate for `knobs` (or the default schedule), or None when illegal (memoized: the
+        search rebuilds the same decisions often)."""
+        memo_key = json.dumps(knobs, sort_keys=True)
+        if memo_key not in self._memo:
+            if len(self._memo) >= MEMO_SIZE:
+                self._memo.clear()
+            self._memo[memo_key] = self._build(knobs)
+        return self._memo[memo_key]
+
+    def _build(self, knobs: Any) -> Candidate | None:
         module = self.module.clone()
         try:
             if knobs == DEFAULT_TRACE or isinstance(knobs, dict):
@@ -317,14 +341,14 @@ class SearchSpace:
                 for nest, k in zip(self.nests, knobs):
                     self._schedule_nest(sch, nest, k)
                 trace = sch.trace
-            module.verify()
+                module.verify()  # template decisions are legal by construction (and verified when built)
         except ScheduleError:
             return None
         except Exception as err:  # noqa: BLE001 - a verifier failure of a sketch is an illegal candidate too
             if "verif" not in type(err).__name__.lower():
                 raise
             return None
-        return Candidate(knobs, trace, str(module), extract_features(module, self.name))
+        return Candidate(knobs, trace, module, extract_features(module, self.name))
 
     def default(self) -> Candidate:
         cand = self.build(DEFAULT_TRACE)

@@ -13,6 +13,9 @@ decisions (`transforms/loop_default_schedule.py`) as knobs and widens them:
 * `nvec`: vectors along `L` per tile point (the default: 1); needs `L`'s
   extent to be a multiple of `nvec * vector-width`;
 * `kc`: reduction block (0: none), a divisor of the outer reduction loop;
+* `rorder`: the order of the reduction loops, outermost first (a conv's
+  input-channel loop innermost keeps the padding masks of a filter tap
+  loop-invariant);
 * `pack`: pack the streamed operand's k-slices into `[panel][kc][width]`
   panels (plain 2-D matmul with `kc` only);
 * `dot`: for nests the default gives a dot-product tile (dense with a
@@ -85,7 +88,8 @@ def default_knobs(fn: func.FuncOp, width: int = 16) -> list[dict[str, Any]]:
             blocked, factor, kc = decision
             tile = [[blocked, factor]] if blocked >= 0 and factor > 1 else []
             pack = int(_packable(nest, kc, width) is not None)
-            out.append({"block": name, "kind": "vector", "tile": tile, "nvec": 1, "kc": kc, "pack": pack})
+            out.append({"block": name, "kind": "vector", "tile": tile, "nvec": 1, "kc": kc, "pack": pack,
+                        "rorder": list(range(len(nest.reduction)))})
             continue
         dot = plan_dot(nest, width)
         out.append({"block": name, "kind": "dot", "dot": [list(t) for t in dot or []]})
@@ -122,8 +126,18 @@ def random_nest_knobs(rng: random.Random, nest: Any, kind: str, width: int) -> d
         for _, u in tile:
             points *= u
         if points <= MAX_POINTS:
-            return {"block": name, "kind": "vector", "tile": tile, "nvec": nvec, "kc": kc, "pack": pack}
-    return {"block": name, "kind": "vector", "tile": [], "nvec": 1, "kc": kc, "pack": pack}
+            return {"block": name, "kind": "vector", "tile": tile, "nvec": nvec, "kc": kc, "pack": pack,
+                    "rorder": _random_order(rng, len(nest.reduction))}
+    return {"block": name, "kind": "vector", "tile": [], "nvec": 1, "kc": kc, "pack": pack,
+            "rorder": list(range(len(nest.reduction)))}
+
+
+def _random_order(rng: random.Random, n: int) -> list[int]:
+    """The reduction loops in their order (half the time) or shuffled."""
+    order = list(range(n))
+    if n > 1 and rng.random() < 0.5:
+        rng.shuffle(order)
+    return order
 
 
 def _check(nest: Any, k: dict[str, Any], width: int) -> None:
@@ -139,12 +153,18 @@ def _check(nest: Any, k: dict[str, Any], width: int) -> None:
         if nest.spatial[-1].trip_count % (k["nvec"] * width) and k["nvec"] > 1:
             raise ScheduleError(f"template nvec={k['nvec']} of block '{name}' does not divide the last loop")
         red = nest.reduction[0].trip_count
+        rorder = k.get("rorder")
+        if rorder is not None and sorted(rorder) != list(range(len(nest.reduction))):
+            raise ScheduleError(f"template rorder={rorder} of block '{name}' is not a permutation of its "
+                                f"{len(nest.reduction)} reduction loops")
         if k["kc"] and (red % k["kc"] or red <= k["kc"]):
             raise ScheduleError(f"template kc={k['kc']} of block '{name}' must divide the reduction extent {red}")
 
 
-def schedule_vector_nest(nest: Any, tile: list[list[int]], nvec: int, kc: int, pack: bool, width: int) -> None:
-    """The default schedule (`schedule_reduce_nest`) generalized to a 2-D register tile and `nvec` vectors."""
+def schedule_vector_nest(nest: Any, tile: list[list[int]], nvec: int, kc: int, pack: bool, width: int,
+                         rorder: list[int] | None = None) -> None:
+    """The default schedule (`schedule_reduce_nest`) generalized to a 2-D register tile, `nvec` vectors
+    and a permutation `rorder` of the reduction loops (outermost first)."""
     n = len(nest.spatial)
     last = nest.spatial[-1]
     read = _packable(nest, kc, width) if pack else None
@@ -216,12 +236,13 @@ def schedule_vector_nest(nest: Any, tile: list[list[int]], nvec: int, kc: int, p
         v = bb.insert(loop.LoadOp(nest.out, list(lb.vars))).result
         bb.insert(loop.StoreOp(v, acc, [row, lb.vars[-1]]))
     rb = b
-    red_ivs = []
-    for k, f in enumerate(nest.reduction):
+    red_ivs: list[Any] = [None] * len(nest.reduction)
+    for k in rorder or range(len(nest.reduction)):
+        f = nest.reduction[k]
         bounds = (0, kc, 1) if kb is not None and k == 0 else f.bounds
         g = rb.insert(loop.ForOp(*bounds, "serial"))
         g.iv.name_hint = f.iv.name_hint
-        red_ivs.append(g.iv)
+        red_ivs[k] = g.iv
         rb = Builder(InsertPoint.at_end(g.body.block))
     depth = red_ivs[0]
     if kb is not None:
@@ -262,9 +283,10 @@ def apply_template(module: builtin.ModuleOp, name: str, trace: dict[str, Any], v
             if k["dot"]:
                 schedule_dot(nest, [tuple(t) for t in k["dot"]])
         else:
-            schedule_vector_nest(nest, k["tile"], k["nvec"], k["kc"], bool(k["pack"]), vector_width)
+            schedule_vector_nest(nest, k["tile"], k["nvec"], k["kc"], bool(k["pack"]), vector_width,
+                                 k.get("rorder"))
     tmp = builtin.ModuleOp([fn])
-    run_passes(tmp, parse_pipeline(default_loop_pipeline(vector_width)))
+    run_passes(tmp, parse_pipeline(default_loop_pipeline(vector_width)), verify=False)
     old = _kernel(module, name)
     fn.detach()
     module.body.block.insert_op_before(fn, old)

@@ -1,0 +1,111 @@
+"""Ranking quality of the cost model on held-out measurements of a record database.
+
+For each kernel of a model whose workload the database holds, the successful
+records are taken in the order they were measured: the cost model
+(`GBTCostModel`, as the tuner trains it) is fitted on the first `train` of
+them and scores the rest, which it never saw. The report gives, per kernel,
+Spearman's rank correlation between the predicted score and the measured
+throughput (1 / cost) of the held-out records, and the top-k recall (of the
+k truly fastest held-out candidates, how many are among the k best scored).
+
+    python -m ziggurat.autotune.report MODEL.onnx --db records.jsonl [--train 200] [--target 'llvm -num-cores=1']
+
+```python
+rows = ranking_report(tasks, db, target="llvm -num-cores=1", train=200)
+print(format_report(rows))
+```
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ziggurat.autotune.cost_model import GBTCostModel, spearman, top_k_recall
+from ziggurat.autotune.database import JSONDatabase, WorkloadKey
+from ziggurat.autotune.features import extract_features
+from ziggurat.autotune.space import SearchSpace, apply_trace
+from ziggurat.errors import ScheduleError
+
+
+def featurize(space: SearchSpace, trace: Any) -> np.ndarray | None:
+    """Features of kernel `space.name` scheduled by `trace` (None when the trace no longer replays)."""
+    module = space.module.clone()
+    try:
+        apply_trace(module, space.name, trace, space.vector_width)
+    except ScheduleError:
+        return None
+    return extract_features(module, space.name)
+
+
+def ranking_report(tasks: Sequence[tuple[str, str]], db: JSONDatabase, target: str, train: int = 200,
+                   k: int = 10, seed: int = 0, vector_width: int = 16) -> list[dict[str, Any]]:
+    """One row per kernel `(name, kernel module text)` with records in `db` for `target`."""
+    from ziggurat.autotune.tuner import target_key
+
+    tkey = target_key(target)
+    rows = []
+    for name, text in tasks:
+        key = WorkloadKey.from_text(text, name)
+        recs = [r for r in db.records(key) if r.target == tkey and r.ok]
+        if len(recs) < 4:
+            continue
+        space = SearchSpace(text, name, vector_width)
+        feats, costs = [], []
+        for r in recs:
+            f = featurize(space, r.trace)
+            if f is not None:
+                feats.append(f)
+                costs.append(r.mean_cost)
+        n_train = min(train, (2 * len(feats)) // 3)
+        if len(feats) - n_train < 2:
+            continue
+        x, c = np.stack(feats), np.asarray(costs)
+        model = GBTCostModel(n_estimators=60, seed=seed)
+        model.update(x[:n_train], list(c[:n_train]), key.hash)
+        scores = np.asarray(model.predict(x[n_train:]))
+        held = c[n_train:]
+        rows.append({"kernel": name, "records": len(feats), "train": n_train, "held_out": len(held),
+                     "spearman": spearman(scores, 1.0 / held),
+                     "top_k": min(k, len(held)), "top_k_recall": top_k_recall(scores, held, min(k, len(held))),
+                     "best_ms": float(c.min() * 1e3)})
+    return rows
+
+
+def format_report(rows: list[dict[str, Any]]) -> str:
+    lines = ["| kernel | records | trained on | held out | Spearman | top-k recall | best (ms) |",
+             "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['kernel']} | {r['records']} | {r['train']} | {r['held_out']} | {r['spearman']:.3f} | "
+                     f"{r['top_k_recall']:.2f} (k={r['top_k']}) | {r['best_ms']:.3f} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ziggurat.autotune.tuner import extract_tasks
+    from ziggurat.target import Target
+
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("model", help="the ONNX model the database was tuned for")
+    p.add_argument("--db", required=True)
+    p.add_argument("--train", type=int, default=200, help="records (in measuring order) to train on (default 200)")
+    p.add_argument("--target", default="llvm")
+    p.add_argument("--opt-level", "-O", type=int, default=3)
+    args = p.parse_args(argv)
+    tasks = [(n, t) for n, t, _ in extract_tasks(args.model, args.opt_level, args.target)]
+    with JSONDatabase(args.db, fsync=False) as db:
+        rows = ranking_report(tasks, db, args.target, args.train, vector_width=Target.parse(args.target).vector_width)
+    if not rows:
+        print(f"no kernel of {args.model} has enough successful records for '{args.target}' in {args.db}",
+              file=sys.stderr)
+        return 1
+    print(format_report(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

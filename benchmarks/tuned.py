@@ -1,0 +1,128 @@
+"""Tuned against default schedules: one table row per workload and thread count.
+
+    python -m benchmarks.tuned --tuning-db records.jsonl [--threads 1,2] [--only matmul_1024,conv3x3] [--rounds 30]
+
+Each workload is compiled twice, with the default schedules and with
+`tuning_db` (the best record of each kernel the database holds for the
+thread count's target, `ziggurat tune ... --target 'llvm -num-cores=N'`),
+and both are timed against onnxruntime (same intra-op threads) in one process,
+alternating blocks of runs as `benchmarks/run.py` does. For matmul, numpy's
+OpenBLAS at the same thread count is timed too (in a child process). Columns:
+median ms of default, tuned and onnxruntime; tuned/ORT latency ratio (< 1:
+tuned is faster); default/tuned speedup; for matmul numpy's ms and the
+tuned/numpy throughput ratio (> 1: tuned is faster); how many kernels the
+database tuned; max error of the tuned outputs against onnxruntime or
+expected.npz.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+import ziggurat
+from ziggurat.benchmarks.run import BLOCKS, DEFAULT_MODELS, SETTLE_S, _median_iqr, _ort_session, numpy_matmul_ms
+from ziggurat.errors import ZigguratError
+
+
+def bench_tuned(name: str, model, inputs: dict, threads: int, rounds: int, tuning_db: str,
+                expected: dict | None = None) -> dict:
+    row: dict = {"workload": name, "threads": threads}
+    target = f"llvm -num-cores={threads}"
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            default = ziggurat.compile(model, target=target)
+            tuned = ziggurat.compile(model, target=target, tuning_db=tuning_db)
+    except ZigguratError as err:
+        row["skipped"] = str(err).split(". ")[0]
+        return row
+    row["tuned_kernels"] = len(tuned.info["stats"].tuned_kernels)
+    sess = _ort_session(model, threads)
+    feeds = {k: np.ascontiguousarray(v) for k, v in inputs.items()}
+    ort_out = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
+    ref = expected or ort_out
+    engines = []
+    for c in (default, tuned):
+        outs = [np.empty(s.shape, s.dtype) for s in c.outputs]
+        ins = [feeds[n] for n in c.input_names]
+        c.run_native(ins, outs)
+        engines.append((lambda c=c, ins=ins, outs=outs: c.run_native(ins, outs), c, outs))
+    row["max_error"] = max(float(np.max(np.abs(o - ref[n]))) for n, o in zip(tuned.output_names, engines[1][2]))
+    engines.append((lambda: sess.run(None, feeds), None, None))
+    times: list[list[float]] = [[], [], []]
+    per_block = max(2, rounds // BLOCKS)
+    for _ in range(BLOCKS):
+        for (call, _, _), ts in zip(engines, times):
+            time.sleep(SETTLE_S)  # let the other runtime's workers stop spinning
+            call()
+            for _ in range(per_block):
+                t = time.perf_counter()
+                call()
+                ts.append(time.perf_counter() - t)
+    row["default_ms"], row["tuned_ms"], row["ort_ms"] = (_median_iqr(ts)[0] * 1e3 for ts in times)
+    row["tuned_vs_ort"] = row["tuned_ms"] / row["ort_ms"]
+    row["speedup"] = row["default_ms"] / row["tuned_ms"]
+    return row
+
+
+def format_tuned(rows: list[dict]) -> str:
+    lines = ["| workload | threads | default (ms) | tuned (ms) | ORT (ms) | tuned/ORT | default/tuned | numpy (ms) | "
+             "tuned/numpy throughput | tuned kernels | max error |", "|" + "---|" * 11]
+    for r in rows:
+        if "skipped" in r:
+            lines.append(f"| {r['workload']} | {r['threads']} | skipped: {r['skipped']} |||||||||")
+            continue
+        npm = f"{r['numpy_ms']:.3f}" if "numpy_ms" in r else "-"
+        npr = f"{r['numpy_ms'] / r['tuned_ms']:.2f}" if "numpy_ms" in r else "-"
+        lines.append(f"| {r['workload']} | {r['threads']} | {r['default_ms']:.3f} | {r['tuned_ms']:.3f} | "
+                     f"{r['ort_ms']:.3f} | {r['tuned_vs_ort']:.2f} | {r['speedup']:.2f} | {npm} | {npr} | "
+                     f"{r['tuned_kernels']} | {r['max_error']:.1e} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ziggurat.benchmarks.workloads import BUILDERS
+
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--tuning-db", required=True, help="tuning record database (ziggurat tune --db)")
+    p.add_argument("--threads", default="1,2")
+    p.add_argument("--models", type=Path, default=DEFAULT_MODELS, help="folder of model folders")
+    p.add_argument("--only", default="matmul_1024,conv3x3,mlp_784_512_256_10",
+                   help="comma-separated workload or shared-model names")
+    p.add_argument("--rounds", type=int, default=30)
+    p.add_argument("--json", type=Path, default=None)
+    args = p.parse_args(argv)
+    only = args.only.split(",")
+    rows = []
+    for threads in (int(t) for t in args.threads.split(",")):
+        for key in only:
+            if key in BUILDERS:
+                name, model, inputs, _ = BUILDERS[key]()
+                row = bench_tuned(name, model, inputs, threads, args.rounds, args.tuning_db)
+                if key.startswith("matmul") and "skipped" not in row:
+                    row["numpy_ms"] = numpy_matmul_ms(inputs["a"].shape[0], threads, args.rounds)
+            elif (args.models / key / "model.onnx").exists():
+                folder = args.models / key
+                row = bench_tuned(key, str(folder / "model.onnx"), dict(np.load(folder / "inputs.npz")), threads,
+                                  args.rounds, args.tuning_db, expected=dict(np.load(folder / "expected.npz")))
+            else:
+                print(f"skipping {key}: neither a synthetic workload nor a model under {args.models}", file=sys.stderr)
+                continue
+            rows.append(row)
+            print(format_tuned(rows[-1:]).splitlines()[-1], flush=True)
+    print()
+    print(format_tuned(rows))
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,159 @@
+"""Template knobs of reduction nests: the default schedule's decisions in template form, random and
+seeded template candidates compute what numpy computes (matmul with packing, conv with a 2-D tile and
+reordered reduction loops), and illegal decisions are one clear ScheduleError."""
+
+from __future__ import annotations
+
+import ctypes
+import random
+
+import numpy as np
+import pytest
+from xdsl.parser import Parser
+
+from tests.unit.test_autotune_measure import lower
+from tests.unit.test_autotune_search import te_matmul
+from ziggurat.autotune import SearchSpace, apply_trace
+from ziggurat.autotune.template import default_knobs
+from ziggurat.backends.llvm import LLVMOptions, jit_compile, translate_module
+from ziggurat.compiler import parse_pipeline, run_passes
+from ziggurat.dialects import make_context
+from ziggurat.errors import ScheduleError
+
+MM = lower(te_matmul(32, 64, 128), "convert-te-to-loop")
+
+
+def run(text: str, name: str, trace, args: list[np.ndarray], out_shape) -> np.ndarray:
+    module = Parser(make_context(), text).parse_module()
+    apply_trace(module, name, trace)
+    run_passes(module, parse_pipeline("convert-loop-to-hw"))
+    opts = LLVMOptions(num_threads=1, export_all=True)
+    llvm_module, info = translate_module(module, opts)
+    jm = jit_compile(llvm_module, opts, info)
+    out = np.full(out_shape, np.nan, np.float32)
+    fn = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * (len(args) + 1))(jm.address(name))
+    fn(*[a.ctypes.data for a in args], out.ctypes.data)
+    return out
+
+
+# conv2d NCHW 3x3 pad 1 as convert-te-to-loop emits it (independent of the graph-level layout choice)
+CONV = """
+builtin.module {{
+  func.func @conv2d_0(%in0: memref<1x{C}x{H}x{W}xf32>, %in1: memref<{K}x{C}x3x3xf32>, %out0: memref<1x{K}x{H}x{W}xf32>) {{
+    loop.for %i0 = 0 to 1 serial {{
+      loop.for %i1 = 0 to {K} serial {{
+        loop.for %i2 = 0 to {H} serial {{
+          loop.for %i3 = 0 to {W} serial {{
+            loop.block "conv2d_init" [S %0 = %i0, S %1 = %i1, S %2 = %i2, S %3 = %i3] {{
+              %4 = arith.constant 0.000000e+00 : f32
+              loop.store %4, %out0[%0, %1, %2, %3] : memref<1x{K}x{H}x{W}xf32>
+            }}
+            loop.for %r0 = 0 to {C} serial {{
+              loop.for %r1 = 0 to 3 serial {{
+                loop.for %r2 = 0 to 3 serial {{
+                  loop.block "conv2d" [S %5 = %i0, S %6 = %i1, S %7 = %i2, S %8 = %i3, R %9 = %r0, R %10 = %r1, R %11 = %r2] {{
+                    %12 = arith.addi %7, %10 : index
+                    %13 = arith.constant -1 : index
+                    %14 = arith.addi %12, %13 : index
+                    %15 = arith.addi %8, %11 : index
+                    %16 = arith.constant -1 : index
+                    %17 = arith.addi %15, %16 : index
+                    %18 = arith.constant 0 : index
+                    %19 = arith.cmpi sge, %14, %18 : index
+                    %20 = arith.constant {H} : index
+                    %21 = arith.cmpi slt, %14, %20 : index
+                    %22 = arith.andi %19, %21 : i1
+                    %23 = arith.select %22, %14, %18 : index
+                    %24 = arith.cmpi sge, %17, %18 : index
+                    %25 = arith.constant {W} : index
+                    %26 = arith.cmpi slt, %17, %25 : index
+                    %27 = arith.andi %24, %26 : i1
+                    %28 = arith.andi %22, %27 : i1
+                    %29 = arith.select %27, %17, %18 : index
+                    %30 = loop.load %in0[%5, %9, %23, %29] : memref<1x{C}x{H}x{W}xf32>
+                    %31 = arith.constant 0.000000e+00 : f32
+                    %32 = arith.select %28, %30, %31 : f32
+                    %33 = loop.load %in1[%6, %9, %10, %11] : memref<{K}x{C}x3x3xf32>
+                    %34 = arith.mulf %32, %33 : f32
+                    %35 = loop.load %out0[%5, %6, %7, %8] : memref<1x{K}x{H}x{W}xf32>
+                    %36 = arith.addf %35, %34 : f32
+                    loop.store %36, %out0[%5, %6, %7, %8] : memref<1x{K}x{H}x{W}xf32>
+                  }}
+                }}
+              }}
+            }}
+          }}
+        }}
+      }}
+    }}
+    func.return
+  }}
+}}
+"""
+
+
+def conv_kernel() -> tuple[str, str, np.ndarray]:
+    w = np.random.default_rng(1).uniform(-1, 1, (16, 8, 3, 3)).astype(np.float32)
+    return "conv2d_0", CONV.format(C=8, H=12, W=20, K=16), w
+
+
+def conv_ref(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    h, wd = x.shape[2:]
+    out = np.zeros((1, w.shape[0], h, wd))
+    for kh in range(3):
+        for kw in range(3):
+            out += np.einsum("oc,nchw->nohw", w[:, :, kh, kw], xp[:, :, kh:kh + h, kw:kw + wd])
+    return out
+
+
+def test_default_knobs_and_seeds_of_a_matmul():
+    space = SearchSpace(MM, "mm_0")
+    fn = next(iter(space.module.ops))
+    (k,) = default_knobs(fn)
+    assert k["kind"] == "vector" and k["block"] == "mm" and k["nvec"] == 1 and k["tile"] == [[0, 8]]
+    seeds = space.seeds()
+    assert seeds[0] == {"template": [k]}
+    assert {s["template"][0]["nvec"] for s in seeds} >= {1, 2, 4}
+
+
+def test_template_matmul_candidates_match_numpy():
+    space = SearchSpace(MM, "mm_0")
+    rng = np.random.default_rng(0)
+    a, b = rng.uniform(-1, 1, (32, 128)).astype(np.float32), rng.uniform(-1, 1, (128, 64)).astype(np.float32)
+    want = a.astype(np.float64) @ b
+    packed = {"template": [{"block": "mm", "kind": "vector", "tile": [[0, 4]], "nvec": 2, "kc": 64, "pack": 1,
+                            "rorder": [0]}]}
+    r = random.Random(2)
+    traces = [packed] + [space.random_template(r) for _ in range(3)]
+    for trace in traces:
+        cand = space.build(trace["template"] and trace)
+        assert cand is not None and cand.trace == trace
+        np.testing.assert_allclose(run(MM, "mm_0", trace, [a, b], (32, 64)), want, rtol=1e-4, atol=1e-4)
+
+
+def test_template_conv_with_2d_tile_and_reordered_reduction_matches_numpy():
+    name, text, w = conv_kernel()
+    x = np.random.default_rng(2).uniform(-1, 1, (1, 8, 12, 20)).astype(np.float32)
+    space = SearchSpace(text, name)
+    assert [kind for _, _, kind in space.templates] == ["vector"]
+    block = space.templates[0][0]
+    trace = {"template": [{"block": block, "kind": "vector", "tile": [[1, 4], [2, 2]], "nvec": 1, "kc": 0,
+                           "pack": 0, "rorder": [1, 2, 0]}]}
+    np.testing.assert_allclose(run(text, name, trace, [x, w], (1, 16, 12, 20)), conv_ref(x, w), rtol=1e-4, atol=1e-4)
+    assert any(s["template"][0].get("rorder") == [1, 2, 0] for s in space.seeds())
+
+
+@pytest.mark.parametrize("bad, what", [
+    ({"tile": [[0, 5]]}, "must divide"),
+    ({"tile": [[1, 2]]}, "vectorized last loop"),
+    ({"kc": 100}, "must divide the reduction"),
+    ({"rorder": [0, 0]}, "not a permutation"),
+    ({"block": "nope"}, "not a naive reduction nest"),
+])
+def test_illegal_template_decisions_are_schedule_errors(bad, what):
+    k = {"block": "mm", "kind": "vector", "tile": [[0, 8]], "nvec": 1, "kc": 0, "pack": 0, "rorder": [0], **bad}
+    module = Parser(make_context(), MM).parse_module()
+    with pytest.raises(ScheduleError, match=what):
+        apply_trace(module, "mm_0", {"template": [k]})
+    assert SearchSpace(MM, "mm_0").build({"template": [k]}) is None
