@@ -9,7 +9,8 @@ Stages, from an imported model to code the LLVM backend takes:
 * `GRAPH[level]`: graph-level optimizations at each opt level: O1 simplifies
   (BatchNorm folding, shape-op cleanups) and runs xDSL's cse/dce; O2 and up
   also fold constants and fuse ops by TVM's op-pattern rules; O3 re-decides
-  those groups with loop-level costs (`fuse-ops{cost-guided=true}`).
+  those groups with loop-level costs (`fuse-ops{cost-guided=true}`) and runs
+  conv chains in the blocked layout NCHW[x]c (`convert-layout`).
 * `TO_LOOP`: graph -> te -> naive loop nests.
 * `MODULE[level]`: kernel dedupe and static memory planning (loop level).
 * `LOOP[level]`: the default schedule and the lowering to `hw` vector code.
@@ -26,7 +27,9 @@ GRAPH: dict[int, str] = {
     2: "simplify-graph,fold-constants,cse,dce,fuse-ops",
     # O3 closes the feedback channel: fusion re-decided by loop-level costs
     # (design.md section 4; transforms/fuse_ops.py, autotune/cost_oracle.py).
-    3: "simplify-graph,fold-constants,cse,dce,fuse-ops{cost-guided=true}",
+    # and moves conv chains to NCHW16c (convert-layout: measured 1.1-1.5x on
+    # the conv benchmarks, docs/benchmarks.md; the block follows the vector width).
+    3: "simplify-graph,fold-constants,cse,dce,convert-layout,fuse-ops{cost-guided=true}",
 }
 
 TO_LOOP = "convert-graph-to-te,convert-te-to-loop"
@@ -67,4 +70,5 @@ def default_pipeline(opt_level: int = 3, vector_width: int = 16, graph: str | No
     loop = LOOP[opt_level].replace("convert-loop-to-hw", f"convert-loop-to-hw{{vector-width={vector_width}}}")
     loop = loop.replace("loop-vectorize-innermost", f"loop-vectorize-innermost{{min-extent={vector_width}}}")
     loop = loop.replace("loop-default-schedule", f"loop-default-schedule{{vector-width={vector_width}}}")
-    return join(GRAPH[opt_level] if graph is None else graph, TO_LOOP, MODULE[opt_level], loop)
+    graph_part = GRAPH[opt_level].replace("convert-layout", f"convert-layout{{block={vector_width}}}")
+    return join(graph_part if graph is None else graph, TO_LOOP, MODULE[opt_level], loop)
