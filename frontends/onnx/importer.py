@@ -75,6 +75,7 @@ from ziggurat.frontends.onnx.convert_shape import (
 from ziggurat.frontends.onnx.convert_gru import convert_gru, convert_rnn
 from ziggurat.frontends.onnx.convert_resize import convert_resize
 from ziggurat.frontends.onnx.convert_rnn import convert_lstm
+from ziggurat.frontends.onnx.convert_einsum import EINSUM_CONVERTERS
 from ziggurat.frontends.onnx.convert_index import INDEX_CONVERTERS
 from ziggurat.frontends.onnx.convert_window import WINDOW_CONVERTERS
 from ziggurat.frontends.onnx.convert_tensor import (
@@ -139,6 +140,7 @@ CONVERTERS: dict[str, Converter] = {
     **LOGIC_CONVERTERS,
     **WINDOW_CONVERTERS,
     **INDEX_CONVERTERS,
+    **EINSUM_CONVERTERS,
 }
 """ONNX op type (default domain) -> converter."""
 

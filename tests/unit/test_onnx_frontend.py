@@ -206,6 +206,7 @@ SINGLE_OP_CASES |= {  # the converters of convert_window.py, convert_index.py an
     "ReverseSequence": ("ReverseSequence", [(4, 2, 3)], {}, [ints("l", [3, 1])], ["l"], (4, 2, 3)),
     "Compress": ("Compress", [(3, 4)], {"axis": 1}, [numpy_helper.from_array(np.array([1, 0, 1, 0], bool), "c")],
                  ["c"], (3, 2)),
+    "Einsum": ("Einsum", [(2, 3), (3, 4)], {"equation": "ij,jk->ik"}, [], [], (2, 4)),
 }
 
 
