@@ -387,6 +387,46 @@ class VGatherOp(_MaskedAccess):
         _require(isinstance(st, IntegerAttr), self, "needs an integer `stride` attribute")
 
 
-HW_OPS = [VLoadOp, VStoreOp, VBroadcastOp, VFmaOp, VReduceOp, VLaneCmpOp, VMaskLoadOp, VMaskStoreOp, VSelectOp, VGatherOp]
+FLOAT_PREDICATES = ("false", "oeq", "ogt", "oge", "olt", "ole", "one", "ord",
+                    "ueq", "ugt", "uge", "ult", "ule", "une", "uno", "true")
+"""arith.cmpf's predicates, in its numbering."""
+
+
+@irdl_op_definition
+class VCmpfOp(IRDLOperation):
+    """Per-lane float compare of two vectors, a vector mask (the vector form of
+    `arith.cmpf`, whose xDSL result is a scalar i1 only).
+
+    ```mlir
+    %m = hw.vcmpf "olt" %a, %b : vector<16xf32> -> vector<16xi1>
+    ```
+    """
+
+    name = "hw.vcmpf"
+    T: ClassVar = VarConstraint("T", base(VectorType))
+    predicate = prop_def(StringAttr)
+    lhs = operand_def(T)
+    rhs = operand_def(T)
+    result = result_def(VectorType)
+    traits = traits_def(Pure())
+    assembly_format = "$predicate $lhs `,` $rhs attr-dict `:` type($lhs) `->` type($result)"
+
+    def __init__(self, predicate: str, lhs: SSAValue, rhs: SSAValue):
+        lanes = lhs.type.get_shape()[0]  # type: ignore[attr-defined]
+        super().__init__(operands=[lhs, rhs], properties={"predicate": StringAttr(predicate)},
+                         result_types=[VectorType(i1, [lanes])])
+
+    def verify_(self) -> None:
+        _require(self.predicate.data in FLOAT_PREDICATES, self, f"predicate must be one of {FLOAT_PREDICATES}")
+        _check_register(self, self.lhs.type)
+        _require(self.lhs.type == self.rhs.type, self, "operands must have one vector type")
+        r = self.result.type
+        _require(isinstance(r, VectorType) and r.element_type == i1
+                 and r.get_shape() == self.lhs.type.get_shape(), self,  # type: ignore[attr-defined]
+                 f"result must be a vector of i1 with as many lanes as the operands, got {r}")
+
+
+HW_OPS = [VLoadOp, VStoreOp, VBroadcastOp, VFmaOp, VReduceOp, VLaneCmpOp, VMaskLoadOp, VMaskStoreOp, VSelectOp, VGatherOp,
+          VCmpfOp]
 
 HW = Dialect("hw", HW_OPS, [])

@@ -337,6 +337,11 @@ class _Vectorizer:
             a, c = (self._vec(v, b, mapping, vt) for v in (op.lhs, op.rhs))
             mapping[op.result] = b.insert(hw.VSelectOp(mapping[op.cond], a, c)).result
             return
+        if isinstance(op, arith.CmpfOp):  # arith.cmpf has no vector result in xDSL: hw.vcmpf
+            a, c = (self._vec(v, b, mapping, vt) for v in (op.lhs, op.rhs))
+            predicate = hw.FLOAT_PREDICATES[op.predicate.value.data]
+            mapping[op.result] = b.insert(hw.VCmpfOp(predicate, a, c)).result
+            return
         operands = []
         for i, v in enumerate(op.operands):
             keep_scalar = isinstance(op, arith.SelectOp) and i == 0 and v not in self.varying

@@ -137,6 +137,12 @@ def _vselect(t: Translator, f: FuncState, op: Operation) -> None:
     f.vals[op.results[0]] = f.b.select(m, a, b)
 
 
+def _vcmpf(t: Translator, f: FuncState, op: Operation) -> None:
+    pred = op.properties["predicate"].data  # type: ignore[attr-defined]
+    a, c = (f.get(v) for v in op.operands)
+    f.vals[op.results[0]] = f.b.fcmp_ordered(pred, a, c, "", t.flags(op))
+
+
 def _vfma(t: Translator, f: FuncState, op: Operation) -> None:
     _fma(t, f, op)
 
@@ -176,6 +182,7 @@ MATH_HANDLERS = {
     "hw.vbroadcast": _vbroadcast,
     "hw.vfma": _vfma,
     "hw.vselect": _vselect,
+    "hw.vcmpf": _vcmpf,
     "hw.vreduce": _vreduce,
 }
 

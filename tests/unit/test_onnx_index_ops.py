@@ -68,6 +68,14 @@ def test_hardmax_first_of_ties(axis, opset):
     run_both(helper.make_node("Hardmax", ["x"], ["y"], axis=axis), {"x": x}, opset=opset)
 
 
+def test_wide_rows_vectorize_their_compares():
+    """Rows of 16+ elements vectorize graph.compare (hw.vcmpf)."""
+    x = np.round(rand(3, 40) * 2) / 2
+    run_both(helper.make_node("Hardmax", ["x"], ["y"], axis=1), {"x": x}, opset=11)
+    node = helper.make_node("CumSum", ["x", "axis"], ["y"], exclusive=1)
+    run_both(node, {"x": rand(2, 33)}, [("axis", np.array(1, np.int64))])
+
+
 @pytest.mark.parametrize("op", ["ArgMax", "ArgMin"])
 @pytest.mark.parametrize("attrs", [dict(axis=1), dict(axis=-1, keepdims=0), dict(axis=0, select_last_index=1)])
 def test_arg(op, attrs):
