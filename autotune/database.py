@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+import numpy as np
+
 from ziggurat.errors import TuningDatabaseError
 
 ERROR_CODES = ("ok", "build_error", "run_error", "timeout", "wrong_result", "crash")
@@ -106,6 +108,12 @@ class TuningRecord:
     def mean_cost(self) -> float:
         """Mean of the costs, or infinity for an error record."""
         return sum(self.costs) / len(self.costs) if self.ok else float("inf")
+
+    @property
+    def cost(self) -> float:
+        """Median of the costs (robust to a repeat slowed by another process), or infinity for an error
+        record: what `best` and the tuner rank by."""
+        return float(np.median(self.costs)) if self.ok else float("inf")
 
     @property
     def trace_hash(self) -> str:
@@ -219,9 +227,9 @@ class JSONDatabase:
         return [r for r in self._records if r.workload.hash == workload.hash]
 
     def best(self, workload: WorkloadKey, target: str) -> TuningRecord | None:
-        """The 'ok' record with the lowest mean cost for this workload and target."""
+        """The 'ok' record with the lowest (median) cost for this workload and target."""
         ok = [r for r in self._records if r.ok and r.target == target and r.workload.hash == workload.hash]
-        return min(ok, key=lambda r: r.mean_cost, default=None)
+        return min(ok, key=lambda r: r.cost, default=None)
 
     def workloads(self) -> list[WorkloadKey]:
         """Distinct workloads, in order of first appearance."""

@@ -111,6 +111,10 @@ class MeasureResult:
     def mean(self) -> float:
         return sum(self.costs) / len(self.costs) if self.error == "ok" and self.costs else float("inf")
 
+    @property
+    def median(self) -> float:
+        return float(np.median(self.costs)) if self.error == "ok" and self.costs else float("inf")
+
 
 @runtime_checkable
 class Builder(Protocol):

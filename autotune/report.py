@@ -60,7 +60,7 @@ def ranking_report(tasks: Sequence[tuple[str, str]], db: JSONDatabase, target: s
             f = featurize(space, r.trace)
             if f is not None:
                 feats.append(f)
-                costs.append(r.mean_cost)
+                costs.append(r.cost)
         n_train = min(train, (2 * len(feats)) // 3)
         if len(feats) - n_train < 2:
             continue

@@ -37,7 +37,7 @@ from xdsl.parser import Parser
 
 from ziggurat.autotune.cost_model import GBTCostModel
 from ziggurat.autotune.database import JSONDatabase, WorkloadKey
-from ziggurat.autotune.measure import LocalBuilder, LocalRunner, MeasureInput, to_record
+from ziggurat.autotune.measure import Builder, LocalBuilder, LocalRunner, MeasureInput, Runner, to_record
 from ziggurat.autotune.search import EvolutionarySearch
 from ziggurat.autotune.space import DEFAULT_TRACE, SearchSpace, apply_trace
 from ziggurat.dialects import loop, make_context
@@ -113,7 +113,8 @@ class Tuner:
 
     def __init__(self, db: JSONDatabase, target: str | Target = "llvm", timeout: float = 10.0,
                  parallel_builds: int = 2, seed: int = 0, batch_size: int = 8,
-                 runner_options: dict[str, Any] | None = None):
+                 runner_options: dict[str, Any] | None = None, builder: Builder | None = None,
+                 runner: Runner | None = None):
         self.db = db
         self.target = Target.parse(target)
         self.target_key = target_key(self.target)
@@ -121,9 +122,13 @@ class Tuner:
         self.num_threads = self.target.num_threads
         self.batch_size = batch_size
         self.seed = seed
-        self.builder = LocalBuilder(n_parallel=parallel_builds, timeout=max(60.0, 6 * timeout))
-        opts = {"timeout": timeout, "repeat": 3, "min_repeat_ms": 20.0, **(runner_options or {})}
-        self.runner = LocalRunner(**opts)
+        # builder/runner: given (e.g. autotune/distributed.py's Dask ones, built with the same options),
+        # or the default local process pools
+        self.builder = builder or LocalBuilder(n_parallel=parallel_builds, timeout=max(60.0, 6 * timeout))
+        # 5 repeats of >= 15 ms each, ranked by their median: one repeat slowed by another process on
+        # this shared 2-core machine does not decide (about 0.1 s of timing per candidate)
+        opts = {"timeout": timeout, "repeat": 5, "min_repeat_ms": 15.0, **(runner_options or {})}
+        self.runner = runner or LocalRunner(**opts)
         self.timing = {"search": 0.0, "build": 0.0, "run": 0.0, "model": 0.0}  # wall seconds per phase
 
     def close(self) -> None:
@@ -151,14 +156,14 @@ class Tuner:
             if r.target != self.target_key:
                 continue
             t.trials += 1
-            if r.ok and r.mean_cost < t.best_cost:
-                t.best_cost, t.best_trace = r.mean_cost, r.trace
+            if r.ok and r.cost < t.best_cost:
+                t.best_cost, t.best_trace = r.cost, r.trace
             if r.trace == DEFAULT_TRACE and r.ok:
-                t.default_cost = r.mean_cost
+                t.default_cost = r.cost
             f = self._features(space, r.trace)
             if f is not None:
                 feats.append(f)
-                costs.append(r.mean_cost)
+                costs.append(r.cost)
         if feats:
             model.update(np.stack(feats), costs, key.hash)
         return t
@@ -200,11 +205,11 @@ class Tuner:
         before = t.best_cost
         for c, inp, res in zip(batch, inputs, results):
             self.db.commit(to_record(inp, res, self.target_key))
-            costs.append(res.mean)
-            if res.mean < t.best_cost:
-                t.best_cost, t.best_trace = res.mean, c.trace
+            costs.append(res.median)
+            if res.median < t.best_cost:
+                t.best_cost, t.best_trace = res.median, c.trace
             if c.trace == DEFAULT_TRACE and res.error == "ok":
-                t.default_cost = res.mean
+                t.default_cost = res.median
         t.trials += len(batch)
         t.stale = 0 if t.best_cost < before else t.stale + 1
         t.history.append(t.best_cost)
@@ -236,10 +241,11 @@ def progress_line(done: int, total: int, tasks: list[Task], started: float, widt
 
 def tune_kernel(kernel_module_text: str, name: str, trials: int, db: JSONDatabase, target: str | Target = "llvm",
                 timeout: float = 10.0, parallel_builds: int = 2, seed: int = 0, batch_size: int = 8,
-                runner_options: dict[str, Any] | None = None, log: TextIO | None = None) -> TuneResult:
+                runner_options: dict[str, Any] | None = None, log: TextIO | None = None,
+                builder: Builder | None = None, runner: Runner | None = None) -> TuneResult:
     """Tunes kernel `name` of a loop-level module for `trials` new measurements (fewer when the space runs dry)."""
     started = time.time()
-    with Tuner(db, target, timeout, parallel_builds, seed, batch_size, runner_options) as tuner:
+    with Tuner(db, target, timeout, parallel_builds, seed, batch_size, runner_options, builder, runner) as tuner:
         t = tuner.task(kernel_module_text, name)
         done = 0
         while done < trials:
@@ -289,7 +295,8 @@ def pre_loop_spec(spec: str, opt_level: int, vector_width: int) -> str:
 def tune_model(model: Any, trials: int, db: JSONDatabase, target: str | Target = "llvm", opt_level: int = 3,
                timeout: float = 10.0, parallel_builds: int = 2, seed: int = 0, batch_size: int = 8,
                runner_options: dict[str, Any] | None = None, log: TextIO | None = None,
-               progress: bool = True) -> list[TuneResult]:
+               progress: bool = True, builder: Builder | None = None,
+               runner: Runner | None = None) -> list[TuneResult]:
     """Tunes a model's distinct kernels, sharing `trials` by estimated remaining gain; one result per kernel.
 
     With `progress`, a progress line per batch goes to `log` (default: stderr).
@@ -299,7 +306,7 @@ def tune_model(model: Any, trials: int, db: JSONDatabase, target: str | Target =
     specs = extract_tasks(model, opt_level, target)
     if not specs:
         raise TuningError("the model has no kernel to tune")
-    with Tuner(db, target, timeout, parallel_builds, seed, batch_size, runner_options) as tuner:
+    with Tuner(db, target, timeout, parallel_builds, seed, batch_size, runner_options, builder, runner) as tuner:
         tasks = [tuner.task(text, name, calls) for name, text, calls in specs]
         done, dry = 0, set()
 
