@@ -37,9 +37,21 @@ def _hw() -> Dialect:
     return HW
 
 
+def _x86vec() -> Dialect:
+    from ziggurat.dialects.x86vec import X86Vec
+
+    return X86Vec
+
+
+def _amx() -> Dialect:
+    from ziggurat.dialects.amx import AMX
+
+    return AMX
+
+
 def get_all_dialects() -> dict[str, Callable[[], Dialect]]:
     """ziggurat's own dialects, from the highest level to the lowest."""
-    return {"graph": _graph, "te": _te, "loop": _loop, "hw": _hw}
+    return {"graph": _graph, "te": _te, "loop": _loop, "hw": _hw, "x86vec": _x86vec, "amx": _amx}
 
 
 def make_context(allow_unregistered: bool = False) -> Context:

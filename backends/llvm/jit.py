@@ -37,6 +37,7 @@ import llvmlite.binding as llvm
 from llvmlite import ir
 
 from ziggurat.backends.llvm.options import LLVMOptions, ModuleInfo
+from ziggurat.backends.llvm.amx_runtime import require_amx, uses_amx
 from ziggurat.errors import CompileError
 
 GOMP_CANDIDATES = (
@@ -238,6 +239,8 @@ def jit_compile(source: ir.Module | str, options: LLVMOptions | None = None,
     _init_llvm()
     tm = create_target_machine(o.cpu, o.features, o.opt_level)
     mod, text = _parse(source, tm)
+    if uses_amx(text):
+        require_amx()  # the permission first: a tile instruction without it is SIGILL
     optimize(mod, tm, o.opt_level)
     uses_openmp = _resolve_externals(mod)
     engine = llvm.create_mcjit_compiler(mod, tm)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 from xdsl.dialects.builtin import (
+    BFloat16Type,
     Float16Type,
     Float32Type,
     Float64Type,
@@ -26,15 +27,28 @@ from ziggurat.errors import CompileError
 
 I1 = ir.IntType(1)
 I8 = ir.IntType(8)
+I16 = ir.IntType(16)
 I32 = ir.IntType(32)
 I64 = ir.IntType(64)
 F16 = ir.HalfType()
 F32 = ir.FloatType()
 F64 = ir.DoubleType()
+
+
+class BFloatType(ir.HalfType):
+    """LLVM's `bfloat` (llvmlite has no class for it): 2 bytes, float lanes."""
+
+    intrinsic_name = "bf16"
+
+    def _to_string(self) -> str:
+        return "bfloat"
+
+
+BF16 = BFloatType()
 I8P = I8.as_pointer()
 VOID = ir.VoidType()
 
-_SCALARS: dict[type, ir.Type] = {IndexType: I64, Float16Type: F16, Float32Type: F32, Float64Type: F64}
+_SCALARS: dict[type, ir.Type] = {IndexType: I64, BFloat16Type: BF16, Float16Type: F16, Float32Type: F32, Float64Type: F64}
 _TYPE_CACHE: dict[Attribute, ir.Type] = {}
 _STRIDE_CACHE: dict[Attribute, tuple[int, ...]] = {}
 
@@ -120,6 +134,8 @@ def suffix(t: ir.Type) -> str:
         return "f64"
     if isinstance(t, ir.FloatType):
         return "f32"
+    if isinstance(t, BFloatType):
+        return "bf16"
     if isinstance(t, ir.HalfType):
         return "f16"
     raise CompileError(f"llvm backend: no intrinsic suffix for type {t}")

@@ -35,6 +35,7 @@ from ziggurat.backends.llvm.lltypes import (
 )
 from ziggurat.backends.llvm.math_ops import MATH_HANDLERS
 from ziggurat.backends.llvm.memory import MEMORY_HANDLERS
+from ziggurat.backends.llvm.x86_ops import X86_HANDLERS
 from ziggurat.backends.llvm.options import LLVMOptions, ModuleInfo
 from ziggurat.errors import CompileError
 
@@ -106,7 +107,7 @@ class Translator:
         self.info = ModuleInfo()
         self.fast_math = tuple(options.fast_math)
         self.funcs: dict[str, ir.Function] = {}
-        self.handlers = {**STRUCTURE_HANDLERS, **MEMORY_HANDLERS, **ARITH_HANDLERS, **MATH_HANDLERS}
+        self.handlers = {**STRUCTURE_HANDLERS, **MEMORY_HANDLERS, **ARITH_HANDLERS, **MATH_HANDLERS, **X86_HANDLERS}
         self._fm_cache: dict[int, tuple[object, tuple[str, ...]]] = {}
         self._types: dict[int, tuple[Attribute, ir.Type]] = {}
         self._strides: dict[int, tuple[Attribute, tuple[int, ...]]] = {}

@@ -1,0 +1,25 @@
+// RUN: ziggurat-opt %s | ziggurat-opt | filecheck %s
+// RUN: ZIGGURAT_ROUNDTRIP | filecheck %s
+
+// CHECK-LABEL: func.func @vnni
+func.func @vnni(%a: memref<8x64xi8>, %b: memref<16x64xi8>, %c: memref<8x16xi32>, %i: index, %k: index) {
+  // CHECK-NEXT: %a4 = hw.vload %a[%i, %k] : memref<8x64xi8> -> vector<4xi8>
+  // CHECK-NEXT: %q = x86vec.bcast_group %a4 : vector<4xi8> -> vector<64xi8>
+  // CHECK-NEXT: %bv = hw.vload %b[%k, %k] : memref<16x64xi8> -> vector<64xi8>
+  // CHECK-NEXT: %acc = hw.vload %c[%i, %k] : memref<8x16xi32> -> vector<16xi32>
+  // CHECK-NEXT: %r = x86vec.dpbusd %acc, %q, %bv : vector<16xi32>, vector<64xi8>, vector<64xi8>
+  %a4 = hw.vload %a[%i, %k] : memref<8x64xi8> -> vector<4xi8>
+  %q = x86vec.bcast_group %a4 : vector<4xi8> -> vector<64xi8>
+  %bv = hw.vload %b[%k, %k] : memref<16x64xi8> -> vector<64xi8>
+  %acc = hw.vload %c[%i, %k] : memref<8x16xi32> -> vector<16xi32>
+  %r = x86vec.dpbusd %acc, %q, %bv : vector<16xi32>, vector<64xi8>, vector<64xi8>
+  hw.vstore %r, %c[%i, %k] : vector<16xi32>, memref<8x16xi32>
+  func.return
+}
+
+// CHECK-LABEL: func.func @bf16
+func.func @bf16(%f: vector<8xf32>, %x: vector<16xbf16>, %y: vector<16xbf16>) -> vector<8xf32> {
+  // CHECK-NEXT: %r = x86vec.dpbf16ps %f, %x, %y : vector<8xf32>, vector<16xbf16>, vector<16xbf16>
+  %r = x86vec.dpbf16ps %f, %x, %y : vector<8xf32>, vector<16xbf16>, vector<16xbf16>
+  func.return %r : vector<8xf32>
+}
