@@ -1,6 +1,11 @@
 """The benchmark suite: ziggurat against onnxruntime (and numpy for matmul).
 
     python -m benchmarks.run [--threads 1,2] [--only NAME,...] [--rounds 30] [--json out.json]
+    python -m benchmarks.run --compare-feedback --only bert_layer,transformer_encoder_2l_d128,vgg_small_bn
+
+`--compare-feedback` times O3 against the same pipeline with rule-based
+fusion instead (the feedback channel on and off, docs/feedback.md) and
+prints the speedup per workload and its geometric mean.
 
 Workloads (benchmarks/workloads.py): matmul 512^3 and 1024^3, a batch-64 MLP
 (784-512-512-10), conv3x3 on 1x64x56x56 -> 64, a small ResNet-style CNN, one
@@ -129,6 +134,60 @@ def bench(name: str, model, inputs: dict, threads: int, rounds: int, flops: floa
     return row
 
 
+def bench_feedback(name: str, model, inputs: dict, threads: int, rounds: int) -> dict:
+    """O3 with the feedback channel (cost-guided fuse-ops) against the same pipeline with
+    rule-based fuse-ops: median ms of each, timed in alternating blocks, and the speedup."""
+    from ziggurat.benchmarks.kernel_profile import graph_pipelines
+
+    row: dict = {"workload": name, "threads": threads}
+    target = f"llvm -num-cores={threads}"
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            guided, rules = (ziggurat.compile(model, target=target, pipeline=g) for g in graph_pipelines())
+    except ZigguratError as err:
+        row["skipped"] = str(err).split(". ")[0]
+        return row
+    feeds = {k: np.ascontiguousarray(v) for k, v in inputs.items()}
+    ins = [feeds[n] for n in guided.input_names]
+    outs = [[np.empty(s.shape, s.dtype) for s in c.outputs] for c in (guided, rules)]
+    guided.run_native(ins, outs[0])
+    rules.run_native(ins, outs[1])
+    row["max_diff"] = max(float(np.max(np.abs(a - b))) for a, b in zip(*outs))
+    times: list[list[float]] = [[], []]
+    per_block = max(2, rounds // BLOCKS)
+    for _ in range(BLOCKS):
+        for c, out, ts in zip((guided, rules), outs, times):
+            time.sleep(SETTLE_S)
+            c.run_native(ins, out)
+            for _ in range(per_block):
+                t = time.perf_counter()
+                c.run_native(ins, out)
+                ts.append(time.perf_counter() - t)
+    row["kernels"] = (guided.info["stats"].kernels, rules.info["stats"].kernels)
+    row["guided_ms"], row["rules_ms"] = (_median_iqr(ts)[0] * 1e3 for ts in times)
+    row["speedup"] = row["rules_ms"] / row["guided_ms"]
+    return row
+
+
+def format_feedback(rows: list[dict]) -> str:
+    lines = ["| workload | threads | kernels (rules -> cost-guided) | O3 without feedback (ms) | O3 (ms) | speedup |"
+             " max diff |", "|" + "---|" * 7]
+    for r in rows:
+        if "skipped" in r:
+            lines.append(f"| {r['workload']} | {r['threads']} | skipped: {r['skipped']} |||||")
+            continue
+        lines.append(f"| {r['workload']} | {r['threads']} | {r['kernels'][1]} -> {r['kernels'][0]} | "
+                     f"{r['rules_ms']:.3f} | {r['guided_ms']:.3f} | {r['speedup']:.3f} | {r['max_diff']:.1e} |")
+    for t in sorted({r["threads"] for r in rows}):
+        sp = [r["speedup"] for r in rows if r["threads"] == t and "speedup" in r]
+        if sp:
+            g = float(np.exp(np.mean(np.log(sp))))
+            lines.append(f"geometric mean speedup of the feedback channel at {t} thread(s): {g:.3f} "
+                         f"over {len(sp)} workloads (min {min(sp):.3f})")
+    return "\n".join(lines)
+
+
 def format_table(rows: list[dict]) -> str:
     head = ("| workload | threads | compile (s) | ziggurat (ms) | ORT (ms) | ratio zig/ORT | GFLOP/s | "
             "numpy (ms) | zig/numpy throughput | max error |")
@@ -175,11 +234,28 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", default=None, help="comma-separated workload or model names")
     p.add_argument("--rounds", type=int, default=30)
     p.add_argument("--json", type=Path, default=None)
+    p.add_argument("--compare-feedback", action="store_true",
+                   help="time O3 with the feedback channel against O3 with rule-based fusion (no onnxruntime)")
     args = p.parse_args(argv)
     only = set(args.only.split(",")) if args.only else None
     synthetic = [k for k in BUILDERS if only is None or k in only]
     models = _shared_models(args.models, only)
     rows = []
+    if args.compare_feedback:
+        for threads in (int(t) for t in args.threads.split(",")):
+            for key in synthetic:
+                name, model, inputs, _ = BUILDERS[key]()
+                rows.append(bench_feedback(name, model, inputs, threads, args.rounds))
+                print(format_feedback(rows[-1:]).splitlines()[2], flush=True)
+            for folder in models:
+                rows.append(bench_feedback(folder.name, str(folder / "model.onnx"),
+                                           dict(np.load(folder / "inputs.npz")), threads, args.rounds))
+                print(format_feedback(rows[-1:]).splitlines()[2], flush=True)
+        print()
+        print(format_feedback(rows))
+        if args.json:
+            args.json.write_text(json.dumps(rows, indent=2))
+        return 0
     for threads in (int(t) for t in args.threads.split(",")):
         for key in synthetic:
             name, model, inputs, flops = BUILDERS[key]()

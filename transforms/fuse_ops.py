@@ -273,9 +273,11 @@ class FuseOpsPass(ModulePass):
     **Options:** `max-group-size` (int, default 256): most ops in one group;
     `allow-reduction-fusion` (bool, default false): let a reduction fuse with a
     later reduction through injective ops; `cost-guided` (bool, default
-    false): re-decide the groups with the cost oracle (`transforms/fusion_costs.py`), each
-    changed kernel recording `graph.fusion_decision = "merged: 4 groups -> 1,
-    cost 19.40us -> 9.86us"`; `max-rounds` (4), and `peak-gflops`,
+    false): re-decide the groups with the cost oracle (`transforms/fusion_costs.py`:
+    duplicate a shared injective group into the groups that read it, merge a
+    reduction chain, split at a recomputed or shared producer), each changed
+    kernel recording `graph.fusion_decision = "merged: 4 groups -> 1, cost
+    19.40us -> 9.86us"` (or `duplicated:` / `split:`); `max-rounds` (4), and `peak-gflops`,
     `bandwidth-gbs`, `vector-width`, `database` as for `annotate-costs`, too.
 
     Example:
