@@ -71,8 +71,8 @@ def _nest(top: loop.ForOp, depth: int, who: str) -> tuple[list[loop.ForOp], loop
             loops.append(inner[0])
             continue
         if len(inner) != 1 or not isinstance(inner[0], loop.BlockOp):
-            raise ScheduleError(f"{who}: the innermost loop {describe(f)} must hold exactly one loop.block, "
-                                f"found {[o.name for o in inner]}")
+            raise ScheduleError(f"{who}: the description has {depth} loops, so the innermost one, {describe(f)}, "
+                                f"must hold exactly one loop.block; it holds {[o.name for o in inner]}")
         return loops, inner[0]
 
 

@@ -1,0 +1,99 @@
+"""int8 GEMM on AVX512-VNNI: the tensor expression, the packed layout and the schedule.
+
+`C[i, j] (i32) = sum_k A[i, k] (u8) * B[k, j] (s8)`, with B packed at compile
+time as `Bp[k // 4, 4 * j + k % 4]` (the `[K/4][N][4]` layout of
+`vpdpbusd`, 4 consecutive k of one column in one 32-bit lane). The schedule
+tiles C into MR x (16 * NV) register blocks, keeps the k loop outside the
+block (so the accumulators stay in registers), unrolls the block and
+tensorizes each 16-column x 4-k step with `x86_vnni_u8s8_16x4`:
+
+```python
+module = qgemm_module(M, N, K)           # te level
+lower_and_schedule(module, mr=8, nv=2)   # loop level, tensorized
+```
+
+Shapes need M % MR == 0, N % (16 NV) == 0 and K % 4 == 0; `padded_shape`
+gives the padded sizes and `pack_b` pads B with zeros.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from xdsl.context import Context
+from xdsl.dialects import builtin
+from xdsl.parser import Parser
+
+from ziggurat.dialects import make_context
+from ziggurat.errors import ScheduleError
+
+INTRIN = "x86_vnni_u8s8_16x4"
+
+
+def qgemm_te(m: int, n: int, k: int, name: str = "qmm") -> str:
+    """te-level text of the int8 GEMM over a packed B (k must be a multiple of 4)."""
+    if k % 4:
+        raise ScheduleError(f"qgemm: K = {k} must be a multiple of 4 (pad it with zeros)")
+    ko = k // 4
+    return f"""
+func.func @{name}(%a: tensor<{m}x{k}xi8>, %b: tensor<{ko}x{4 * n}xi8>) -> tensor<{m}x{n}xi32> {{
+  %y = te.reduce "{name}" add init 0 : i32 (%i, %j) reduce (%ko : {ko}, %ki : 4) : tensor<{m}x{n}xi32> {{
+    %c4 = arith.constant 4 : index
+    %m = arith.muli %ko, %c4 : index
+    %k = arith.addi %m, %ki : index
+    %j4 = arith.muli %j, %c4 : index
+    %jk = arith.addi %j4, %ki : index
+    %x = te.read %a[%i, %k] : tensor<{m}x{k}xi8>
+    %w = te.read %b[%ko, %jk] : tensor<{ko}x{4 * n}xi8>
+    %xe = arith.extui %x : i8 to i32
+    %we = arith.extsi %w : i8 to i32
+    %p = arith.muli %xe, %we : i32
+    te.yield %p : i32
+  }}
+  func.return %y : tensor<{m}x{n}xi32>
+}}"""
+
+
+def qgemm_module(m: int, n: int, k: int, name: str = "qmm") -> builtin.ModuleOp:
+    """The int8 GEMM as a te-level module."""
+    return Parser(make_context(), qgemm_te(m, n, k, name)).parse_module()
+
+
+def lower_and_schedule(module: builtin.ModuleOp, mr: int = 8, nv: int = 2, parallel: bool = False,
+                       name: str = "qmm"):
+    """Lowers the te module to loops and applies the VNNI schedule; returns the Schedule (with its trace)."""
+    from ziggurat.lowering.convert_te_to_loop import ConvertTeToLoopPass
+    from ziggurat.transforms.schedule.api import Schedule
+
+    ConvertTeToLoopPass().apply(Context(), module)
+    s = Schedule(module, name)
+    i = s.get_loops(name)[0]
+    s.decompose_reduction(name, i)
+    i, j, ko, ki = s.get_loops(name)
+    io, ii = s.split(i, mr)
+    jo, jr = s.split(j, 16 * nv)
+    jv, jl = s.split(jr, 16)
+    s.reorder(jo, io, ko, ii, jv, jl, ki)
+    jo, io, ko, ii, jv, jl, ki = s.get_loops(name)
+    if parallel:
+        s.parallel(jo)
+    s.unroll(ii)
+    s.unroll(jv)
+    s.tensorize(jl, INTRIN)
+    return s
+
+
+def padded_shape(m: int, n: int, k: int, mr: int = 8, nv: int = 2) -> tuple[int, int, int]:
+    """(M, N, K) rounded up to the register block and to 4 in K."""
+    def up(x: int, q: int) -> int:
+        return -(-x // q) * q
+
+    return up(m, mr), up(n, 16 * nv), up(k, 4)
+
+
+def pack_b(b: np.ndarray, n_pad: int | None = None, k_pad: int | None = None) -> np.ndarray:
+    """B (K x N, int8) as the packed `[K/4][N*4]` layout, zero-padded to (k_pad, n_pad)."""
+    k, n = b.shape
+    kp, np_ = k_pad or -(-k // 4) * 4, n_pad or n
+    full = np.zeros((kp, np_), np.int8)
+    full[:k, :n] = b
+    return np.ascontiguousarray(full.reshape(kp // 4, 4, np_).transpose(0, 2, 1).reshape(kp // 4, 4 * np_))
