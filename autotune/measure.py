@@ -21,7 +21,8 @@ check.
   worker is replaced and measuring goes on. `timeout` bounds the whole
   measurement of one candidate (check, warm-up, calibration, repeats), so set
   it well above `(warmup + 2 + repeat * number)` times the slowest call you
-  care about. Outputs are compared with `np.allclose(rtol, atol)`; output
+  care about. With `slow_s` in the config (the tuner sets it to a multiple of the best cost so
+  far), a candidate whose first warm-up call takes longer is timed by that one call only. Outputs are compared with `np.allclose(rtol, atol)`; output
   buffers start as NaN so an element a candidate forgets to write is caught.
 
 Scripts that create a builder or runner need the usual multiprocessing guard
@@ -268,8 +269,14 @@ def _run_task(arg: dict[str, Any]) -> dict[str, Any]:
                         "message": f"output {i} differs from the reference at {int(bad.sum())} of {g.size} "
                                    f"elements; first at {where}: got {g[where]!r}, expected {e[where]!r}"}
     ptrs = [a.ctypes.data for a in args]
-    for _ in range(arg["warmup"]):
+    for w in range(arg["warmup"]):
+        t0 = time.perf_counter()
         f(*ptrs)
+        dt = time.perf_counter() - t0
+        if w == 0 and arg.get("slow_s") and dt > arg["slow_s"]:
+            # far slower than the best so far: one timed call says enough, and the repeats would
+            # spend seconds (or the timeout) on a candidate that cannot win
+            return {"error": "ok", "costs": [dt], "number": 1, "message": "slow: timed once"}
     number = arg["number"]
     min_s = arg["min_repeat_ms"] / 1000.0
     for _ in range(8):  # calibrate `number` so that one repeat lasts at least min_repeat_ms

@@ -3,7 +3,10 @@
 For each kernel of a model whose workload the database holds, the successful
 records are taken in the order they were measured: the cost model
 (`GBTCostModel`, as the tuner trains it) is fitted on the first `train` of
-them and scores the rest, which it never saw. The report gives, per kernel,
+them and scores the rest, which it never saw. With `split="random"` a seeded random draw
+of `train` records is trained on instead (the held-out records then come from
+the whole run, not only its end, where the search has converged on
+near-equal candidates). The report gives, per kernel,
 Spearman's rank correlation between the predicted score and the measured
 throughput (1 / cost) of the held-out records, and the top-k recall (of the
 k truly fastest held-out candidates, how many are among the k best scored).
@@ -43,7 +46,7 @@ def featurize(space: SearchSpace, trace: Any) -> np.ndarray | None:
 
 
 def ranking_report(tasks: Sequence[tuple[str, str]], db: JSONDatabase, target: str, train: int = 200,
-                   k: int = 10, seed: int = 0, vector_width: int = 16) -> list[dict[str, Any]]:
+                   k: int = 10, seed: int = 0, vector_width: int = 16, split: str = "order") -> list[dict[str, Any]]:
     """One row per kernel `(name, kernel module text)` with records in `db` for `target`."""
     from ziggurat.autotune.tuner import target_key
 
@@ -65,11 +68,16 @@ def ranking_report(tasks: Sequence[tuple[str, str]], db: JSONDatabase, target: s
         if len(feats) - n_train < 2:
             continue
         x, c = np.stack(feats), np.asarray(costs)
+        if split == "random":  # a seeded shuffle: held-out records drawn from the whole run
+            perm = np.random.default_rng(seed).permutation(len(c))
+            x, c = x[perm], c[perm]
+        elif split != "order":
+            raise ValueError(f"split must be 'order' or 'random', got {split!r}")
         model = GBTCostModel(n_estimators=60, seed=seed)
         model.update(x[:n_train], list(c[:n_train]), key.hash)
         scores = np.asarray(model.predict(x[n_train:]))
         held = c[n_train:]
-        rows.append({"kernel": name, "records": len(feats), "train": n_train, "held_out": len(held),
+        rows.append({"kernel": name, "split": split, "records": len(feats), "train": n_train, "held_out": len(held),
                      "spearman": spearman(scores, 1.0 / held),
                      "top_k": min(k, len(held)), "top_k_recall": top_k_recall(scores, held, min(k, len(held))),
                      "best_ms": float(c.min() * 1e3)})
@@ -77,10 +85,10 @@ def ranking_report(tasks: Sequence[tuple[str, str]], db: JSONDatabase, target: s
 
 
 def format_report(rows: list[dict[str, Any]]) -> str:
-    lines = ["| kernel | records | trained on | held out | Spearman | top-k recall | best (ms) |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| kernel | split | records | trained on | held out | Spearman | top-k recall | best (ms) |",
+             "|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['kernel']} | {r['records']} | {r['train']} | {r['held_out']} | {r['spearman']:.3f} | "
+        lines.append(f"| {r['kernel']} | {r['split']} | {r['records']} | {r['train']} | {r['held_out']} | {r['spearman']:.3f} | "
                      f"{r['top_k_recall']:.2f} (k={r['top_k']}) | {r['best_ms']:.3f} |")
     return "\n".join(lines)
 
@@ -94,11 +102,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--db", required=True)
     p.add_argument("--train", type=int, default=200, help="records (in measuring order) to train on (default 200)")
     p.add_argument("--target", default="llvm")
+    p.add_argument("--split", default="both", choices=["order", "random", "both"],
+                   help="held-out records: the last ones measured (order), a seeded random draw, or both")
     p.add_argument("--opt-level", "-O", type=int, default=3)
     args = p.parse_args(argv)
     tasks = [(n, t) for n, t, _ in extract_tasks(args.model, args.opt_level, args.target)]
     with JSONDatabase(args.db, fsync=False) as db:
-        rows = ranking_report(tasks, db, args.target, args.train, vector_width=Target.parse(args.target).vector_width)
+        rows = [row for split in (["order", "random"] if args.split == "both" else [args.split])
+                for row in ranking_report(tasks, db, args.target, args.train, split=split,
+                                          vector_width=Target.parse(args.target).vector_width)]
     if not rows:
         print(f"no kernel of {args.model} has enough successful records for '{args.target}' in {args.db}",
               file=sys.stderr)

@@ -45,6 +45,9 @@ from ziggurat.errors import ScheduleError, TuningError
 from ziggurat.target import Target
 
 
+SLOW_FACTOR = 8.0  # a candidate whose first call is this much slower than the best is timed once
+
+
 def target_key(target: str | Target) -> str:
     """The target string records are filed under, with the thread count spelled out
     (`llvm` on a 2-core machine and `llvm -num-cores=2` share records)."""
@@ -194,6 +197,9 @@ class Tuner:
         reference = t.space.default().mlir
         inputs = [MeasureInput(c.mlir, t.name, t.shapes, t.num_outputs, pipeline, reference=reference, trace=c.trace,
                                workload=t.key, num_threads=self.num_threads) for c in batch]
+        config = getattr(self.runner, "config", None)
+        if isinstance(config, dict):  # LocalRunner / DaskRunner: time hopeless candidates only once
+            config["slow_s"] = SLOW_FACTOR * t.best_cost if np.isfinite(t.best_cost) else None
         t0 = time.perf_counter()
         builds = self.builder.build(inputs)
         t1 = time.perf_counter()
