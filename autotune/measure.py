@@ -21,7 +21,7 @@ check.
   worker is replaced and measuring goes on. `timeout` bounds the whole
   measurement of one candidate (check, warm-up, calibration, repeats), so set
   it well above `(warmup + 2 + repeat * number)` times the slowest call you
-  care about. With `slow_s` in the config (the tuner sets it to a multiple of the best cost so
+  care about. With `slow_s` in the config (the tuner sets it to 3x the best cost so
   far), a candidate whose first warm-up call takes longer is timed by that one call only. Outputs are compared with `np.allclose(rtol, atol)`; output
   buffers start as NaN so an element a candidate forgets to write is caught.
 

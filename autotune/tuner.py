@@ -45,7 +45,7 @@ from ziggurat.errors import ScheduleError, TuningError
 from ziggurat.target import Target
 
 
-SLOW_FACTOR = 8.0  # a candidate whose first call is this much slower than the best is timed once
+SLOW_FACTOR = 3.0  # a candidate whose first call is this much slower than the best is timed once
 
 
 def target_key(target: str | Target) -> str:
