@@ -308,7 +308,7 @@ def _conv_3d(ctx: ConversionContext, node: onnx.NodeProto) -> SSAValue:
 # ---------------------------------------------------------------------------
 
 
-def _window_sum_2d(ctx: ConversionContext, x: SSAValue, kernel: Sequence[int], strides: Sequence[int],
+def window_sum_2d(ctx: ConversionContext, x: SSAValue, kernel: Sequence[int], strides: Sequence[int],
                    dilations: Sequence[int], pads: Sequence[int], ceil: bool, label: str) -> SSAValue:
     """Sum of each 2-D window of [N, C, H, W] (zeros outside): a depthwise conv2d
     with a ones kernel; ceil_mode grows the end pads to reach the ceil output size."""
@@ -350,18 +350,18 @@ def convert_lp_pool(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Va
     k = len(kernel)
     if k == 1:
         y = reshape(ctx, powered, (shape[0], shape[1], 1, shape[2]))
-        y = _window_sum_2d(ctx, y, [1, *kernel], [1, *strides], [1, *dilations], [0, pads[0], 0, pads[1]],
+        y = window_sum_2d(ctx, y, [1, *kernel], [1, *strides], [1, *dilations], [0, pads[0], 0, pads[1]],
                            ceil, "ones")
         s = shape_of(y)
         total = reshape(ctx, y, (s[0], s[1], s[3]))
     elif k == 2:
-        total = _window_sum_2d(ctx, powered, kernel, strides, dilations, pads, ceil, "ones")
+        total = window_sum_2d(ctx, powered, kernel, strides, dilations, pads, ceil, "ones")
     else:
         n, c, d, h, w = shape
-        y = _window_sum_2d(ctx, reshape(ctx, powered, (n, c * d, h, w)), kernel[1:], strides[1:], dilations[1:],
+        y = window_sum_2d(ctx, reshape(ctx, powered, (n, c * d, h, w)), kernel[1:], strides[1:], dilations[1:],
                            [pads[1], pads[2], pads[4], pads[5]], ceil, "ones_hw")
         h2, w2 = shape_of(y)[2:]
-        z = _window_sum_2d(ctx, reshape(ctx, y, (n, c, d, h2 * w2)), [kernel[0], 1], [strides[0], 1],
+        z = window_sum_2d(ctx, reshape(ctx, y, (n, c, d, h2 * w2)), [kernel[0], 1], [strides[0], 1],
                            [dilations[0], 1], [pads[0], 0, pads[3], 0], ceil, "ones_d")
         total = reshape(ctx, z, (n, c, shape_of(z)[2], h2, w2))
     if p == 1:

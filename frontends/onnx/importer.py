@@ -76,6 +76,7 @@ from ziggurat.frontends.onnx.convert_gru import convert_gru, convert_rnn
 from ziggurat.frontends.onnx.convert_resize import convert_resize
 from ziggurat.frontends.onnx.convert_rnn import convert_lstm
 from ziggurat.frontends.onnx.convert_einsum import EINSUM_CONVERTERS
+from ziggurat.frontends.onnx.convert_signal import SIGNAL_CONVERTERS
 from ziggurat.frontends.onnx.convert_index import INDEX_CONVERTERS
 from ziggurat.frontends.onnx.convert_window import WINDOW_CONVERTERS
 from ziggurat.frontends.onnx.convert_tensor import (
@@ -141,6 +142,7 @@ CONVERTERS: dict[str, Converter] = {
     **WINDOW_CONVERTERS,
     **INDEX_CONVERTERS,
     **EINSUM_CONVERTERS,
+    **SIGNAL_CONVERTERS,
 }
 """ONNX op type (default domain) -> converter."""
 

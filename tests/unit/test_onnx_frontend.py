@@ -207,6 +207,9 @@ SINGLE_OP_CASES |= {  # the converters of convert_window.py, convert_index.py an
     "Compress": ("Compress", [(3, 4)], {"axis": 1}, [numpy_helper.from_array(np.array([1, 0, 1, 0], bool), "c")],
                  ["c"], (3, 2)),
     "Einsum": ("Einsum", [(2, 3), (3, 4)], {"equation": "ij,jk->ik"}, [], [], (2, 4)),
+    "LRN": ("LRN", [(1, 4, 2, 2)], {"size": 3}, [], [], (1, 4, 2, 2)),
+    "Det": ("Det", [(5, 3, 3)], {}, [], [], (5,)),
+    "DFT": ("DFT", [(2, 6, 1)], {"axis": 1}, [], [], (2, 6, 2)),
 }
 
 
@@ -477,7 +480,7 @@ def test_import_from_path_and_bytes(tmp_path):
 # ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("op_type", ["Det", "Foo"])
+@pytest.mark.parametrize("op_type", ["Unique", "Foo"])
 def test_unsupported_op_names_op_node_and_opset(op_type):
     nodes = [helper.make_node("Relu", ["x"], ["h"]), helper.make_node(op_type, ["h"], ["y"], name="my_node")]
     with pytest.raises(UnsupportedOpError) as info:
