@@ -3,7 +3,9 @@
     python -m benchmarks.run [--threads 1,2] [--only NAME,...] [--rounds 30] [--json out.json]
     python -m benchmarks.run --compare-feedback --only bert_layer,transformer_encoder_2l_d128,vgg_small_bn
 
-`--compare-feedback` times O3 against the same pipeline with rule-based
+`--tuning-db FILE` adds a "(tuned)" row after each workload's row: the same
+model compiled with the tuning records (`ziggurat tune ... --db FILE`), left
+out of the geometric means. `--compare-feedback` times O3 against the same pipeline with rule-based
 fusion instead (the feedback channel on and off, docs/feedback.md) and
 prints the speedup per workload and its geometric mean.
 
@@ -87,14 +89,14 @@ def _ort_session(model, threads: int):
 
 
 def bench(name: str, model, inputs: dict, threads: int, rounds: int, flops: float | None = None,
-          expected: dict | None = None) -> dict:
+          expected: dict | None = None, tuning_db: str | None = None) -> dict:
     """Times one workload; `model` is an onnx path, bytes or ModelProto."""
-    row: dict = {"workload": name, "threads": threads}
+    row: dict = {"workload": name + (" (tuned)" if tuning_db else ""), "threads": threads, "tuned": bool(tuning_db)}
     start = time.perf_counter()
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            compiled = ziggurat.compile(model, target=f"llvm -num-cores={threads}")
+            compiled = ziggurat.compile(model, target=f"llvm -num-cores={threads}", tuning_db=tuning_db)
     except ZigguratError as err:
         row["skipped"] = str(err).split(". ")[0]
         return row
@@ -210,7 +212,7 @@ def format_table(rows: list[dict]) -> str:
 def geomean_lines(rows: list[dict]) -> list[str]:
     out = []
     for t in sorted({r["threads"] for r in rows}):
-        ratios = [r["ratio"] for r in rows if r["threads"] == t and "ratio" in r]
+        ratios = [r["ratio"] for r in rows if r["threads"] == t and "ratio" in r and not r.get("tuned")]
         if ratios:
             g = float(np.exp(np.mean(np.log(ratios))))
             out.append(f"geometric mean of ratio zig/ORT at {t} thread(s): {g:.2f} over {len(ratios)} workloads")
@@ -234,6 +236,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", default=None, help="comma-separated workload or model names")
     p.add_argument("--rounds", type=int, default=30)
     p.add_argument("--json", type=Path, default=None)
+    p.add_argument("--tuning-db", default=None,
+                   help="also time each workload compiled with this tuning database (a '(tuned)' row after "
+                        "its default row; records of 'llvm -num-cores=N' apply at N threads)")
     p.add_argument("--compare-feedback", action="store_true",
                    help="time O3 with the feedback channel against O3 with rule-based fusion (no onnxruntime)")
     args = p.parse_args(argv)
@@ -259,16 +264,19 @@ def main(argv: list[str] | None = None) -> int:
     for threads in (int(t) for t in args.threads.split(",")):
         for key in synthetic:
             name, model, inputs, flops = BUILDERS[key]()
-            row = bench(name, model, inputs, threads, args.rounds, flops)
-            if key.startswith("matmul") and "skipped" not in row:
-                row["numpy_ms"] = numpy_matmul_ms(inputs["a"].shape[0], threads, args.rounds)
-            rows.append(row)
-            print(format_table(rows[-1:]).splitlines()[-1], flush=True)
+            for db in [None, args.tuning_db] if args.tuning_db else [None]:
+                row = bench(name, model, inputs, threads, args.rounds, flops, tuning_db=db)
+                if key.startswith("matmul") and "skipped" not in row:
+                    row["numpy_ms"] = numpy_matmul_ms(inputs["a"].shape[0], threads, args.rounds)
+                rows.append(row)
+                print(format_table(rows[-1:]).splitlines()[-1], flush=True)
         for folder in models:
             inputs = dict(np.load(folder / "inputs.npz"))
             expected = dict(np.load(folder / "expected.npz"))
-            rows.append(bench(folder.name, str(folder / "model.onnx"), inputs, threads, args.rounds, expected=expected))
-            print(format_table(rows[-1:]).splitlines()[-1], flush=True)
+            for db in [None, args.tuning_db] if args.tuning_db else [None]:
+                rows.append(bench(folder.name, str(folder / "model.onnx"), inputs, threads, args.rounds,
+                                  expected=expected, tuning_db=db))
+                print(format_table(rows[-1:]).splitlines()[-1], flush=True)
     print()
     print(format_table(rows))
     for line in geomean_lines(rows):
