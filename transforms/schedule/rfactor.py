@@ -29,6 +29,8 @@ spatial variables covering the buffer, and has an init block `<block>_init`.
 
 from __future__ import annotations
 
+from math import prod
+
 from xdsl.builder import Builder
 from xdsl.dialects import arith, func
 from xdsl.dialects.builtin import MemRefType
@@ -44,6 +46,7 @@ from ziggurat.transforms.schedule.regions import (
 )
 
 W = "rfactor"
+MAX_RF_ELEMENTS = 1 << 24
 COMBINERS = (arith.AddfOp, arith.MulfOp, arith.MaximumfOp, arith.MinimumfOp)
 
 
@@ -112,6 +115,9 @@ def rfactor(fn: func.FuncOp, blk: loop.BlockOp, f: loop.ForOp) -> loop.BlockOp:
     t = buf.type
     shape, n = logical_shape(buf), f.trip_count
     rank = len(shape)
+    if prod(shape) * n > MAX_RF_ELEMENTS:
+        raise ScheduleError(f"{W}: the partial-result buffer of block '{name}' would hold {prod(shape) * n} elements "
+                            f"(more than {MAX_RF_ELEMENTS}); split {describe(f)} and rfactor the inner part")
     rf = insert_alloc(fn, MemRefType(t.element_type, shape + [n]))  # type: ignore[attr-defined]
 
     # 1. the partial results start from the init value
