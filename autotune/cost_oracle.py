@@ -101,7 +101,7 @@ def _op_flops(op: Operation) -> float:
     if name in ("hw.vfma", "math.fma"):
         return 2.0
     if name.startswith("math."):
-        return float(MATH_OP_FLOPS)
+        return 1.0 + MATH_OP_FLOPS  # as `count_work` counts it: the op, then its polynomial
     return 1.0 if name in _FLOAT_OPS else 0.0
 
 
