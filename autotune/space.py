@@ -213,9 +213,13 @@ class SearchSpace:
                 u = next((u for u in (2, 4, 3) if trips % u == 0), 0)
                 if u and k["tile"] and k["tile"][0][1] * u <= MAX_POINTS:
                     variants.append({**k, "tile": sorted([list(t) for t in k["tile"]] + [[d, u]])})
-            if len(nest.reduction) > 1:  # the first reduction loop (input channels) innermost
-                inner_first = list(range(1, len(nest.reduction))) + [0]
-                variants += [{**v, "rorder": inner_first} for v in [k] + variants]
+            n_red = len(nest.reduction)
+            orders = []
+            if n_red > 1:  # the first reduction loop (input channels) innermost, or next to innermost
+                orders.append(list(range(1, n_red)) + [0])
+            if n_red > 2:
+                orders.append(list(range(1, n_red - 1)) + [0, n_red - 1])
+            variants += [{**v, "rorder": o} for o in orders for v in [k] + variants]
             for v in variants:
                 knobs = [dict(x) for x in base]
                 knobs[i] = v
