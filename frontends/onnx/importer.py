@@ -77,6 +77,7 @@ from ziggurat.frontends.onnx.convert_resize import convert_resize
 from ziggurat.frontends.onnx.convert_rnn import convert_lstm
 from ziggurat.frontends.onnx.convert_einsum import EINSUM_CONVERTERS
 from ziggurat.frontends.onnx.convert_signal import SIGNAL_CONVERTERS
+from ziggurat.frontends.onnx.convert_grid_sample import GRID_SAMPLE_CONVERTERS
 from ziggurat.frontends.onnx.convert_index import INDEX_CONVERTERS
 from ziggurat.frontends.onnx.convert_window import WINDOW_CONVERTERS
 from ziggurat.frontends.onnx.convert_tensor import (
@@ -143,6 +144,7 @@ CONVERTERS: dict[str, Converter] = {
     **INDEX_CONVERTERS,
     **EINSUM_CONVERTERS,
     **SIGNAL_CONVERTERS,
+    **GRID_SAMPLE_CONVERTERS,
 }
 """ONNX op type (default domain) -> converter."""
 

@@ -83,7 +83,7 @@ test_swiglu_expanded test_swish test_swish_expanded test_tan test_tan_example te
 test_thresholdedrelu test_thresholdedrelu_example test_thresholdedrelu_example_expanded_ver18
 test_thresholdedrelu_expanded_ver18 test_transpose_all_permutations_4 test_transpose_default
 test_averagepool_3d_default test_maxpool_1d_default test_lppool_2d_pads test_causal_conv_with_state_basic
-test_lrn test_det_nd test_dft_opset19 test_hardmax_one_hot
+test_lrn test_det_nd test_dft_opset19 test_hardmax_one_hot test_gridsample_nearest
 """.split()
 
 MUST_PASS_FROZEN = """

@@ -46,14 +46,25 @@ def make_model(nodes, inputs, outputs, initializers=(), opset: int = 17) -> onnx
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
 
 
+BOOL_OUTPUT = {"Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Equal", "And", "Or", "Xor", "Not", "IsNaN", "IsInf"}
+"""Ops whose output is a bool tensor ..."""
+BOOL_INPUT = {"And", "Or", "Xor", "Not"}
+"""... and those whose inputs are bools too."""
+
+
 def single_op(op_type: str, input_shapes, attrs=None, initializers=(), extra_inputs=(), opset=17, rank=None):
-    """One `op_type` node named n0 over float inputs x0, x1, ... then `extra_inputs`;
-    its output y has the rank of the first input unless `rank` is given."""
+    """One `op_type` node named n0 over float inputs x0, x1, ... (bools for the
+    logic ops) then `extra_inputs`; its output y has the rank of the first input
+    unless `rank` is given."""
     names = [f"x{i}" for i in range(len(input_shapes))]
     node = helper.make_node(op_type, [*names, *extra_inputs], ["y"], name="n0", **(attrs or {}))
-    inputs = [value_info(n, s) for n, s in zip(names, input_shapes, strict=True)]
+    in_type = TensorProto.BOOL if op_type in BOOL_INPUT else TensorProto.FLOAT
+    inputs = [value_info(n, s, in_type) for n, s in zip(names, input_shapes, strict=True)]
     out_rank = len(input_shapes[0]) if rank is None else rank
-    return make_model([node], inputs, [output("y", out_rank)], initializers, opset)
+    out = output("y", out_rank)
+    if op_type in BOOL_OUTPUT:
+        out = value_info("y", [f"y_d{i}" for i in range(out_rank)], TensorProto.BOOL)
+    return make_model([node], inputs, [out], initializers, opset)
 
 
 def ops(imported: ImportedModel) -> list[Operation]:
@@ -210,12 +221,15 @@ SINGLE_OP_CASES |= {  # the converters of convert_window.py, convert_index.py an
     "LRN": ("LRN", [(1, 4, 2, 2)], {"size": 3}, [], [], (1, 4, 2, 2)),
     "Det": ("Det", [(5, 3, 3)], {}, [], [], (5,)),
     "DFT": ("DFT", [(2, 6, 1)], {"axis": 1}, [], [], (2, 6, 2)),
+    "GridSample": ("GridSample", [(1, 2, 3, 4), (1, 2, 2, 2)], {}, [], [], (1, 2, 2, 2)),
 }
 
 
 def test_every_converter_has_a_single_op_case():
     tested_elsewhere = {"Reshape", "Constant"}  # they need constant inputs or none
     tested_elsewhere |= {"ArgMax", "ArgMin", "TopK"}  # int64 outputs: tests/unit/test_onnx_index_ops.py
+    # integer inputs: tests/unit/test_onnx_dtypes.py
+    tested_elsewhere |= {"BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot", "Mod", "BitShift"}
     assert set(CONVERTERS) == set(SINGLE_OP_CASES) | tested_elsewhere
 
 
@@ -530,10 +544,17 @@ def test_dynamic_input_is_a_shape_error():
         import_onnx(single_op("Relu", [("batch", 3)]))
 
 
-def test_non_float_input_is_rejected():
+def test_unsupported_input_type_is_rejected():
     node = helper.make_node("Identity", ["x"], ["y"])
-    model = make_model([node], [value_info("x", (2,), TensorProto.INT64)], [output("y", 1)])
-    with pytest.raises(ShapeError, match="INT64"):
+    model = make_model([node], [value_info("x", (2,), TensorProto.BFLOAT16)], [output("y", 1)])
+    with pytest.raises(ShapeError, match="BFLOAT16"):
+        import_onnx(model)
+
+
+def test_declared_output_type_must_match_the_computed_one():
+    node = helper.make_node("Less", ["x", "x"], ["y"])
+    model = make_model([node], [value_info("x", (2,))], [output("y", 1)])  # declared float, Less gives bool
+    with pytest.raises(ShapeError, match="output 'y' has element type FLOAT; ziggurat computes bool"):
         import_onnx(model)
 
 

@@ -1,0 +1,196 @@
+"""GridSample decomposed onto elementwise graph ops and graph.gather_elements.
+
+For each spatial dim the grid coordinate is denormalized (align_corners or
+not), rounded half-to-even for mode nearest, and moved inside by the padding
+mode (border clamps, reflection folds at the borders) exactly where ONNX's
+reference does. The interpolation taps (1 for nearest, 2 per dim for linear,
+4 per dim for cubic with A = -0.75) each give a per-dim index and weight; a
+tap's flat index into X viewed as [N, C, H*W] (or D*H*W) feeds one
+`graph.gather_elements` with indices computed at run time, taps outside the
+input read 0 under zeros padding (a `graph.where`, never a multiplication by
+0), and the weighted taps are summed.
+
+```mlir
+// one tap of a bilinear GridSample on tensor<1x1x3x2xf32>, grid tensor<1x2x4x2xf32>
+%i = graph.broadcast_to %flat : tensor<1x1x8xf32> -> tensor<1x1x8xf32>
+%v = graph.gather_elements %x3, %i {axis = 2 : i64} : tensor<1x1x6xf32>, tensor<1x1x8xf32> -> tensor<1x1x8xf32>
+```
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import onnx
+from xdsl.ir import SSAValue
+
+from ziggurat.dialects import graph
+from ziggurat.frontends.onnx.context import ConversionContext, Value, attributes, shape_of
+from ziggurat.frontends.onnx.convert_index import compare, const, require_float, where
+from ziggurat.frontends.onnx.convert_window import like, reshape
+
+CUBIC_A = -0.75
+_MODES = {"bilinear": "linear", "linear": "linear", "nearest": "nearest", "bicubic": "cubic", "cubic": "cubic"}
+
+
+class _Ops:
+    """Elementwise helpers on float tensors of one shape (scalars broadcast)."""
+
+    def __init__(self, ctx: ConversionContext, like_value: SSAValue):
+        self.ctx, self.like = ctx, like_value
+
+    def c(self, value: float) -> SSAValue:
+        return const(self.ctx, self.like, np.array([value]), "c")
+
+    def _bin(self, op: type[graph.BinaryOp], a: SSAValue, b: SSAValue | float) -> SSAValue:
+        b = self.c(b) if isinstance(b, (int, float)) else b
+        out = graph.broadcast_shapes(shape_of(a), shape_of(b))
+        return self.ctx.emit(op(a, b, like(a, out)))  # type: ignore[arg-type]
+
+    def add(self, a, b):
+        return self._bin(graph.AddOp, a, b)
+
+    def sub(self, a, b):
+        return self._bin(graph.SubOp, a, b)
+
+    def mul(self, a, b):
+        return self._bin(graph.MulOp, a, b)
+
+    def div(self, a, b):
+        return self._bin(graph.DivOp, a, b)
+
+    def max(self, a, b):
+        return self._bin(graph.MaxOp, a, b)
+
+    def min(self, a, b):
+        return self._bin(graph.MinOp, a, b)
+
+    def floor(self, a):
+        return self.ctx.emit(graph.FloorOp(a))
+
+    def cmp(self, a, b, kind: str):
+        return compare(self.ctx, a, self.c(b) if isinstance(b, (int, float)) else b, kind)
+
+    def select(self, cond, a, b):
+        a = self.c(a) if isinstance(a, (int, float)) else a
+        b = self.c(b) if isinstance(b, (int, float)) else b
+        return where(self.ctx, cond, a, b)
+
+    def clamp(self, a, lo: float, hi: float):
+        return self.min(self.max(a, lo), hi)
+
+    def reflect(self, x, lo: float, hi: float):
+        """ONNX's _gs_reflect: fold x into [lo, hi] by the near border."""
+        span = hi - lo
+        if span <= 0:
+            return self.select(self.cmp(x, x, "eq"), lo, x)  # a single position (NaN stays NaN)
+        below, above = self.cmp(x, lo, "lt"), self.cmp(x, hi, "gt")
+        dx = self.select(below, self.sub(self.c(lo), x), self.sub(x, self.c(hi)))
+        n = self.floor(self.div(dx, span))
+        r = self.sub(dx, self.mul(n, span))
+        even = self.cmp(self.sub(n, self.mul(self.floor(self.mul(n, 0.5)), 2.0)), 0.0, "eq")
+        from_lo, from_hi = self.add(r, lo), self.sub(self.c(hi), r)
+        low_side = self.select(even, from_lo, from_hi)
+        high_side = self.select(even, from_hi, from_lo)
+        return self.select(below, low_side, self.select(above, high_side, x))
+
+
+def _cubic_weights(o: _Ops, t: SSAValue) -> list[SSAValue]:
+    """Keys' cubic convolution weights of the 4 taps around a fraction t."""
+    a = CUBIC_A
+
+    def far(s):  # |s| in [1, 2]
+        return o.sub(o.mul(o.add(o.mul(o.sub(o.mul(s, a), 5 * a), s), 8 * a), s), 4 * a)
+
+    def near(s):  # |s| in [0, 1]
+        return o.add(o.mul(o.mul(o.sub(o.mul(s, a + 2), a + 3), s), s), 1.0)
+
+    return [far(o.add(t, 1.0)), near(t), near(o.sub(o.c(1.0), t)), far(o.sub(o.c(2.0), t))]
+
+
+def convert_grid_sample(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
+    """GridSample (opsets 16+; N-D from 20): modes nearest/linear/cubic,
+    padding zeros/border/reflection, align_corners."""
+    attrs = attributes(node)
+    x, grid = ctx.value(node.input[0]), ctx.value(node.input[1])
+    require_float(ctx, x)
+    require_float(ctx, grid, "grid")
+    xs, gs = shape_of(x), shape_of(grid)
+    dims = len(xs) - 2
+    if dims < 1 or len(gs) != dims + 2 or gs[0] != xs[0] or gs[-1] != dims:
+        raise ctx.shape_error(f"grid shape {gs} does not fit input shape {xs}")
+    mode = _MODES.get(attrs.get("mode", "linear" if ctx.opset >= 20 else "bilinear"))
+    padding = attrs.get("padding_mode", "zeros")
+    if mode is None or padding not in ("zeros", "border", "reflection"):
+        raise ctx.unsupported(f"mode '{attrs.get('mode')}' / padding_mode '{padding}' is not supported")
+    align = bool(attrs.get("align_corners", 0))
+    n, c, spatial = xs[0], xs[1], xs[2:]
+    out_spatial = gs[1:-1]
+    q = math.prod(out_spatial)
+    o = _Ops(ctx, x)
+    taps_per_dim: list[list[tuple[SSAValue, SSAValue | None, SSAValue | None]]] = []  # (index, weight, valid)
+    for d, size in enumerate(spatial):
+        comp = dims - 1 - d  # the grid lists coordinates innermost dim first
+        g = ctx.emit(graph.SliceOp(grid, [0] * len(gs[:-1]) + [comp], [1] * len(gs), like(grid, [*gs[:-1], 1])))
+        g = reshape(ctx, g, (n, q))
+        scale = (size - 1) / 2.0 if align else size / 2.0
+        pos = o.add(o.mul(g, scale), (size - 1) / 2.0)
+        if mode == "nearest":
+            pos = ctx.emit(graph.RoundOp(pos))
+        lo, hi = (0.0, size - 1.0) if align else (-0.5, size - 0.5)
+        if padding == "border":
+            outside = o.max(o.cmp(pos, lo, "lt"), o.cmp(pos, hi, "gt"))
+            pos = o.select(outside, o.clamp(pos, 0.0, size - 1.0), pos)
+        elif padding == "reflection":
+            pos = o.reflect(pos, lo, hi)
+
+        def tap(index: SSAValue, weight: SSAValue | None):
+            if padding == "zeros":
+                valid = o.mul(o.cmp(index, 0.0, "ge"), o.cmp(index, size - 1.0, "le"))
+                return o.clamp(index, 0.0, size - 1.0), weight, valid
+            if padding == "border":
+                return o.clamp(index, 0.0, size - 1.0), weight, None
+            folded = o.floor(o.max(o.reflect(index, lo, hi), 0.0))  # int() of a value >= -0.5
+            return o.min(folded, size - 1.0), weight, None
+
+        if mode == "nearest":
+            taps_per_dim.append([tap(pos, None)])
+            continue
+        base = o.floor(pos)
+        t = o.sub(pos, base)
+        if mode == "linear":
+            weights = [o.sub(o.c(1.0), t), t]
+            offsets = [0, 1]
+        else:
+            weights = _cubic_weights(o, t)
+            offsets = [-1, 0, 1, 2]
+        taps_per_dim.append([tap(o.add(base, float(k)) if k else base, w) for k, w in zip(offsets, weights)])
+    strides = [math.prod(spatial[d + 1:]) for d in range(dims)]
+    x3 = reshape(ctx, x, (n, c, math.prod(spatial)))
+    total: SSAValue | None = None
+    for combo in itertools.product(*taps_per_dim):
+        flat, weight, valid = None, None, None
+        for (index, w, v), stride in zip(combo, strides):
+            term = o.mul(index, float(stride)) if stride != 1 else index
+            flat = term if flat is None else o.add(flat, term)
+            if w is not None:
+                weight = w if weight is None else o.mul(weight, w)
+            if v is not None:
+                valid = v if valid is None else o.mul(valid, v)
+        assert flat is not None
+        table = ctx.emit(graph.BroadcastToOp(reshape(ctx, flat, (n, 1, q)), like(flat, (n, c, q))))
+        value = ctx.emit(graph.GatherElementsOp(x3, table, 2, like(x3, (n, c, q))))
+        if valid is not None:
+            value = o.select(reshape(ctx, valid, (n, 1, q)), value, 0.0)
+        if weight is not None:
+            value = o.mul(value, reshape(ctx, weight, (n, 1, q)))
+        total = value if total is None else o.add(total, value)
+    assert total is not None
+    return [reshape(ctx, total, (n, c, *out_spatial))]
+
+
+GRID_SAMPLE_CONVERTERS = {"GridSample": convert_grid_sample}
+"""ONNX op type -> converter, merged into the importer's table."""
