@@ -162,9 +162,9 @@ def compile(  # noqa: A001 - the public name, as in TVM's relay.build / torch.co
 
     spec = pipelines.default_pipeline(opt_level, tgt.vector_width, graph=pipeline)
     options = LLVMOptions(num_threads=tgt.num_threads, cpu=tgt.mcpu, features=tgt.mattr)
-    f32 = np.dtype(np.float32)  # the frontend admits float32 inputs and outputs only
-    inputs = [TensorSpec(n, tuple(s), f32) for n, s in zip(imported.input_names, imported.input_shapes)]
-    outputs = [TensorSpec(n, tuple(s), f32) for n, s in zip(imported.output_names, imported.output_shapes)]
+    in_dtypes, out_dtypes = _signature_dtypes(imported)
+    inputs = [TensorSpec(n, tuple(s), d) for n, s, d in zip(imported.input_names, imported.input_shapes, in_dtypes)]
+    outputs = [TensorSpec(n, tuple(s), d) for n, s, d in zip(imported.output_names, imported.output_shapes, out_dtypes)]
     t0 = time.perf_counter()
     key = _cache_key(imported, spec + _tuning_stamp(tuning_db, tgt), options)
     built = _CACHE.get(key) if after_pass is None else None
@@ -188,6 +188,20 @@ def compile(  # noqa: A001 - the public name, as in TVM's relay.build / torch.co
         keepalive=built.jit,
         info={"stats": stats, "target": str(tgt), "num_threads": tgt.num_threads, "pipeline": spec, "llvm_ir": built.jit.llvm_ir},
     )
+
+
+def _signature_dtypes(imported: Any) -> tuple[list[np.dtype], list[np.dtype]]:
+    """The numpy dtypes of the model function's arguments and results (float32,
+    float16/64, (u)int8-64 or bool), from its graph-level signature."""
+    from ziggurat.dtypes import to_numpy
+
+    main = next((f for f in imported.module.ops if isinstance(f, func.FuncOp) and f.sym_name.data == "main"), None)
+    if main is None:
+        n_in, n_out = len(imported.input_names), len(imported.output_names)
+        return [np.dtype(np.float32)] * n_in, [np.dtype(np.float32)] * n_out
+    ftype = main.function_type
+    return ([to_numpy(t.element_type) for t in ftype.inputs.data],  # type: ignore[attr-defined]
+            [to_numpy(t.element_type) for t in ftype.outputs.data])  # type: ignore[attr-defined]
 
 
 def _tuning_stamp(tuning_db: Any, tgt: Target) -> str:

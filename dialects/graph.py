@@ -27,8 +27,14 @@ from xdsl.dialects.builtin import (
     FloatAttr,
     IntegerAttr,
     StringAttr,
+    Float16Type,
+    Float32Type,
+    Float64Type,
+    IntegerType,
+    Signedness,
     TensorType,
     f64,
+    i1,
     i64,
 )
 from xdsl.dialects.builtin import FloatData, IntAttr
@@ -211,6 +217,13 @@ class UnaryOp(IRDLOperation):
     def __init__(self, input: SSAValue):
         super().__init__(operands=[input], result_types=[input.type])
 
+    def verify_(self) -> None:
+        elt = self.result.type.element_type  # type: ignore[attr-defined]
+        if not isinstance(elt, (Float16Type, Float32Type, Float64Type)):
+            signed = isinstance(elt, IntegerType) and elt.width.data > 1 and elt.signedness.data != Signedness.UNSIGNED
+            _require(self.name in ("graph.relu", "graph.neg", "graph.abs") and signed, self,
+                     f"is defined on floats{' and signed integers' if self.name in ('graph.relu', 'graph.neg', 'graph.abs') else ''}, got {elt}")
+
 
 @irdl_op_definition
 class ReluOp(UnaryOp):
@@ -322,6 +335,7 @@ class BinaryOp(IRDLOperation):
         _require(out == r, self, f"result shape {r} is not the broadcast shape {out}")
         elts = {self.lhs.type.element_type, self.rhs.type.element_type}  # type: ignore[attr-defined]
         _require(len(elts) == 1, self, "operands must have the same element type")
+        _require(self.result.type.element_type in elts, self, "result must have the operands' element type")  # type: ignore[attr-defined]
 
 
 @irdl_op_definition
@@ -844,6 +858,11 @@ class CompareOp(IRDLOperation):
         _require(self.kind.data in COMPARE_KINDS, self, f"kind must be one of {COMPARE_KINDS}, got '{self.kind.data}'")
         a, b, r = _shape(self.lhs), _shape(self.rhs), _shape(self.result)
         _require(broadcast_shapes(a, b) == r, self, f"result shape {r} is not the broadcast shape of {a} and {b}")
+        elt = self.lhs.type.element_type  # type: ignore[attr-defined]
+        _require(self.rhs.type.element_type == elt, self, "operands must have the same element type")  # type: ignore[attr-defined]
+        out = self.result.type.element_type  # type: ignore[attr-defined]
+        _require(out == i1 or (out == elt and isinstance(elt, (Float16Type, Float32Type, Float64Type))), self,
+                 f"result elements must be i1 (bool) or the operands' float type (a 1.0/0.0 mask), got {out}")
 
 
 @irdl_op_definition
@@ -874,6 +893,12 @@ class WhereOp(IRDLOperation):
         ab = broadcast_shapes(a, b)
         out = broadcast_shapes(c, ab) if ab is not None else None
         _require(out == r, self, f"result shape {r} is not the broadcast shape of {c}, {a} and {b}")
+        elt = self.result.type.element_type  # type: ignore[attr-defined]
+        _require(self.lhs.type.element_type == elt == self.rhs.type.element_type, self,  # type: ignore[attr-defined]
+                 "both branches and the result must have one element type")
+        cond = self.cond.type.element_type  # type: ignore[attr-defined]
+        _require(cond == i1 or isinstance(cond, (Float16Type, Float32Type, Float64Type)), self,
+                 f"the condition must be i1 (bool) or a float mask, got {cond}")
 
 
 @irdl_op_definition
@@ -907,6 +932,11 @@ class GatherElementsOp(IRDLOperation):
         _require(idx == r and len(r) == len(x), self, f"indices {idx} and result {r} must have one shape of the input's rank")
         _require(all(r[d] <= x[d] for d in range(len(x)) if d != a), self,
                  f"result {r} exceeds the input {x} outside axis {a}")
+        ie = self.indices.type.element_type  # type: ignore[attr-defined]
+        _require(ie == Float32Type() or (isinstance(ie, IntegerType) and ie.width.data > 1), self,
+                 f"indices must be integers (or exact float32), got {ie}")
+        _require(self.input.type.element_type == self.result.type.element_type, self,  # type: ignore[attr-defined]
+                 "input and result element types differ")
 
 
 @irdl_op_definition
@@ -1236,5 +1266,10 @@ class CostAttr(ParametrizedAttribute):
 from ziggurat.dialects.graph_layout import LAYOUT_OPS, Conv2dNchwcOp, LayoutTransformOp, MaxPool2dNchwcOp  # noqa: E402,F401
 
 GRAPH_OPS += LAYOUT_OPS
+
+# Element-type ops (casts, integer and bitwise arithmetic, run-time Gather): dialects/graph_dtype.py.
+from ziggurat.dialects.graph_dtype import DTYPE_OPS  # noqa: E402
+
+GRAPH_OPS += DTYPE_OPS
 
 Graph = Dialect("graph", GRAPH_OPS, [CostAttr])

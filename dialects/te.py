@@ -29,6 +29,7 @@ from xdsl.dialects.builtin import (
     FloatAttr,
     IndexType,
     IntegerAttr,
+    IntegerType,
     StringAttr,
     TensorType,
     i64,
@@ -36,6 +37,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Block, Dialect, Region, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
+    base,
     irdl_op_definition,
     lazy_traits_def,
     operand_def,
@@ -53,7 +55,18 @@ from xdsl.utils.exceptions import VerifyException
 
 from ziggurat.dialects.access_syntax import parse_access, print_access, resolve_indices
 
-COMBINERS = ("add", "mul", "max", "min")
+COMBINERS = ("add", "mul", "max", "min", "umax", "umin")
+"""`umax`/`umin` compare integers as unsigned; `max`/`min` are signed (or float)."""
+
+
+def _init_attr(value: float, elt: Attribute) -> Attribute:
+    """The init value of a reduction as an attribute of the element type
+    (integers: the value clamped into the type's range, infinities included)."""
+    if not isinstance(elt, IntegerType):
+        return FloatAttr(value, elt)  # type: ignore[arg-type]
+    width = elt.width.data
+    lo, hi = (0, 1) if width == 1 else (-(1 << (width - 1)), (1 << (width - 1)) - 1)
+    return IntegerAttr(int(min(max(value, lo), hi)), elt)
 
 
 def _require(cond: bool, op: IRDLOperation, message: str) -> None:
@@ -157,7 +170,7 @@ class ReduceOp(IRDLOperation):
     name = "te.reduce"
     tag = prop_def(StringAttr)
     combiner = prop_def(StringAttr)
-    init = prop_def(FloatAttr)
+    init = prop_def(base(FloatAttr) | base(IntegerAttr))
     reduce_extents = prop_def(DenseArrayBase)
     body = region_def("single_block")
     result = result_def(TensorType)
@@ -175,7 +188,7 @@ class ReduceOp(IRDLOperation):
             properties={
                 "tag": StringAttr(tag),
                 "combiner": StringAttr(combiner),
-                "init": FloatAttr(init, result_type.element_type),  # type: ignore[arg-type]
+                "init": _init_attr(init, result_type.element_type),
                 "reduce_extents": DenseArrayBase.from_list(i64, list(reduce_extents)),
             },
             regions=[body],

@@ -12,6 +12,7 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from ziggurat.dialects import graph
+from ziggurat.dtypes import signless_tensor
 from ziggurat.errors import CompileError
 from ziggurat.lowering.te_inline import inline_computes
 from ziggurat.lowering.topi import COMPUTE_DEFS
@@ -35,14 +36,14 @@ def build_kernel(op: Operation, name: str) -> tuple[func.FuncOp, list[SSAValue]]
     for v in op.operands:
         if v not in operands:
             operands.append(v)
-    block = Block(arg_types=[v.type for v in operands])
+    block = Block(arg_types=[signless_tensor(v.type) for v in operands])
     for i, arg in enumerate(block.args):
         arg.name_hint = f"in{i}"
     mapping = dict(zip(operands, block.args))
     b = Builder(InsertPoint.at_end(block))
     result = COMPUTE_DEFS[type(op)](op, b, mapping.__getitem__)
     b.insert(func.ReturnOp(result))
-    kernel = func.FuncOp(name, ([v.type for v in operands], [op.results[0].type]), Region(block))
+    kernel = func.FuncOp(name, (list(block.arg_types), [signless_tensor(op.results[0].type)]), Region(block))
     return kernel, operands
 
 
@@ -59,7 +60,7 @@ def build_fused_kernel(fused: graph.FusedOp, name: str) -> func.FuncOp:
             f"convert-graph-to-te: graph.fused at {fused.location} has {len(fused.outputs)} results; "
             "only single-result groups lower to a kernel call"
         )
-    block = Block(arg_types=[v.type for v in fused.inputs])
+    block = Block(arg_types=[signless_tensor(v.type) for v in fused.inputs])
     for i, arg in enumerate(block.args):
         arg.name_hint = f"in{i}"
     mapping: dict[SSAValue, SSAValue] = dict(zip(body.args, block.args))
@@ -75,7 +76,7 @@ def build_fused_kernel(fused: graph.FusedOp, name: str) -> func.FuncOp:
                 f"(at {gop.location}); add one to lowering/topi.py or do not fuse the op"
             )
         mapping[gop.results[0]] = COMPUTE_DEFS[type(gop)](gop, b, mapping.__getitem__)
-    kernel = func.FuncOp(name, ([v.type for v in fused.inputs], [r.type for r in fused.outputs]), Region(block))
+    kernel = func.FuncOp(name, (list(block.arg_types), [signless_tensor(r.type) for r in fused.outputs]), Region(block))
     inline_computes(kernel)
     return kernel
 
@@ -95,7 +96,8 @@ class ConvertGraphToTePass(ModulePass):
     replaced by `graph.call_kernel @<op>_<n>(...)`, and a new `func.func
     @<op>_<n>` over tensors holds its `te.compute`/`te.reduce` definition.
     `graph.constant` and existing calls stay. An op with no compute definition
-    is an error that names it.
+    is an error that names it. Kernel signatures are signless (`ui8` tensors
+    become `i8`): the compute definitions chose the unsigned instructions.
 
     A `graph.fused` group becomes ONE kernel `@fused_<ops>_<n>` with the
     definitions of all its ops, chained; a te.compute read exactly once (by a

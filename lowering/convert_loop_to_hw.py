@@ -70,6 +70,10 @@ class _Vectorizer:
         for op in self.f.body.walk():
             if op is self.f:
                 continue
+            if isinstance(op, (loop.LoadOp, loop.StoreOp)) and op.buffer.type.element_type != builtin.f32:  # type: ignore[attr-defined]
+                # Correctness first: only float32 buffers get vector code; other
+                # element types (integers, bools as i1, f16/f64) stay scalar.
+                raise NotVectorizable(f"element type {op.buffer.type.element_type} is not vectorized")  # type: ignore[attr-defined]
             self._classify(op)
         # Accumulators live in vector lanes inside the loop.
         self.varying.update(r.load.result for r in self.reductions)

@@ -8,12 +8,13 @@ from dataclasses import dataclass
 from xdsl.builder import Builder
 from xdsl.context import Context
 from xdsl.dialects import arith, builtin, func
-from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerAttr, MemRefType, TensorType
+from xdsl.dialects.builtin import IndexType, IntegerAttr, IntegerType, MemRefType, TensorType
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint
 
 from ziggurat.dialects import graph, loop, te
+from ziggurat.dtypes import scalar_type
 from ziggurat.errors import CompileError
 
 COMBINE = {
@@ -22,10 +23,26 @@ COMBINE = {
     "max": arith.MaximumfOp,
     "min": arith.MinimumfOp,
 }
+INT_COMBINE = {
+    "add": arith.AddiOp,
+    "mul": arith.MuliOp,
+    "max": arith.MaxSIOp,
+    "min": arith.MinSIOp,
+    "umax": arith.MaxUIOp,
+    "umin": arith.MinUIOp,
+}
 
 
 def memref_of(t: TensorType) -> MemRefType:
-    return MemRefType(t.element_type, t.get_shape())
+    """The buffer type of a tensor type; integer elements become signless."""
+    return MemRefType(scalar_type(t.element_type), t.get_shape())
+
+
+def _combine(combiner: str, elt) -> type[Operation]:
+    table = INT_COMBINE if isinstance(elt, IntegerType) else COMBINE
+    if combiner not in table:
+        raise CompileError(f"convert-te-to-loop: combiner '{combiner}' is not defined on {elt} elements")
+    return table[combiner]
 
 
 def _loop_nest(b: Builder, extents: Sequence[int], hint: str) -> tuple[Builder, list[SSAValue]]:
@@ -106,7 +123,7 @@ def lower_reduce(b: Builder, op: te.ReduceOp, out: SSAValue, lowering: _BodyLowe
     inner, ivs = _loop_nest(b, shape, "i")
     init_blk = inner.insert(loop.BlockOp(f"{op.tag.data}_init", "S" * len(shape), ivs))
     ib = Builder(InsertPoint.at_end(init_blk.body.block))
-    init = ib.insert(arith.ConstantOp(FloatAttr(op.init.value.data, op.init.type))).result  # type: ignore[arg-type]
+    init = ib.insert(arith.ConstantOp(op.init)).result
     ib.insert(loop.StoreOp(init, out, list(init_blk.vars)))
     red, rvs = _loop_nest(inner, op.extents, "r")
     kinds = "S" * len(shape) + "R" * len(rvs)
@@ -114,7 +131,7 @@ def lower_reduce(b: Builder, op: te.ReduceOp, out: SSAValue, lowering: _BodyLowe
     bb, value = lowering.clone_body(op.body.block, blk, [*shape, *op.extents])
     spatial = list(blk.vars[: len(shape)])
     acc = bb.insert(loop.LoadOp(out, spatial)).result
-    combined = bb.insert(COMBINE[op.combiner.data](acc, value)).results[0]
+    combined = bb.insert(_combine(op.combiner.data, acc.type)(acc, value)).results[0]
     bb.insert(loop.StoreOp(combined, out, spatial))
 
 

@@ -12,11 +12,32 @@ from collections.abc import Callable, Sequence
 
 from xdsl.builder import Builder
 from xdsl.dialects import arith, math
-from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerAttr, TensorType, f32, i64
+import numpy as np
+from xdsl.dialects.builtin import (
+    Float16Type,
+    Float32Type,
+    Float64Type,
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    IntegerType,
+    TensorType,
+    f32,
+    f64,
+    i1,
+    i64,
+)
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.rewriter import InsertPoint
 
 from ziggurat.dialects import te
+from ziggurat.dtypes import int_range, signless_tensor
+
+FLOAT_PREDICATES = {"lt": "olt", "le": "ole", "gt": "ogt", "ge": "oge", "eq": "oeq", "ne": "une"}
+
+
+def _is_int(v: SSAValue) -> bool:
+    return isinstance(v.type, IntegerType)
 
 
 
@@ -80,33 +101,159 @@ class Expr:
     def read(self, tensor: SSAValue, indices: Sequence[SSAValue], pad: float | None = None) -> SSAValue:
         return self._add(te.ReadOp(tensor, indices, pad))
 
-    # scalar float arithmetic -------------------------------------------------
-    def const(self, value: float) -> SSAValue:
-        return self._add(arith.ConstantOp(FloatAttr(value, self.elt)))  # type: ignore[arg-type]
+    # scalar arithmetic (float or integer, by the operands' type) ------------
+    def const(self, value: float, elt: Attribute | None = None) -> SSAValue:
+        """A constant of `elt` (default: the body's element type)."""
+        elt = elt or self.elt
+        if isinstance(elt, IntegerType):
+            lo, hi = int_range(elt)
+            v = int(value) if abs(value) != float("inf") else (hi if value > 0 else lo)
+            return self._add(arith.ConstantOp(IntegerAttr(v, elt)))
+        return self._add(arith.ConstantOp(FloatAttr(value, elt)))  # type: ignore[arg-type]
 
     def add(self, a: SSAValue, b: SSAValue) -> SSAValue:
-        return self._add(arith.AddfOp(a, b))
+        return self._add(arith.AddiOp(a, b) if _is_int(a) else arith.AddfOp(a, b))
 
     def sub(self, a: SSAValue, b: SSAValue) -> SSAValue:
-        return self._add(arith.SubfOp(a, b))
+        return self._add(arith.SubiOp(a, b) if _is_int(a) else arith.SubfOp(a, b))
 
     def mul(self, a: SSAValue, b: SSAValue) -> SSAValue:
-        return self._add(arith.MulfOp(a, b))
+        return self._add(arith.MuliOp(a, b) if _is_int(a) else arith.MulfOp(a, b))
 
-    def div(self, a: SSAValue, b: SSAValue) -> SSAValue:
-        return self._add(arith.DivfOp(a, b))
+    def div(self, a: SSAValue, b: SSAValue, unsigned: bool = False) -> SSAValue:
+        """a / b; integers truncate toward zero (ONNX Div). A zero divisor gives
+        0 and INT_MIN / -1 wraps, instead of the trap of the bare instruction."""
+        if not _is_int(a):
+            return self._add(arith.DivfOp(a, b))
+        zero, one = self.const(0, a.type), self.const(1, a.type)
+        b_zero = self._add(arith.CmpiOp(b, zero, "eq"))
+        if unsigned:
+            q = self._add(arith.DivUIOp(a, self.select(b_zero, one, b)))
+            return self.select(b_zero, zero, q)
+        minus_one = self.const(-1, a.type)
+        b_m1 = self._add(arith.CmpiOp(b, minus_one, "eq"))
+        safe = self.select(self._add(arith.OrIOp(b_zero, b_m1)), one, b)
+        q = self._add(arith.DivSIOp(a, safe))
+        q = self.select(b_m1, self._add(arith.SubiOp(zero, a)), q)
+        return self.select(b_zero, zero, q)
 
-    def max(self, a: SSAValue, b: SSAValue) -> SSAValue:
+    def rem(self, a: SSAValue, b: SSAValue, unsigned: bool = False, floor: bool = False) -> SSAValue:
+        """a mod b. `floor` (ONNX Mod fmod=0 on integers): the result takes the
+        divisor's sign, as numpy's `%`; else (fmod=1, C fmod) the dividend's.
+        An integer zero divisor gives 0."""
+        if not _is_int(a):  # C fmod: a - b * trunc(a / b)
+            r = self.sub(a, self.mul(b, self._add(math.TruncOp(self.div(a, b)))))
+            if not floor:
+                return r
+            zero = self.const(0.0, a.type)
+            fix = self._add(arith.AndIOp(self.cmpf(r, zero, "une"),
+                                         self._add(arith.XOrIOp(self.cmpf(r, zero, "olt"), self.cmpf(b, zero, "olt")))))
+            return self.select(fix, self.add(r, b), r)
+        zero, one = self.const(0, a.type), self.const(1, a.type)
+        b_zero = self._add(arith.CmpiOp(b, zero, "eq"))
+        if unsigned:
+            r = self._add(arith.RemUIOp(a, self.select(b_zero, one, b)))
+            return self.select(b_zero, zero, r)
+        b_m1 = self._add(arith.CmpiOp(b, self.const(-1, a.type), "eq"))
+        safe = self.select(self._add(arith.OrIOp(b_zero, b_m1)), one, b)
+        r = self._add(arith.RemSIOp(a, safe))  # x % 1 == x % -1 == 0
+        if floor:
+            neg_r = self._add(arith.CmpiOp(r, zero, "slt"))
+            neg_b = self._add(arith.CmpiOp(b, zero, "slt"))
+            fix = self._add(arith.AndIOp(self._add(arith.CmpiOp(r, zero, "ne")), self._add(arith.XOrIOp(neg_r, neg_b))))
+            r = self.select(fix, self._add(arith.AddiOp(r, b)), r)
+        return self.select(b_zero, zero, r)
+
+    def max(self, a: SSAValue, b: SSAValue, unsigned: bool = False) -> SSAValue:
+        if _is_int(a):
+            return self._add(arith.MaxUIOp(a, b) if unsigned else arith.MaxSIOp(a, b))
         return self._add(arith.MaximumfOp(a, b))
 
-    def min(self, a: SSAValue, b: SSAValue) -> SSAValue:
+    def min(self, a: SSAValue, b: SSAValue, unsigned: bool = False) -> SSAValue:
+        if _is_int(a):
+            return self._add(arith.MinUIOp(a, b) if unsigned else arith.MinSIOp(a, b))
         return self._add(arith.MinimumfOp(a, b))
 
     def neg(self, a: SSAValue) -> SSAValue:
+        if _is_int(a):
+            return self._add(arith.SubiOp(self.const(0, a.type), a))
         return self._add(arith.NegfOp(a))
 
     def select(self, cond: SSAValue, a: SSAValue, b: SSAValue) -> SSAValue:
         return self._add(arith.SelectOp(cond, a, b))
+
+    def compare(self, a: SSAValue, b: SSAValue, kind: str, unsigned: bool = False) -> SSAValue:
+        """a `kind` b (lt, le, gt, ge, eq, ne) as i1: ordered float compares
+        (`ne` holds for NaN), signed or unsigned integer compares."""
+        if isinstance(a.type, IntegerType):
+            pred = kind if kind in ("eq", "ne") else ("u" if unsigned or a.type.width.data == 1 else "s") + kind
+            return self._add(arith.CmpiOp(a, b, pred))
+        return self.cmpf(a, b, FLOAT_PREDICATES[kind])
+
+    def bitand(self, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self._add(arith.AndIOp(a, b))
+
+    def bitor(self, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self._add(arith.OrIOp(a, b))
+
+    def bitxor(self, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self._add(arith.XOrIOp(a, b))
+
+    def bitnot(self, a: SSAValue) -> SSAValue:
+        return self._add(arith.XOrIOp(a, self.const(-1 if a.type.width.data > 1 else 1, a.type)))  # type: ignore[attr-defined]
+
+    def shift(self, a: SSAValue, b: SSAValue, left: bool) -> SSAValue:
+        """Unsigned a << b or a >> b; a shift by the bit width or more gives 0."""
+        width = a.type.width.data  # type: ignore[attr-defined]
+        too_far = self._add(arith.CmpiOp(b, self.const(width, a.type), "uge"))
+        shifted = self._add(arith.ShLIOp(a, b) if left else arith.ShRUIOp(a, b))
+        return self.select(too_far, self.const(0, a.type), shifted)
+
+    def cast(self, a: SSAValue, to: Attribute, src_unsigned: bool = False, dst_unsigned: bool = False) -> SSAValue:
+        """`a` converted to the scalar type `to` with ONNX Cast semantics:
+        float -> int truncates toward zero (saturating at the type's range; NaN
+        gives 0), int -> int wraps (sign- or zero-extends), anything -> bool
+        is `!= 0`, bool -> number is 0 or 1."""
+        src = a.type
+        if src == to:
+            return a
+        if to == i1:
+            if isinstance(src, IntegerType):
+                return self._add(arith.CmpiOp(a, self.const(0, src), "ne"))
+            return self.cmpf(a, self.const(0.0, src), "une")
+        if isinstance(src, IntegerType):
+            unsigned = src_unsigned or src.width.data == 1
+            if isinstance(to, IntegerType):
+                if to.width.data < src.width.data:
+                    return self._add(arith.TruncIOp(a, to))
+                return self._add(arith.ExtUIOp(a, to) if unsigned else arith.ExtSIOp(a, to))
+            return self._add(arith.UIToFPOp(a, to) if unsigned else arith.SIToFPOp(a, to))
+        if isinstance(to, IntegerType):
+            return self._float_to_int(a, to, dst_unsigned)
+        bits = {Float16Type: 16, Float32Type: 32, Float64Type: 64}
+        if bits[type(to)] > bits[type(src)]:
+            return self._add(arith.ExtFOp(a, to))
+        if isinstance(src, Float64Type) and isinstance(to, Float16Type):
+            # through f32: the direct f64 -> f16 truncation is a compiler-rt call
+            # the JIT cannot resolve (rounding twice can differ in the last f16 bit)
+            a = self._add(arith.TruncFOp(a, f32))
+        return self._add(arith.TruncFOp(a, to))
+
+    def _float_to_int(self, a: SSAValue, to: IntegerType, unsigned: bool) -> SSAValue:
+        """Truncation toward zero, clamped into the target range first (the
+        bare fptosi/fptoui is poison out of range); NaN becomes 0."""
+        src = a.type
+        width = to.width.data
+        lo, hi = (0, (1 << width) - 1) if unsigned else (-(1 << (width - 1)), (1 << (width - 1)) - 1)
+        wide = a if isinstance(src, Float64Type) else self._add(arith.ExtFOp(a, f64))
+        t = self._add(math.TruncOp(wide))
+        t = self._add(arith.MaximumfOp(t, self.const(float(lo), f64)))
+        # the largest double not above hi (2^63 - 1 and 2^64 - 1 round up in f64)
+        top = float(hi) if float(hi) <= hi else float(np.nextafter(float(hi), 0.0))
+        t = self._add(arith.MinimumfOp(t, self.const(top, f64)))
+        nan = self.cmpf(wide, wide, "uno")
+        t = self.select(nan, self.const(0.0, f64), t)
+        return self._add(arith.FPToUIOp(t, to) if unsigned else arith.FPToSIOp(t, to))
 
     def exp(self, a: SSAValue) -> SSAValue:
         return self._add(math.ExpOp(a))
@@ -121,6 +268,9 @@ class Expr:
         return self._add(math.ErfOp(a))
 
     def abs(self, a: SSAValue) -> SSAValue:
+        if _is_int(a):
+            neg = self._add(arith.CmpiOp(a, self.const(0, a.type), "slt"))
+            return self.select(neg, self.neg(a), a)
         return self._add(math.AbsFOp(a))
 
     def log(self, a: SSAValue) -> SSAValue:
@@ -133,8 +283,8 @@ class Expr:
         return self._add(math.CeilOp(a))
 
     def to_index(self, a: SSAValue) -> SSAValue:
-        """A float holding an exact integer, as an index."""
-        as_int = self._add(arith.FPToSIOp(a, i64))
+        """An integer, or a float holding an exact integer, as an index."""
+        as_int = a if isinstance(a.type, IntegerType) else self._add(arith.FPToSIOp(a, i64))
         return self._add(arith.IndexCastOp(as_int, IndexType()))
 
     def cmpf(self, a: SSAValue, b: SSAValue, predicate: str) -> SSAValue:
@@ -169,6 +319,7 @@ BodyFn = Callable[[Expr, Sequence[SSAValue]], SSAValue]
 
 def compute(builder: Builder, tag: str, out_type: TensorType, body: BodyFn) -> SSAValue:
     """Inserts `te.compute` whose element at `idx` is `body(expr, idx)`."""
+    out_type = signless_tensor(out_type)  # type: ignore[assignment]
     region, block = te.ComputeOp.make_body(len(out_type.get_shape()))
     e = Expr(block, out_type.element_type)
     e.yield_(body(e, block.args))
@@ -188,6 +339,7 @@ def reduce(
     """Inserts `te.reduce`; `body(expr, out_idx, red_idx)` gives the value to combine."""
     from xdsl.ir import Region
 
+    out_type = signless_tensor(out_type)  # type: ignore[assignment]
     rank = len(out_type.get_shape())
     block = Block(arg_types=[IndexType()] * (rank + len(extents)))
     e = Expr(block, out_type.element_type)

@@ -12,10 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from xdsl.builder import Builder
-from xdsl.dialects.builtin import TensorType
+from xdsl.dialects.builtin import IntegerType, TensorType, i1
 from xdsl.ir import Operation, SSAValue
 
 from ziggurat.dialects import graph
+from ziggurat.dialects.graph_dtype import BitAndOp, BitNotOp, BitOrOp, BitShiftOp, BitXorOp, CastOp, GatherOp, ModOp
+from ziggurat.dtypes import is_unsigned, scalar_type
 from ziggurat.lowering.te_builder import Expr, compute, reduce
 
 Lookup = Callable[[SSAValue], SSAValue]
@@ -66,17 +68,27 @@ UNARY_BODIES: dict[type[Operation], Callable[[Expr, SSAValue], SSAValue]] = {
     graph.CosOp: lambda e, v: e.cos(v),
     graph.AtanOp: lambda e, v: e.atan(v),
     graph.RoundOp: lambda e, v: e.roundeven(v),
+    BitNotOp: lambda e, v: e.bitnot(v),
 }
 
-BINARY_BODIES: dict[type[Operation], Callable[[Expr, SSAValue, SSAValue], SSAValue]] = {
-    graph.AddOp: lambda e, a, b: e.add(a, b),
-    graph.SubOp: lambda e, a, b: e.sub(a, b),
-    graph.MulOp: lambda e, a, b: e.mul(a, b),
-    graph.DivOp: lambda e, a, b: e.div(a, b),
-    graph.PowOp: lambda e, a, b: e.pow(a, b),
-    graph.MaxOp: lambda e, a, b: e.max(a, b),
-    graph.MinOp: lambda e, a, b: e.min(a, b),
+BINARY_BODIES: dict[type[Operation], Callable[[Expr, SSAValue, SSAValue, Operation], SSAValue]] = {
+    graph.AddOp: lambda e, a, b, op: e.add(a, b),
+    graph.SubOp: lambda e, a, b, op: e.sub(a, b),
+    graph.MulOp: lambda e, a, b, op: e.mul(a, b),
+    graph.DivOp: lambda e, a, b, op: e.div(a, b, _unsigned(op.operands[0])),
+    graph.PowOp: lambda e, a, b, op: e.pow(a, b),
+    graph.MaxOp: lambda e, a, b, op: e.max(a, b, _unsigned(op.operands[0])),
+    graph.MinOp: lambda e, a, b, op: e.min(a, b, _unsigned(op.operands[0])),
+    ModOp: lambda e, a, b, op: e.rem(a, b, _unsigned(op.operands[0]), floor=op.fmod.value.data == 0),
+    BitShiftOp: lambda e, a, b, op: e.shift(a, b, op.direction.data == "left"),
+    BitAndOp: lambda e, a, b, op: e.bitand(a, b),
+    BitOrOp: lambda e, a, b, op: e.bitor(a, b),
+    BitXorOp: lambda e, a, b, op: e.bitxor(a, b),
 }
+
+
+def _unsigned(v: SSAValue) -> bool:
+    return is_unsigned(v.type.element_type)  # type: ignore[attr-defined]
 
 
 def define_unary(op: Operation, b: Builder, x: Lookup) -> SSAValue:
@@ -94,7 +106,7 @@ def define_binary(op: Operation, b: Builder, x: Lookup) -> SSAValue:
     def body(e: Expr, i: Sequence[SSAValue]) -> SSAValue:
         a = e.read(lhs, _broadcast_index(e, i, _shape(lhs)))
         c = e.read(rhs, _broadcast_index(e, i, _shape(rhs)))
-        return fn(e, a, c)
+        return fn(e, a, c, op)
 
     return compute(b, tag, op.results[0].type, body)  # type: ignore[arg-type]
 
@@ -352,6 +364,8 @@ def define_reduce(op: graph.ReduceOp, b: Builder, x: Lookup) -> SSAValue:
     keep = op.keeps_dims
     out_type: TensorType = op.result.type  # type: ignore[assignment]
     combiner, init = _REDUCE_COMBINERS[kind]
+    if _unsigned(op.input) and kind in ("max", "min"):  # unsigned order; init 0 or all ones (-1 signless)
+        combiner, init = ("umax", 0.0) if kind == "max" else ("umin", -1.0)
 
     def body(e: Expr, i: Sequence[SSAValue], r: Sequence[SSAValue]) -> SSAValue:
         kept = iter(i if not keep else [v for d, v in enumerate(i) if d not in axes])
@@ -368,17 +382,17 @@ def define_reduce(op: graph.ReduceOp, b: Builder, x: Lookup) -> SSAValue:
     return compute(b, "reduce_mean", out_type, lambda e, i: e.mul(e.read(acc, i), e.const(1.0 / count)))
 
 
-_PREDICATES = {"lt": "olt", "le": "ole", "gt": "ogt", "ge": "oge", "eq": "oeq", "ne": "une"}
-
-
 def define_compare(op: graph.CompareOp, b: Builder, x: Lookup) -> SSAValue:
+    """An i1 (bool) result, or a float 1.0/0.0 mask when the result is float."""
     lhs, rhs = x(op.lhs), x(op.rhs)
-    predicate = _PREDICATES[op.kind.data]
+    uns = _unsigned(op.lhs)
+    as_mask = op.result.type.element_type != i1  # type: ignore[attr-defined]
 
     def body(e: Expr, i: Sequence[SSAValue]) -> SSAValue:
         a = e.read(lhs, _broadcast_index(e, i, _shape(lhs)))
         c = e.read(rhs, _broadcast_index(e, i, _shape(rhs)))
-        return e.select(e.cmpf(a, c, predicate), e.const(1.0), e.const(0.0))
+        holds = e.compare(a, c, op.kind.data, uns)
+        return e.select(holds, e.const(1.0), e.const(0.0)) if as_mask else holds
 
     return compute(b, "compare", op.result.type, body)  # type: ignore[arg-type]
 
@@ -390,20 +404,57 @@ def define_where(op: graph.WhereOp, b: Builder, x: Lookup) -> SSAValue:
         c = e.read(cond, _broadcast_index(e, i, _shape(cond)))
         a = e.read(lhs, _broadcast_index(e, i, _shape(lhs)))
         f = e.read(rhs, _broadcast_index(e, i, _shape(rhs)))
-        return e.select(e.cmpf(c, e.const(0.0), "une"), a, f)
+        holds = c if c.type == i1 else e.cmpf(c, e.const(0.0, c.type), "une")
+        return e.select(holds, a, f)
 
     return compute(b, "where", op.result.type, body)  # type: ignore[arg-type]
+
+
+def _wrapped_index(e: Expr, raw: SSAValue, size: int) -> SSAValue:
+    """An index read from a tensor as an index into a dim of `size`: integers
+    below 0 count from the end, and the result is clamped into [0, size) so a
+    bad index never reads outside the buffer. Float32 tables hold exact
+    non-negative integers (compile-time tables of the frontend)."""
+    k = e.to_index(raw)
+    if not isinstance(raw.type, IntegerType):
+        return k
+    n = e.idx(size)
+    k = e.select(e.ilt(k, 0), e.iadd(k, n), k)
+    k = e.select(e.ilt(k, 0), e.idx(0), k)
+    return e.select(e.ilt(k, size), k, e.idx(size - 1))
 
 
 def define_gather_elements(op: graph.GatherElementsOp, b: Builder, x: Lookup) -> SSAValue:
     inp, indices = x(op.input), x(op.indices)
     axis = op.axis.value.data
+    size = _shape(inp)[axis]
 
     def body(e: Expr, i: Sequence[SSAValue]) -> SSAValue:
-        k = e.to_index(e.read(indices, i))
+        k = _wrapped_index(e, e.read(indices, i), size)
         return e.read(inp, [k if d == axis else v for d, v in enumerate(i)])
 
     return compute(b, "gather_elements", op.result.type, body)  # type: ignore[arg-type]
+
+
+def define_gather(op: GatherOp, b: Builder, x: Lookup) -> SSAValue:
+    inp, indices = x(op.input), x(op.indices)
+    axis = op.axis.value.data
+    size = _shape(inp)[axis]
+    q = len(_shape(indices))
+
+    def body(e: Expr, i: Sequence[SSAValue]) -> SSAValue:
+        k = _wrapped_index(e, e.read(indices, list(i[axis:axis + q])), size)
+        return e.read(inp, [*i[:axis], k, *i[axis + q:]])
+
+    return compute(b, "gather", op.result.type, body)  # type: ignore[arg-type]
+
+
+def define_cast(op: CastOp, b: Builder, x: Lookup) -> SSAValue:
+    inp = x(op.input)
+    src_uns, dst_uns = _unsigned(op.input), _unsigned(op.result)
+    to = scalar_type(op.result.type.element_type)  # type: ignore[attr-defined]
+    return compute(b, "cast", op.result.type,  # type: ignore[arg-type]
+                   lambda e, i: e.cast(e.read(inp, i), to, src_uns, dst_uns))
 
 
 def define_broadcast_to(op: graph.BroadcastToOp, b: Builder, x: Lookup) -> SSAValue:
@@ -431,6 +482,8 @@ COMPUTE_DEFS: dict[type[Operation], Define] = {
     graph.CompareOp: define_compare,  # type: ignore[dict-item]
     graph.WhereOp: define_where,  # type: ignore[dict-item]
     graph.GatherElementsOp: define_gather_elements,  # type: ignore[dict-item]
+    GatherOp: define_gather,  # type: ignore[dict-item]
+    CastOp: define_cast,  # type: ignore[dict-item]
 }
 
 # The blocked-layout ops (NCHW[x]c) of convert-layout: lowering/topi_layout.py.

@@ -14,12 +14,12 @@ from xdsl.rewriter import Rewriter
 
 from ziggurat.dialects import graph
 from ziggurat.frontends.weights import WeightStore
-from ziggurat.transforms.graph_reference import EVALUATORS, evaluate
+from ziggurat.transforms.graph_reference import evaluate, supports
 from ziggurat.transforms.weight_binding import weights_of
 
 
 def _foldable(op: Operation, max_elements: int) -> bool:
-    if type(op) not in EVALUATORS or len(op.results) != 1 or not op.operands:
+    if not supports(op) or len(op.results) != 1 or not op.operands:
         return False
     t = op.results[0].type
     if not isinstance(t, TensorType) or t.element_count() > max_elements:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from xdsl.ir import Operation
 
+from ziggurat import dtypes
 from ziggurat.dialects import graph
 
 Evaluate = Callable[[Operation, Sequence[np.ndarray]], np.ndarray]
@@ -98,7 +99,24 @@ EVALUATORS: dict[type[Operation], Evaluate] = {
 }
 
 
+MOVEMENT = (graph.ReshapeOp, graph.TransposeOp, graph.SliceOp, graph.ConcatOp, graph.BroadcastToOp)
+"""Ops whose evaluation only moves elements: exact on every element type."""
+
+
+def supports(op: Operation) -> bool:
+    """Whether `evaluate` has `op`'s semantics: arithmetic on float results
+    (computed in float64, rounded once), data movement on any element type."""
+    if type(op) not in EVALUATORS:
+        return False
+    return isinstance(op, MOVEMENT) or all(
+        dtypes.is_float(dtypes.element_of(v.type)) for v in (*op.operands, *op.results))
+
+
 def evaluate(op: Operation, args: Sequence[np.ndarray]) -> np.ndarray:
     """`op` applied to constant `args`, as a C-contiguous array of the result's dtype."""
-    out = EVALUATORS[type(op)](op, [np.asarray(a, dtype=np.float64) for a in args])
-    return np.ascontiguousarray(np.asarray(out, dtype=np.float32).reshape(_shape(op)))
+    dtype = dtypes.to_numpy(dtypes.element_of(op.results[0].type))
+    if isinstance(op, MOVEMENT):
+        out = EVALUATORS[type(op)](op, [np.asarray(a) for a in args])
+    else:
+        out = EVALUATORS[type(op)](op, [np.asarray(a, dtype=np.float64) for a in args])
+    return np.ascontiguousarray(np.asarray(out, dtype=dtype).reshape(_shape(op)))

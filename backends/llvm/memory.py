@@ -1,5 +1,8 @@
 """Buffer ops: loop.load/store/alloc/const_buffer/copy and hw.vload/vstore.
 
+A bool (`i1`) element is one byte in memory, numpy's layout: a scalar load
+reads the byte and tests it against 0, a store writes 0 or 1.
+
 Addresses are `getelementptr inbounds` on the bare element pointer with a
 row-major linear index; constant index terms are folded. Every access is
 aligned to the element size only: numpy buffers are 16-byte aligned at best
@@ -131,12 +134,19 @@ def _vlanecmp(t: Translator, f: FuncState, op: Operation) -> None:
 def _load(t: Translator, f: FuncState, op: Operation) -> None:
     ops = op.operands
     p = address(t, f, ops[0], ops[1:])
+    if p.type.pointee == I1:  # a bool is one byte in memory (numpy's layout); any nonzero byte is true
+        byte = f.b.load(f.b.bitcast(p, I8.as_pointer()), align=1)
+        f.vals[op.results[0]] = f.b.icmp_unsigned("!=", byte, I8(0))
+        return
     f.vals[op.results[0]] = f.b.load(p, align=element_size(p.type.pointee))
 
 
 def _store(t: Translator, f: FuncState, op: Operation) -> None:
     ops = op.operands
     p = address(t, f, ops[1], ops[2:])
+    if p.type.pointee == I1:  # stored as the byte 0 or 1
+        f.b.store(f.b.zext(f.get(ops[0]), I8), f.b.bitcast(p, I8.as_pointer()), align=1)
+        return
     f.b.store(f.get(ops[0]), p, align=element_size(p.type.pointee))
 
 

@@ -17,8 +17,9 @@ import numpy as np
 import onnx
 from xdsl.builder import Builder
 from xdsl.dialects.builtin import TensorType, f32
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Attribute, Operation, SSAValue
 
+from ziggurat import dtypes
 from ziggurat.dialects import graph
 from ziggurat.errors import ModelLoadError, ShapeError, UnsupportedOpError
 from ziggurat.frontends.weights import WeightStore
@@ -29,9 +30,20 @@ Value = SSAValue | np.ndarray
 Shape = tuple[int, ...]
 
 
-def tensor_type(shape: Sequence[int]) -> TensorType:
-    """The float32 tensor type of a static shape."""
-    return TensorType(f32, list(shape))
+def tensor_type(shape: Sequence[int], elt: Attribute = f32) -> TensorType:
+    """The tensor type of a static shape (float32 unless `elt` says otherwise)."""
+    return TensorType(elt, list(shape))
+
+
+def element_type(value: SSAValue) -> Attribute:
+    """The element type of a tensor SSA value."""
+    assert isinstance(value.type, TensorType)
+    return value.type.element_type
+
+
+def like(value: SSAValue, shape: Sequence[int]) -> TensorType:
+    """The tensor type of `shape` with `value`'s element type."""
+    return TensorType(element_type(value), list(shape))
 
 
 def shape_of(value: SSAValue) -> Shape:
@@ -73,6 +85,7 @@ class ConversionContext:
         self.node: onnx.NodeProto | None = None
         self.node_label = ""
         self._values: dict[str, Value] = {}
+        self.value_types: dict[str, Attribute] = {}  # element types from ONNX type inference, by name
         self._materialized: dict[tuple[str, Shape], SSAValue] = {}
 
     # -- bindings ------------------------------------------------------------
@@ -124,11 +137,13 @@ class ConversionContext:
 
     def add_constant(self, array: np.ndarray, ref: str) -> SSAValue:
         """Stores `array` under (a unique variant of) `ref` and emits its graph.constant."""
-        if array.dtype != np.float32:
-            message = f"constant '{ref}' has dtype {array.dtype}; only float32 tensors are supported for now"
+        elt = dtypes.from_numpy(array.dtype)
+        if elt is None:
+            message = (f"constant '{ref}' has dtype {array.dtype}; run-time tensors can be float16/32/64, "
+                       "(u)int8-64 or bool")
             raise self.unsupported(message) if self.node is not None else ShapeError(message)
         stored = self.weights.add(ref, array)
-        result = self.emit(graph.ConstantOp(stored, tensor_type(array.shape)))
+        result = self.emit(graph.ConstantOp(stored, tensor_type(array.shape, elt)))
         result.name_hint = name_hint(stored)
         return result
 
@@ -136,7 +151,7 @@ class ConversionContext:
         """`value` under a new shape; no op when the shape does not change."""
         if shape_of(value) == tuple(shape):
             return value
-        return self.emit(graph.ReshapeOp(value, tensor_type(shape)))
+        return self.emit(graph.ReshapeOp(value, like(value, shape)))
 
     def reshaped(self, name: str, shape: Sequence[int]) -> SSAValue:
         """`name` under `shape`: a reshaped weight for a constant, else a graph.reshape."""

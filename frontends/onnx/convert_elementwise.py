@@ -9,7 +9,8 @@ import onnx
 from xdsl.ir import SSAValue
 
 from ziggurat.dialects import graph
-from ziggurat.frontends.onnx.context import ConversionContext, Value, shape_of, tensor_type
+from ziggurat import dtypes
+from ziggurat.frontends.onnx.context import ConversionContext, Value, element_type, like, shape_of
 
 UNARY_OPS: dict[str, type[graph.UnaryOp]] = {
     "Relu": graph.ReluOp,
@@ -56,7 +57,9 @@ def _broadcast_binary(ctx: ConversionContext, op: type[graph.BinaryOp], lhs: SSA
     shape = graph.broadcast_shapes(shape_of(lhs), shape_of(rhs))
     if shape is None:
         raise ctx.shape_error(f"input shapes {shape_of(lhs)} and {shape_of(rhs)} do not broadcast")
-    return ctx.emit(op(lhs, rhs, tensor_type(shape)))
+    if element_type(lhs) != element_type(rhs):
+        raise ctx.shape_error(f"inputs have different element types {element_type(lhs)} and {element_type(rhs)}")
+    return ctx.emit(op(lhs, rhs, like(lhs, shape)))
 
 
 def convert_variadic(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
@@ -66,7 +69,8 @@ def convert_variadic(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[V
     for value in values[1:]:
         acc = _broadcast_binary(ctx, VARIADIC_OPS[node.op_type], acc, value)
     if node.op_type == "Mean" and len(values) > 1:
-        count = ctx.add_constant(np.array([1.0 / len(values)], np.float32), f"{ctx.node_label}.count")
+        dtype = dtypes.to_numpy(element_type(acc))
+        count = ctx.add_constant(np.array([1.0 / len(values)], dtype), f"{ctx.node_label}.count")
         acc = ctx.emit(graph.MulOp(acc, count, acc.type))
     return [acc]
 
@@ -74,5 +78,5 @@ def convert_variadic(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[V
 def convert_reciprocal(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
     """Reciprocal (opsets 6+): 1 / x."""
     x = ctx.value(node.input[0])
-    one = ctx.add_constant(np.array([1.0], np.float32), f"{ctx.node_label}.one")
+    one = ctx.add_constant(np.array([1.0], dtypes.to_numpy(element_type(x))), f"{ctx.node_label}.one")
     return [ctx.emit(graph.DivOp(one, x, x.type))]

@@ -15,7 +15,7 @@ import onnx
 from onnx import numpy_helper
 
 from ziggurat.dialects import graph
-from ziggurat.frontends.onnx.context import ConversionContext, Value, attributes, tensor_type
+from ziggurat.frontends.onnx.context import ConversionContext, Value, attributes, like
 
 
 def convert_constant(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
@@ -91,7 +91,7 @@ def convert_transpose(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[
     x = ctx.value(name)
     if perm == sorted(perm):
         return [x]
-    return [ctx.emit(graph.TransposeOp(x, perm, tensor_type([shape[i] for i in perm])))]
+    return [ctx.emit(graph.TransposeOp(x, perm, like(x, [shape[i] for i in perm])))]
 
 
 def _reshape(ctx: ConversionContext, name: str, shape: Sequence[int]) -> Value:

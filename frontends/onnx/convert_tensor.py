@@ -15,7 +15,9 @@ import onnx
 from xdsl.ir import SSAValue
 
 from ziggurat.dialects import graph
-from ziggurat.frontends.onnx.context import ConversionContext, Value, attributes, shape_of, tensor_type
+from ziggurat import dtypes
+from ziggurat.dialects.graph_dtype import CastOp, GatherOp
+from ziggurat.frontends.onnx.context import ConversionContext, Value, attributes, element_type, like, shape_of, tensor_type
 
 
 def _axis(ctx: ConversionContext, axis: int, rank: int, what: str = "axis") -> int:
@@ -51,7 +53,7 @@ def slice_value(ctx: ConversionContext, x: SSAValue, starts: Sequence[int], step
     """A graph.slice of `x`, or `x` itself when the window is the whole tensor."""
     if list(starts) == [0] * len(sizes) and list(steps) == [1] * len(sizes) and tuple(sizes) == shape_of(x):
         return x
-    return ctx.emit(graph.SliceOp(x, starts, steps, tensor_type(sizes)))
+    return ctx.emit(graph.SliceOp(x, starts, steps, like(x, sizes)))
 
 
 def convert_unsqueeze(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
@@ -101,11 +103,9 @@ def _take(ctx: ConversionContext, x: SSAValue, axis: int, indices: Sequence[int]
                 continue
         runs.append((index, 1, 1))
     if len(runs) > MAX_SLICE_RUNS:  # one gather instead of many slices
+        ref = ctx.add_constant(np.array(indices, np.int64), f"{ctx.node_label}.indices")
         out = [len(indices) if d == axis else n for d, n in enumerate(shape)]
-        table = np.broadcast_to(np.array(indices, np.float32).reshape(
-            [len(indices) if d == axis else 1 for d in range(len(shape))]), out)
-        ref = ctx.add_constant(np.ascontiguousarray(table), f"{ctx.node_label}.indices")
-        return ctx.emit(graph.GatherElementsOp(x, ref, axis, tensor_type(out)))
+        return ctx.emit(GatherOp(x, ref, axis, like(x, out)))
     parts = []
     for start, step, count in runs:
         starts = [start if d == axis else 0 for d in range(len(shape))]
@@ -115,18 +115,22 @@ def _take(ctx: ConversionContext, x: SSAValue, axis: int, indices: Sequence[int]
     if len(parts) == 1:
         return parts[0]
     out = [len(indices) if d == axis else n for d, n in enumerate(shape)]
-    return ctx.emit(graph.ConcatOp(parts, axis, tensor_type(out)))
+    return ctx.emit(graph.ConcatOp(parts, axis, like(x, out)))
 
 
 def convert_gather_elements(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
-    """GatherElements (opsets 11+) of a run-time tensor with compile-time indices
-    (negative ones count from the end): graph.gather_elements over a float32
-    index table."""
+    """GatherElements (opsets 11+): graph.gather_elements with integer indices
+    (negative ones count from the end); compile-time indices are checked here,
+    run-time ones are clamped into range by the kernel."""
     shape = ctx.shape(node.input[0])
     axis = _axis(ctx, attributes(node).get("axis", 0), len(shape))
     indices = ctx.constant(node.input[1])
     if indices is None:
-        raise ctx.unsupported("indices computed at run time are not supported; only constant indices")
+        idx = ctx.value(node.input[1])
+        if len(shape_of(idx)) != len(shape) or any(shape_of(idx)[d] > shape[d] for d in range(len(shape)) if d != axis):
+            raise ctx.shape_error(f"indices shape {shape_of(idx)} does not fit data shape {shape} at axis {axis}")
+        x = ctx.value(node.input[0])
+        return [ctx.emit(graph.GatherElementsOp(x, idx, axis, like(x, shape_of(idx))))]
     if indices.ndim != len(shape) or any(indices.shape[d] > shape[d] for d in range(len(shape)) if d != axis):
         raise ctx.shape_error(f"indices shape {indices.shape} does not fit data shape {shape} at axis {axis}")
     table = np.where(indices < 0, indices + shape[axis], indices)
@@ -134,20 +138,29 @@ def convert_gather_elements(ctx: ConversionContext, node: onnx.NodeProto) -> Seq
         raise ctx.unsupported("empty indices (a zero-size result) are not supported")
     if table.min() < 0 or table.max() >= shape[axis]:
         raise ctx.shape_error(f"indices leave dim {axis} of size {shape[axis]}")
-    ref = ctx.add_constant(table.astype(np.float32), f"{node.input[1]}.f32")
-    return [ctx.emit(graph.GatherElementsOp(ctx.value(node.input[0]), ref, axis, tensor_type(table.shape)))]
+    ref = ctx.add_constant(table.astype(np.int64), f"{node.input[1]}.i64")
+    x = ctx.value(node.input[0])
+    return [ctx.emit(graph.GatherElementsOp(x, ref, axis, like(x, table.shape)))]
 
 
 def convert_gather(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
-    """Gather (opsets 1+) of a run-time tensor with compile-time indices (negative
-    ones count from the end): strided slices, concatenated where needed."""
+    """Gather (opsets 1+): compile-time indices (negative ones count from the
+    end) become strided slices, concatenated where needed; run-time integer
+    indices a graph.gather."""
     shape = ctx.shape(node.input[0])
     if not shape:
         raise ctx.shape_error("data must have rank >= 1")
     axis = _axis(ctx, attributes(node).get("axis", 0), len(shape))
     indices = ctx.constant(node.input[1])
     if indices is None:
-        raise ctx.unsupported("indices computed at run time are not supported; only constant indices")
+        idx, x = ctx.value(node.input[1]), ctx.value(node.input[0])
+        out_shape = (*shape[:axis], *shape_of(idx), *shape[axis + 1:])
+        if 0 in out_shape:
+            raise ctx.unsupported("empty indices (a zero-size result) are not supported")
+        if not shape_of(idx):  # a scalar index: gather one row, then drop the dim
+            row = ctx.emit(GatherOp(x, ctx.reshape(idx, [1]), axis, like(x, (*shape[:axis], 1, *shape[axis + 1:]))))
+            return [ctx.reshape(row, out_shape)]
+        return [ctx.emit(GatherOp(x, idx, axis, like(x, out_shape)))]
     flat = [int(i) + shape[axis] if i < 0 else int(i) for i in indices.reshape(-1)]
     if any(not 0 <= i < shape[axis] for i in flat):
         raise ctx.shape_error(f"indices {indices.reshape(-1).tolist()} leave dim {axis} of size {shape[axis]}")
@@ -205,7 +218,9 @@ def convert_concat(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Val
     if len(values) == 1:
         return [values[0]]
     out = [sum(s[axis] for s in shapes) if d == axis else n for d, n in enumerate(shapes[0])]
-    return [ctx.emit(graph.ConcatOp(values, axis, tensor_type(out)))]
+    if len({element_type(v) for v in values}) != 1:
+        raise ctx.shape_error(f"inputs have different element types {[str(element_type(v)) for v in values]}")
+    return [ctx.emit(graph.ConcatOp(values, axis, like(values[0], out)))]
 
 
 def convert_split(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
@@ -228,7 +243,8 @@ def convert_split(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Valu
         starts = [offset if d == axis else 0 for d in range(len(shape))]
         out = [size if d == axis else n for d, n in enumerate(shape)]
         # an empty part is an (empty) constant: fine while nothing computes with it
-        results.append(slice_value(ctx, x, starts, [1] * len(shape), out) if size else np.zeros(out, np.float32))
+        empty = np.zeros(out, dtypes.to_numpy(element_type(x)))
+        results.append(slice_value(ctx, x, starts, [1] * len(shape), out) if size else empty)
         offset += size
     return results
 
@@ -246,26 +262,31 @@ def convert_expand(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Val
         return [x]
     if math.prod(out) == math.prod(shape):
         return [ctx.reshape(x, out)]
-    return [ctx.emit(graph.BroadcastToOp(x, tensor_type(out)))]
+    return [ctx.emit(graph.BroadcastToOp(x, like(x, out)))]
 
 
 def convert_cast(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
-    """Cast (opsets 6+) and CastLike (15+) of a run-time float32 tensor: to float32
-    (a no-op) or to bool (a mask, x != 0). CastLike of a constant to a run-time (float32) tensor's
-    type folds to a float32 constant."""
+    """Cast (opsets 6+) and CastLike (15+) of a run-time tensor to float16/32/64,
+    (u)int8-64 or bool: a graph.cast (nothing when the type does not change).
+    CastLike of a constant to a run-time tensor's type folds to a constant."""
     if node.op_type == "CastLike":
-        array = ctx.constant(node.input[0])
-        if array is not None:
-            return [array.astype(np.float32)]
-        return [ctx.value(node.input[0])]
-    to = attributes(node)["to"]
-    if to == onnx.TensorProto.BOOL:  # to a float mask (see convert_logic.py)
-        x = ctx.value(node.input[0])
-        return [ctx.emit(graph.CompareOp(x, scalar(ctx, 0.0, "zero"), "ne", x.type))]
-    if to != onnx.TensorProto.FLOAT:
-        name = onnx.TensorProto.DataType.Name(to)
-        raise ctx.unsupported(f"run-time casts to {name} are not supported; tensors are float32 at run time")
-    return [ctx.value(node.input[0])]
+        target = ctx.lookup(node.input[1])
+        to = dtypes.from_numpy(target.dtype) if isinstance(target, np.ndarray) else element_type(target)
+        label = str(target.dtype) if isinstance(target, np.ndarray) else str(to)
+    else:
+        code = attributes(node)["to"]
+        to = dtypes.from_onnx(code)
+        label = onnx.TensorProto.DataType.Name(code)
+    if to is None:
+        raise ctx.unsupported(f"casts to {label} are not supported; run-time tensors can be float16/32/64, "
+                              "(u)int8-64 or bool")
+    array = ctx.constant(node.input[0])
+    if array is not None:
+        return [array.astype(dtypes.to_numpy(to))]
+    x = ctx.value(node.input[0])
+    if element_type(x) == to:
+        return [x]
+    return [ctx.emit(CastOp(x, tensor_type(shape_of(x), to)))]
 
 
 # ---------------------------------------------------------------------------
@@ -289,7 +310,7 @@ def reduce_value(ctx: ConversionContext, x: SSAValue, kind: str, axes: Sequence[
                               "is not supported (zero-size tensors)")
     kept = tuple(1 if d in axes else n for d, n in enumerate(shape))
     dropped = tuple(n for d, n in enumerate(shape) if d not in axes)
-    y = ctx.emit(graph.ReduceOp(x, kind, axes, True, tensor_type(kept)))
+    y = ctx.emit(graph.ReduceOp(x, kind, axes, True, like(x, kept)))
     return y if keepdims else ctx.reshape(y, dropped)
 
 

@@ -14,15 +14,17 @@ from __future__ import annotations
 import onnx
 from onnx.backend.test.case.node import function_expand_helper
 
-from ziggurat.frontends.onnx.context import ConversionContext
+from ziggurat import dtypes
+from ziggurat.frontends.onnx.context import ConversionContext, element_type
 
 
 def _type_of(ctx: ConversionContext, name: str) -> onnx.TypeProto:
-    """The tensor type of input `name`: a constant's own dtype, float32 otherwise."""
+    """The tensor type of input `name`: a constant's own dtype, a run-time tensor's element type."""
     if not name:
         return onnx.TypeProto()
     array = ctx.constant(name)
-    dtype = onnx.helper.np_dtype_to_tensor_dtype(array.dtype) if array is not None else onnx.TensorProto.FLOAT
+    np_dtype = array.dtype if array is not None else dtypes.to_numpy(element_type(ctx.value(name)))
+    dtype = onnx.helper.np_dtype_to_tensor_dtype(np_dtype)
     shape = array.shape if array is not None else ctx.shape(name)
     return onnx.helper.make_tensor_type_proto(dtype, list(shape))
 

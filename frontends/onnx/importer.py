@@ -36,13 +36,23 @@ import onnx
 from onnx import numpy_helper
 from xdsl.builder import Builder
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr
-from xdsl.ir import Block, BlockArgument, Region, SSAValue
+from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr, TensorType
+from xdsl.ir import Attribute, Block, BlockArgument, Region, SSAValue
 from xdsl.rewriter import InsertPoint
 
 from ziggurat.dialects import graph as graph_dialect
 from ziggurat.errors import ModelLoadError, ShapeError, UnsupportedOpError
-from ziggurat.frontends.onnx.context import ConversionContext, Shape, Value, name_hint, shape_of, tensor_type
+from ziggurat import dtypes
+from ziggurat.frontends.onnx.context import (
+    ConversionContext,
+    Shape,
+    Value,
+    element_type,
+    name_hint,
+    shape_of,
+    tensor_type,
+)
+from ziggurat.frontends.onnx.dtype_policy import convert_typed, declared_types
 from ziggurat.frontends.onnx.convert_activation import ACTIVATION_CONVERTERS
 from ziggurat.frontends.onnx.convert_layout import LAYOUT_CONVERTERS
 from ziggurat.frontends.onnx.convert_logic import LOGIC_CONVERTERS
@@ -78,6 +88,7 @@ from ziggurat.frontends.onnx.convert_rnn import convert_lstm
 from ziggurat.frontends.onnx.convert_einsum import EINSUM_CONVERTERS
 from ziggurat.frontends.onnx.convert_signal import SIGNAL_CONVERTERS
 from ziggurat.frontends.onnx.convert_grid_sample import GRID_SAMPLE_CONVERTERS
+from ziggurat.frontends.onnx.convert_scan import SCAN_CONVERTERS
 from ziggurat.frontends.onnx.convert_index import INDEX_CONVERTERS
 from ziggurat.frontends.onnx.convert_window import WINDOW_CONVERTERS
 from ziggurat.frontends.onnx.convert_tensor import (
@@ -145,6 +156,7 @@ CONVERTERS: dict[str, Converter] = {
     **EINSUM_CONVERTERS,
     **SIGNAL_CONVERTERS,
     **GRID_SAMPLE_CONVERTERS,
+    **SCAN_CONVERTERS,
 }
 """ONNX op type (default domain) -> converter."""
 
@@ -177,14 +189,15 @@ def import_onnx(model_or_path: ModelSource) -> ImportedModel:
 
     Raises ModelLoadError for a file that cannot be read or is not valid ONNX,
     UnsupportedOpError for an op without a converter, and ShapeError for
-    dynamic, non-float32 or inconsistent shapes. Warns ShapeMismatchWarning
+    dynamic or inconsistent shapes and unsupported element types. Warns ShapeMismatchWarning
     where a computed shape differs from the model's shape information.
     """
     model, label = load_model(model_or_path)
     opset = _default_opset(model, label)
     _check_supported(model.graph, opset)
     _check_valid(model, label)
-    return _import_graph(model.graph, opset, _inferred_shapes(model))
+    shapes, types = _inferred(model)
+    return _import_graph(model.graph, opset, shapes, types)
 
 
 def _node_label(node: onnx.NodeProto, index: int) -> str:
@@ -241,32 +254,42 @@ def _static_shape(value_type: onnx.TypeProto) -> Shape | None:
     return tuple(dim.dim_value for dim in dims)
 
 
-def _inferred_shapes(model: onnx.ModelProto) -> dict[str, Shape]:
-    """Static shapes that the model declares or ONNX shape inference finds, by value name."""
+def _inferred(model: onnx.ModelProto) -> tuple[dict[str, Shape], dict[str, Attribute]]:
+    """Static shapes and element types that the model declares or ONNX shape
+    inference finds, by value name."""
     try:
         inferred = onnx.shape_inference.infer_shapes(model, data_prop=True).graph
     except onnx.shape_inference.InferenceError as e:
         message = f"ONNX shape inference failed, shapes are not cross-checked: {e}"
         warnings.warn(ShapeMismatchWarning(message), stacklevel=3)
-        return {}
+        return {}, declared_types(model.graph)
     shapes = {}
     for info in (*inferred.value_info, *inferred.output):
         shape = _static_shape(info.type)
         if shape is not None:
             shapes[info.name] = shape
-    return shapes
+    return shapes, declared_types(inferred)
 
 
-def _input_shape(info: onnx.ValueInfoProto) -> Shape:
-    """The static shape of a float32 graph input; raises ShapeError otherwise."""
+SUPPORTED_TYPES = "float16/32/64, int8/16/32/64, uint8/16/32/64 and bool"
+
+
+def _input_type(info: onnx.ValueInfoProto) -> TensorType:
+    """The static tensor type of a graph input; raises ShapeError otherwise."""
     if info.type.WhichOneof("value") != "tensor_type":
         raise ShapeError(f"input '{info.name}' is not a tensor; ziggurat supports tensor inputs only.")
     elem_type = info.type.tensor_type.elem_type
-    if elem_type != onnx.TensorProto.FLOAT:
+    elt = dtypes.from_onnx(elem_type)
+    if elt is None:
         raise ShapeError(
             f"input '{info.name}' has element type {onnx.TensorProto.DataType.Name(elem_type)}; "
-            "ziggurat supports float32 inputs only for now. Re-export the model with float32 inputs."
+            f"ziggurat supports {SUPPORTED_TYPES} tensors. Re-export the model with one of those."
         )
+    return tensor_type(_input_shape(info), elt)
+
+
+def _input_shape(info: onnx.ValueInfoProto) -> Shape:
+    """The static shape of a graph input; raises ShapeError otherwise."""
     shape = _static_shape(info.type)
     if shape is None:
         dims = info.type.tensor_type.shape.dim
@@ -279,19 +302,24 @@ def _input_shape(info: onnx.ValueInfoProto) -> Shape:
     return shape
 
 
-def _check_output_type(info: onnx.ValueInfoProto) -> None:
-    """Refuses a graph output that is declared as anything but a float32 tensor."""
+def _check_output_type(info: onnx.ValueInfoProto, value: Value) -> None:
+    """Refuses a graph output that is not a tensor, or whose declared element
+    type differs from the one ziggurat computes for it."""
     kind = info.type.WhichOneof("value")
     if kind is None:
-        return  # undeclared: float32 is what ziggurat computes
+        return  # undeclared: what ziggurat computes
     if kind != "tensor_type":
         raise ShapeError(f"output '{info.name}' is a {kind.replace('_type', '')}; ziggurat returns tensors only.")
     elem_type = info.type.tensor_type.elem_type
-    if elem_type not in (onnx.TensorProto.FLOAT, onnx.TensorProto.UNDEFINED):
-        raise ShapeError(
-            f"output '{info.name}' has element type {onnx.TensorProto.DataType.Name(elem_type)}; "
-            "ziggurat computes float32 outputs only for now."
-        )
+    if elem_type == onnx.TensorProto.UNDEFINED:
+        return
+    declared = dtypes.from_onnx(elem_type)
+    computed = dtypes.from_numpy(value.dtype) if isinstance(value, np.ndarray) else element_type(value)
+    if declared != computed:
+        name = onnx.TensorProto.DataType.Name(elem_type)
+        what = f"ziggurat computes {dtypes.describe(computed)} for it" if declared is not None else \
+            f"ziggurat supports {SUPPORTED_TYPES} tensors"
+        raise ShapeError(f"output '{info.name}' has element type {name}; {what}.")
 
 
 def _value_shape(value: Value) -> Shape:
@@ -336,7 +364,7 @@ def _convert(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
             "it has no conversion for run-time tensors; it is supported only when all its "
             "inputs are known at compile time (constants or shapes)"
         )
-    return converter(ctx, node)
+    return convert_typed(ctx, node, lambda: converter(ctx, node), ctx.value_types)
 
 
 def _convert_body(ctx: ConversionContext, node: onnx.NodeProto, body: list[onnx.NodeProto],
@@ -368,12 +396,15 @@ def _erase_dead_ops(block: Block) -> None:
             block.erase_op(op)
 
 
-def _import_graph(graph: onnx.GraphProto, opset: int, inferred: dict[str, Shape]) -> ImportedModel:
+def _import_graph(graph: onnx.GraphProto, opset: int, inferred: dict[str, Shape],
+                  types: dict[str, Attribute] | None = None) -> ImportedModel:
     initializers = {tensor.name: numpy_helper.to_array(tensor) for tensor in graph.initializer}
     inputs = [info for info in graph.input if info.name not in initializers]
-    input_shapes = [_input_shape(info) for info in inputs]
-    block = Block(arg_types=[tensor_type(shape) for shape in input_shapes])
+    input_types = [_input_type(info) for info in inputs]
+    input_shapes = [tuple(t.get_shape()) for t in input_types]
+    block = Block(arg_types=input_types)
     ctx = ConversionContext(Builder(InsertPoint.at_end(block)), WeightStore(), opset)
+    ctx.value_types = types or {}
     for name, array in initializers.items():
         ctx.bind(name, array)
     for info, arg in zip(inputs, block.args, strict=True):
@@ -386,7 +417,7 @@ def _import_graph(graph: onnx.GraphProto, opset: int, inferred: dict[str, Shape]
     ctx.begin_node(None)
 
     for info in graph.output:
-        _check_output_type(info)
+        _check_output_type(info, ctx.lookup(info.name))
     results = [_computed(ctx, ctx.value(info.name)) for info in graph.output]
     ctx.builder.insert(func.ReturnOp(*results))
     _erase_dead_ops(block)

@@ -18,7 +18,7 @@ func.func @bad_combiner(%x: tensor<4xf32>) -> tensor<1xf32> {
   }
   func.return %y : tensor<1xf32>
 }
-// CHECK: 'te.reduce' op combiner must be one of ('add', 'mul', 'max', 'min'), got 'xor'
+// CHECK: 'te.reduce' op combiner must be one of ('add', 'mul', 'max', 'min', 'umax', 'umin'), got 'xor'
 
 // -----
 

@@ -1,0 +1,168 @@
+"""Which element types each ONNX converter handles, and the conversion wrapper
+that enforces it.
+
+Every converter handles float32. `NATIVE` lists, per ONNX op type, the other
+element kinds its converter builds IR for directly (`f64`, `f16`, `int`
+(signed), `uint`, `bool`). For an op converted outside that list:
+
+* float16/float64 inputs of an op that has no native form for them are
+  computed in float32: the inputs are cast to float32 (`graph.cast`), the op is
+  converted as usual, and each float32 result is cast back to the type ONNX
+  type inference gives the output (else the first float input's type);
+* integer and bool run-time inputs give a clean `UnsupportedOpError` that
+  names the op, the input and its type.
+
+After each node, the ops it emitted are verified; an element-type mismatch
+that slipped through is reported as an `UnsupportedOpError` for that node, not
+as invalid IR later.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import onnx
+from xdsl.dialects.builtin import TensorType, f32
+from xdsl.ir import Attribute, SSAValue
+from xdsl.utils.exceptions import VerifyException
+
+from ziggurat import dtypes
+from ziggurat.dialects.graph_dtype import CastOp
+from ziggurat.frontends.onnx.context import ConversionContext, Value, element_type, shape_of, tensor_type
+
+ALL = frozenset({"f64", "f16", "int", "uint", "bool"})
+NUMERIC = frozenset({"f64", "int", "uint"})
+SIGNED = frozenset({"f64", "int"})
+
+_MOVEMENT = ("Reshape", "Flatten", "Transpose", "Identity", "Squeeze", "Unsqueeze", "Slice", "Concat", "Split",
+             "Expand", "Gather", "GatherElements", "Cast", "CastLike", "Tile", "DepthToSpace", "SpaceToDepth")
+_FLOAT_MATH = ("Tanh", "Sigmoid", "Exp", "Sqrt", "Erf", "Log", "Floor", "Ceil", "Reciprocal", "Pow",
+               "ReduceMean", "ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp")
+
+NATIVE: dict[str, frozenset[str]] = {
+    **dict.fromkeys(_MOVEMENT, ALL),
+    **dict.fromkeys(("Add", "Sub", "Mul", "Div", "Max", "Min", "Sum"), NUMERIC),
+    "Mean": frozenset({"f64"}),
+    **dict.fromkeys(("Neg", "Abs", "Relu"), SIGNED),
+    **dict.fromkeys(_FLOAT_MATH, frozenset({"f64"})),
+    **dict.fromkeys(("ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd"), NUMERIC),
+    **dict.fromkeys(("Less", "LessOrEqual", "Greater", "GreaterOrEqual"), NUMERIC),
+    "Equal": NUMERIC | {"bool"},
+    **dict.fromkeys(("And", "Or", "Xor", "Not"), frozenset({"bool"})),
+    **dict.fromkeys(("BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot"), frozenset({"int", "uint"})),
+    "BitShift": frozenset({"uint"}),
+    "Mod": NUMERIC,
+    "Where": ALL,
+}
+"""ONNX op type -> element kinds besides float32 that its converter handles natively."""
+
+_KIND = {"float": None, "int": "int", "uint": "uint", "bool": "bool"}
+
+
+def kind_of(elt: Attribute) -> str | None:
+    """The NATIVE kind of an element type; None for float32."""
+    if elt == f32:
+        return None
+    if dtypes.is_float(elt):
+        return "f64" if elt == dtypes.from_numpy(np.dtype(np.float64)) else "f16"
+    return dtypes.kind(elt)
+
+
+def _input_types(ctx: ConversionContext, node: onnx.NodeProto) -> list[tuple[str, Attribute | None, bool]]:
+    """(name, element type, is run-time) of each given input."""
+    out = []
+    for name in node.input:
+        if not name:
+            continue
+        value = ctx.lookup(name)
+        if isinstance(value, np.ndarray):
+            out.append((name, dtypes.from_numpy(value.dtype), False))
+        else:
+            out.append((name, element_type(value), True))
+    return out
+
+
+def convert_typed(ctx: ConversionContext, node: onnx.NodeProto, convert: Callable[[], Sequence[Value]],
+                  out_types: dict[str, Attribute]) -> Sequence[Value]:
+    """Runs `convert` for `node` under the element-type policy above."""
+    native = NATIVE.get(node.op_type, frozenset())
+    inputs = _input_types(ctx, node)
+    wrap: list[tuple[str, Attribute]] = []
+    for name, elt, runtime in inputs:
+        kind = kind_of(elt) if elt is not None else None
+        if kind is None or kind in native:
+            continue
+        if kind in ("f64", "f16"):
+            wrap.append((name, elt))  # type: ignore[arg-type]
+        elif runtime:
+            raise ctx.unsupported(f"input '{name}' has element type {dtypes.describe(elt)}; this op supports "  # type: ignore[arg-type]
+                                  f"{_supported(native)} run-time tensors")
+    if not wrap:
+        return _verified(ctx, convert)
+    return _in_float32(ctx, node, convert, wrap, out_types)
+
+
+def _supported(native: frozenset[str]) -> str:
+    names = {"f64": "float64", "f16": "float16", "int": "signed integer", "uint": "unsigned integer", "bool": "bool"}
+    return ", ".join(["float32", *(names[k] for k in sorted(native))])
+
+
+def _in_float32(ctx: ConversionContext, node: onnx.NodeProto, convert: Callable[[], Sequence[Value]],
+                wrap: list[tuple[str, Attribute]], out_types: dict[str, Attribute]) -> Sequence[Value]:
+    """Converts `node` on float32 copies of its float16/float64 inputs, then casts back."""
+    saved = {name: ctx.lookup(name) for name, _ in wrap}
+    for name, _ in wrap:
+        value = saved[name]
+        if isinstance(value, np.ndarray):
+            ctx.bind(name, value.astype(np.float32))
+        else:
+            ctx.bind(name, ctx.emit(CastOp(value, tensor_type(shape_of(value), f32))))
+    try:
+        results = _verified(ctx, convert)
+    finally:
+        for name, value in saved.items():
+            ctx.bind(name, value)
+    fallback = wrap[0][1]
+    out: list[Value] = []
+    for index, value in enumerate(results):
+        name = node.output[index] if index < len(node.output) else ""
+        want = out_types.get(name, fallback)
+        if isinstance(value, np.ndarray):
+            out.append(value.astype(dtypes.to_numpy(want)) if value.dtype == np.float32 and dtypes.is_float(want) else value)
+        elif isinstance(value, SSAValue) and element_type(value) == f32 and dtypes.is_float(want) and want != f32:
+            out.append(ctx.emit(CastOp(value, tensor_type(shape_of(value), want))))
+        else:
+            out.append(value)
+    return out
+
+
+def _verified(ctx: ConversionContext, convert: Callable[[], Sequence[Value]]) -> Sequence[Value]:
+    """`convert()`, with the ops it emits verified (element-type mismatches become UnsupportedOpError)."""
+    block = ctx.builder.insertion_point.block
+    last = block.last_op
+    results = convert()
+    op = last.next_op if last is not None else block.first_op
+    while op is not None:
+        try:
+            op.verify()
+        except VerifyException as err:
+            detail = str(err).splitlines()[0]
+            raise ctx.unsupported(f"its element types are not supported here ({detail})") from None
+        op = op.next_op
+    return results
+
+
+def declared_types(graph: onnx.GraphProto) -> dict[str, Attribute]:
+    """Element types of the values the (shape-inferred) graph declares."""
+    out: dict[str, Attribute] = {}
+    for info in (*graph.value_info, *graph.output, *graph.input):
+        if info.type.WhichOneof("value") == "tensor_type":
+            elt = dtypes.from_onnx(info.type.tensor_type.elem_type)
+            if elt is not None:
+                out[info.name] = elt
+    return out
+
+
+def is_tensor_type(t: Attribute) -> bool:
+    return isinstance(t, TensorType)

@@ -1,0 +1,220 @@
+"""Run-time tensors of every supported element type, end to end against
+onnxruntime: float64/float16, signed and unsigned integers and bool through
+elementwise ops, Cast, comparisons, Where, logic and bitwise ops, Mod,
+BitShift, reductions and Gather/GatherElements with run-time indices."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto as T
+from onnx import helper
+
+import ziggurat
+from ziggurat.errors import InputError, UnsupportedOpError
+
+ONNX_TYPE = {np.dtype(k): v for k, v in {
+    np.float32: T.FLOAT, np.float64: T.DOUBLE, np.float16: T.FLOAT16, np.int8: T.INT8, np.int16: T.INT16,
+    np.int32: T.INT32, np.int64: T.INT64, np.uint8: T.UINT8, np.uint16: T.UINT16, np.uint32: T.UINT32,
+    np.uint64: T.UINT64, np.bool_: T.BOOL}.items()}
+
+
+def model(nodes, inputs: dict[str, np.ndarray], outputs: dict[str, tuple[np.dtype, tuple]], opset=18):
+    g = helper.make_graph(
+        nodes, "g",
+        [helper.make_tensor_value_info(n, ONNX_TYPE[a.dtype], a.shape) for n, a in inputs.items()],
+        [helper.make_tensor_value_info(n, ONNX_TYPE[np.dtype(d)], s) for n, (d, s) in outputs.items()])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def check(nodes, inputs, outputs, opset=18, exact=True):
+    m = model(nodes, inputs, outputs, opset)
+    expected = reference(m, inputs)
+    got = ziggurat.compile(m, target="llvm -num-cores=1")(**inputs)
+    for g, e in zip(got, expected):
+        assert g.dtype == e.dtype and g.shape == e.shape
+        if exact:
+            np.testing.assert_array_equal(g, e)
+        else:
+            np.testing.assert_allclose(g, e, rtol=1e-3, atol=1e-3)
+
+
+def reference(m: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """onnxruntime's results; ONNX's reference evaluator where onnxruntime has no kernel for the type."""
+    try:
+        return ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, inputs)
+    except (ort.capi.onnxruntime_pybind11_state.NotImplemented, ort.capi.onnxruntime_pybind11_state.InvalidGraph):
+        from onnx.reference import ReferenceEvaluator
+
+        return [np.asarray(r) for r in ReferenceEvaluator(m).run(None, inputs)]
+
+
+RNG = np.random.default_rng(0)
+INTS = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]
+
+
+def ints(dtype, shape, lo=None, hi=None):
+    info = np.iinfo(dtype)
+    lo = max(info.min, -100) if lo is None else lo
+    hi = min(info.max, 100) if hi is None else hi
+    return RNG.integers(lo, hi, size=shape, endpoint=True).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", INTS, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("op", ["Add", "Sub", "Mul", "Div", "Max", "Min"])
+def test_integer_arithmetic(op, dtype):
+    a, b = ints(dtype, (3, 4)), ints(dtype, (4,), lo=1)
+    check([helper.make_node(op, ["a", "b"], ["y"])], {"a": a, "b": b}, {"y": (dtype, (3, 4))})
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint8, np.uint32], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("fmod", [0, 1])
+def test_mod(dtype, fmod):
+    a, b = ints(dtype, (2, 5)), ints(dtype, (2, 5))
+    b[b == 0] = 3
+    check([helper.make_node("Mod", ["a", "b"], ["y"], fmod=fmod)], {"a": a, "b": b}, {"y": (dtype, (2, 5))})
+
+
+def test_float_fmod():
+    a, b = RNG.normal(size=(2, 5)).astype(np.float32) * 5, RNG.normal(size=(2, 5)).astype(np.float32)
+    check([helper.make_node("Mod", ["a", "b"], ["y"], fmod=1)], {"a": a, "b": b}, {"y": (np.float32, (2, 5))},
+          exact=False)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.uint32, np.uint64], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("direction", ["LEFT", "RIGHT"])
+def test_bitshift(dtype, direction):
+    a, n = ints(dtype, (6,)), ints(dtype, (6,), lo=0, hi=7)
+    check([helper.make_node("BitShift", ["a", "n"], ["y"], direction=direction)], {"a": a, "n": n},
+          {"y": (dtype, (6,))})
+
+
+@pytest.mark.parametrize("op", ["BitwiseAnd", "BitwiseOr", "BitwiseXor"])
+@pytest.mark.parametrize("dtype", [np.int16, np.uint8, np.int64], ids=lambda d: np.dtype(d).name)
+def test_bitwise(op, dtype):
+    a, b = ints(dtype, (2, 3)), ints(dtype, (3,))
+    check([helper.make_node(op, ["a", "b"], ["y"])], {"a": a, "b": b}, {"y": (dtype, (2, 3))})
+    check([helper.make_node("BitwiseNot", ["a"], ["y"])], {"a": a}, {"y": (dtype, (2, 3))})
+
+
+@pytest.mark.parametrize("op", ["And", "Or", "Xor"])
+def test_bool_logic(op):
+    a, b = RNG.random((3, 4)) > 0.5, RNG.random((4,)) > 0.5
+    check([helper.make_node(op, ["a", "b"], ["y"]), helper.make_node("Not", ["y"], ["z"])], {"a": a, "b": b},
+          {"z": (np.bool_, (3, 4))})
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int8, np.int64, np.uint8, np.uint64],
+                         ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("op", ["Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Equal"])
+def test_comparisons_give_bool(op, dtype):
+    if np.dtype(dtype).kind == "f":
+        a, b = RNG.normal(size=(3, 4)).astype(dtype), RNG.normal(size=(4,)).astype(dtype)
+        a[0, :] = b
+    else:
+        a, b = ints(dtype, (3, 4), hi=5), ints(dtype, (4,), hi=5)
+    check([helper.make_node(op, ["a", "b"], ["y"])], {"a": a, "b": b}, {"y": (np.bool_, (3, 4))})
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float64, np.int32, np.uint8, np.bool_], ids=lambda d: np.dtype(d).name)
+def test_where_with_bool_condition(dtype):
+    c = RNG.random((2, 3)) > 0.5
+    a = (RNG.random((2, 3)) * 10).astype(dtype)
+    b = (RNG.random((1, 3)) * 10).astype(dtype)
+    check([helper.make_node("Where", ["c", "a", "b"], ["y"])], {"c": c, "a": a, "b": b}, {"y": (dtype, (2, 3))})
+
+
+CAST_TYPES = [np.float32, np.float64, np.float16, np.int8, np.int32, np.int64, np.uint8, np.uint16, np.uint64, np.bool_]
+
+
+def _cast_input(src):
+    if np.dtype(src).kind == "f":
+        return (RNG.normal(size=(3, 5)) * 40).astype(src)
+    if np.dtype(src) == np.bool_:
+        return RNG.random((3, 5)) > 0.5
+    return ints(src, (3, 5))
+
+
+@pytest.mark.parametrize("dst", CAST_TYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("src", CAST_TYPES, ids=lambda d: np.dtype(d).name)
+def test_cast_every_pair(src, dst):
+    x = _cast_input(src)
+    if np.dtype(src).kind == "f" and np.dtype(dst).kind == "u":
+        x = np.abs(x)  # out-of-range float -> unsigned is undefined in ONNX
+    if np.dtype(src).kind == "f" and np.dtype(dst) == np.int8:
+        x = np.clip(x, -100, 100)
+    check([helper.make_node("Cast", ["x"], ["y"], to=ONNX_TYPE[np.dtype(dst)])], {"x": x}, {"y": (dst, (3, 5))},
+          exact=np.dtype(dst) != np.float16)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float16], ids=lambda d: np.dtype(d).name)
+def test_float_types_through_float_ops(dtype):
+    x = RNG.normal(size=(2, 6)).astype(dtype)
+    nodes = [helper.make_node("Exp", ["x"], ["e"]), helper.make_node("Tanh", ["e"], ["t"]),
+             helper.make_node("Softmax", ["t"], ["s"], axis=1), helper.make_node("Add", ["s", "x"], ["y"])]
+    check(nodes, {"x": x}, {"y": (dtype, (2, 6))}, exact=False)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint8, np.float64], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("op", ["ReduceSum", "ReduceMax", "ReduceMin"])
+def test_reductions(op, dtype):
+    x = ints(dtype, (3, 4, 5)) if np.dtype(dtype).kind != "f" else RNG.normal(size=(3, 4, 5)).astype(dtype)
+    axes = np.array([1], np.int64)
+    nodes = [helper.make_node("Constant", [], ["axes"], value=helper.make_tensor("a", T.INT64, [1], axes)),
+             helper.make_node(op, ["x", "axes"], ["y"], keepdims=0)]
+    check(nodes, {"x": x}, {"y": (dtype, (3, 5))}, exact=np.dtype(dtype).kind != "f")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.bool_], ids=lambda d: np.dtype(d).name)
+def test_gather_with_runtime_indices(dtype):
+    x = _cast_input(dtype if dtype != np.bool_ else np.bool_).astype(dtype)
+    idx = np.array([[4, -1], [0, 2]], np.int64)
+    check([helper.make_node("Gather", ["x", "i"], ["y"], axis=1)], {"x": x, "i": idx}, {"y": (dtype, (3, 2, 2))})
+    idx32 = np.array([2, -3, 0], np.int32)
+    check([helper.make_node("Gather", ["x", "i"], ["y"], axis=0)], {"x": x, "i": idx32}, {"y": (dtype, (3, 5))})
+
+
+def test_gather_elements_with_runtime_indices():
+    x = RNG.normal(size=(3, 4)).astype(np.float32)
+    idx = np.array([[0, -1], [3, 1], [2, -4]], np.int64)
+    check([helper.make_node("GatherElements", ["x", "i"], ["y"], axis=1)], {"x": x, "i": idx},
+          {"y": (np.float32, (3, 2))})
+
+
+def test_attention_mask_pattern_with_bool():
+    """LessOrEqual -> And -> Not -> Where(-inf): the attention-mask chain on real bools."""
+    q = RNG.normal(size=(4, 4)).astype(np.float32)
+    pos = np.arange(4, dtype=np.int64)
+    nodes = [helper.make_node("Unsqueeze", ["pos", "ax1"], ["col"]),
+             helper.make_node("LessOrEqual", ["pos", "col"], ["causal"]),
+             helper.make_node("Not", ["causal"], ["masked"]),
+             helper.make_node("Where", ["masked", "ninf", "q"], ["y"])]
+    init = [helper.make_tensor("ax1", T.INT64, [1], [1]), helper.make_tensor("ninf", T.FLOAT, [], [-np.inf])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("q", T.FLOAT, [4, 4]),
+                                       helper.make_tensor_value_info("pos", T.INT64, [4])],
+                          [helper.make_tensor_value_info("y", T.FLOAT, [4, 4])], init)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    expected = reference(m, {"q": q, "pos": pos})
+    got = ziggurat.compile(m)(q=q, pos=pos)
+    np.testing.assert_array_equal(got[0], expected[0])
+
+
+def test_input_dtype_is_checked():
+    a = ints(np.int32, (2, 3))
+    m = model([helper.make_node("Neg", ["a"], ["y"])], {"a": a}, {"y": (np.int32, (2, 3))})
+    compiled = ziggurat.compile(m)
+    assert compiled.inputs[0].dtype == np.int32 and compiled.outputs[0].dtype == np.int32
+    with pytest.raises(InputError, match="input 'a' must be int32"):
+        compiled(a.astype(np.float32))
+
+
+def test_unsupported_dtype_is_a_clean_error():
+    x = ints(np.int32, (1, 2, 4, 4))
+    w = helper.make_tensor("w", T.INT32, [1, 2, 1, 1], [1, 1])
+    g = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", T.INT32, x.shape)],
+                          [helper.make_tensor_value_info("y", T.INT32, [1, 1, 4, 4])], [w])
+    with pytest.raises(UnsupportedOpError, match="element type int32"):
+        ziggurat.compile(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]))
