@@ -226,6 +226,14 @@ class DaskRunner:
 
 
 @contextlib.contextmanager
+def connect(address: str) -> Iterator[Any]:
+    """A Client connected to the Dask scheduler at `address` (e.g. tcp://host:8786)."""
+    distributed = _require()
+    with distributed.Client(address) as client:
+        yield client
+
+
+@contextlib.contextmanager
 def local_cluster(n_workers: int = 1, threads_per_worker: int = 1) -> Iterator[Any]:
     """A Dask LocalCluster whose workers hold `measure=1` (one exclusive runner on this machine when
     n_workers is 1) and may start child processes; yields a connected Client."""

@@ -14,6 +14,7 @@ exits with status 1.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
 from collections.abc import Sequence
@@ -132,9 +133,27 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
     if args.trials < 1 or args.timeout <= 0 or args.parallel_builds < 1:
         raise ZigguratError("ziggurat tune: --trials and --parallel-builds must be at least 1 and --timeout positive")
-    with JSONDatabase(args.db) as db:
+    with contextlib.ExitStack() as stack:
+        db = stack.enter_context(JSONDatabase(args.db))
+        pools = {}
+        if args.dask_scheduler:
+            from ziggurat.autotune.distributed import DaskBuilder, DaskRunner, connect
+
+            client = stack.enter_context(connect(args.dask_scheduler))
+            pools = {"builder": DaskBuilder(client), "runner": DaskRunner(client, timeout=args.timeout, repeat=5,
+                                                                          min_repeat_ms=15.0)}
         results = tune_model(args.model, args.trials, db, target=args.target, opt_level=args.opt_level,
-                             timeout=args.timeout, parallel_builds=args.parallel_builds, seed=args.seed)
+                             timeout=args.timeout, parallel_builds=args.parallel_builds, seed=args.seed, **pools)
+        if args.report:
+            from ziggurat.autotune.report import format_report, ranking_report
+            from ziggurat.autotune.tuner import extract_tasks
+
+            tasks = [(n, t) for n, t, _ in extract_tasks(args.model, args.opt_level, args.target)]
+            rows = [row for split in ("order", "random")
+                    for row in ranking_report(tasks, db, args.target, train=200, split=split)]
+            print(format_report(rows) if rows else "ranking report: too few records")
+    if results:
+        print(f"tuning wall time {results[0].seconds:.1f} s (per trial: the progress lines)")
     for r in results:
         if r.best_cost == float("inf"):
             print(f"{r.name}: {r.trials} trials, nothing measured yet (raise --trials)")
@@ -188,6 +207,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--target", default="llvm", help="target string, e.g. 'llvm -num-cores=2' (default: llvm)")
     p.add_argument("--opt-level", "-O", type=int, default=3, choices=(0, 1, 2, 3), help="opt level the kernels are extracted at (default 3)")
+    p.add_argument("--dask-scheduler", default=None, metavar="ADDRESS",
+                   help="build and measure on this Dask cluster (extra [distributed]; one worker with "
+                        "--resources measure=1 per measuring machine)")
+    p.add_argument("--report", action="store_true",
+                   help="then print the cost model's ranking quality on held-out records (autotune/report.py)")
     p.set_defaults(func=cmd_tune)
 
     p = sub.add_parser("demo", help="compile a small bundled CNN and check it against numpy")

@@ -108,9 +108,10 @@ def test_tune_model_then_compile_with_tuning_db(tmp_path, capsys):
     np.testing.assert_allclose(sketched(x)[0], plain(x)[0], rtol=1e-4, atol=1e-4)
     # the CLI: ziggurat tune resumes the same db, compile --tuning-db applies it
     assert ziggurat_main(["tune", str(path), "--trials", "2", "--db", str(db_path), "--timeout", "5",
-                          "--target", TARGET, "--seed", "1", "--parallel-builds", "1"]) == 0
+                          "--target", TARGET, "--seed", "1", "--parallel-builds", "1", "--report"]) == 0
     out = capsys.readouterr().out
-    assert "records in" in out and "trials" in out
+    assert "records in" in out and "trials" in out and "tuning wall time" in out
+    assert "| kernel | split | records | trained on | held out | Spearman |" in out  # the records of the tune above
     assert ziggurat_main(["compile", str(path), "--target", TARGET, "--tuning-db", str(db_path)]) == 0
 
 
