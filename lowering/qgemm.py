@@ -97,3 +97,50 @@ def pack_b(b: np.ndarray, n_pad: int | None = None, k_pad: int | None = None) ->
     full = np.zeros((kp, np_), np.int8)
     full[:k, :n] = b
     return np.ascontiguousarray(full.reshape(kp // 4, 4, np_).transpose(0, 2, 1).reshape(kp // 4, 4 * np_))
+
+
+def _host_has_vnni() -> bool:
+    from ziggurat.backends.llvm.jit import host_target
+
+    return "+avx512vnni" in host_target()[1].split(",")
+
+
+def schedule_qgemm(fn, block: str = "qgemm") -> bool:
+    """The default schedule of a lowered `graph.qgemm` kernel: register blocks and
+    tensorized `vpdpbusd` steps. Returns False (leaving the plain nest, which
+    is correct but scalar) when the host has no AVX512-VNNI."""
+    from ziggurat.transforms.schedule.api import Schedule
+
+    if not _host_has_vnni():
+        return False
+    s = Schedule(fn)
+    nb = len(s.get_loops(block)) - 4
+    s.decompose_reduction(block, s.get_loops(block)[0])
+    cur = s.get_loops(block)
+    m, n = cur[nb].op.trip_count, cur[nb + 1].op.trip_count
+    mr = next(f for f in (8, 6, 4, 3, 2, 1) if m % f == 0)
+    nv = 2 if n % 32 == 0 else 1
+    if mr > 1:
+        s.split(s.get_loops(block)[nb], mr)  # io, ii
+    p_j = nb + (2 if mr > 1 else 1)
+    has_jo = n > 16 * nv
+    if has_jo:
+        s.split(s.get_loops(block)[p_j], 16 * nv)  # jo, jr
+    p_jr = p_j + (1 if has_jo else 0)
+    if nv > 1:
+        s.split(s.get_loops(block)[p_jr], 16)  # jv, jl
+    cur = s.get_loops(block)
+    io, ii = cur[nb], (cur[nb + 1] if mr > 1 else None)
+    jo = cur[p_j] if has_jo else None
+    jv = cur[p_jr] if nv > 1 else None
+    jl = cur[p_jr + (1 if nv > 1 else 0)]
+    # batch, column panel, row block, k quads, then the register block (rows, vectors), 16 lanes, 4 k
+    order = [*cur[:nb], jo, io, cur[-2], ii, jv, jl, cur[-1]]
+    s.reorder(*[x for x in order if x is not None])
+    pos = nb + (1 if jo is not None else 0) + 2
+    for part in (ii, jv):
+        if part is not None:
+            s.unroll(s.get_loops(block)[pos])
+            pos += 1
+    s.tensorize(s.get_loops(block)[pos], INTRIN)
+    return True

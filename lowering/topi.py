@@ -490,3 +490,7 @@ COMPUTE_DEFS: dict[type[Operation], Define] = {
 from ziggurat.lowering.topi_layout import LAYOUT_COMPUTE_DEFS  # noqa: E402
 
 COMPUTE_DEFS.update(LAYOUT_COMPUTE_DEFS)
+
+from ziggurat.lowering.topi_quant import QUANT_COMPUTE_DEFS  # noqa: E402
+
+COMPUTE_DEFS.update(QUANT_COMPUTE_DEFS)

@@ -13,6 +13,7 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint
 
 from ziggurat.dialects import loop
+from ziggurat.lowering.qgemm import schedule_qgemm
 
 BLOCKING = (8, 6, 4, 3, 2)
 DOT_BLOCKING = (4, 3, 2)
@@ -426,6 +427,9 @@ class LoopDefaultSchedulePass(ModulePass):
             for top in [o for o in fn.body.block.ops if isinstance(o, loop.ForOp)]:
                 nest = match_reduce_nest(top)
                 if nest is None:
+                    continue
+                if nest.update.block_name.data == "qgemm":  # graph.qgemm: VNNI register blocks (lowering/qgemm.py)
+                    schedule_qgemm(fn, "qgemm")
                     continue
                 decision = plan(nest)
                 if decision is not None:

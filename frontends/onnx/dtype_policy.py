@@ -54,6 +54,8 @@ NATIVE: dict[str, frozenset[str]] = {
     "BitShift": frozenset({"uint"}),
     "Mod": NUMERIC,
     "Where": ALL,
+    # 8-bit quantized ops on the VNNI GEMM (convert_quant.py); their scales may be float16
+    **dict.fromkeys(("MatMulInteger", "QLinearMatMul", "ConvInteger", "QLinearConv"), ALL),
 }
 """ONNX op type -> element kinds besides float32 that its converter handles natively."""
 

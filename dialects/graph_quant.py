@@ -1,0 +1,66 @@
+"""Quantized ops of the `graph` dialect: the int8 GEMM that VNNI runs.
+
+These ops belong to the `graph` dialect (`dialects/graph.py` imports them and
+lists them in `GRAPH_OPS`). The ONNX frontend decomposes MatMulInteger,
+QLinearMatMul, ConvInteger and QLinearConv onto `graph.qgemm` plus ordinary
+graph ops (casts, integer arithmetic, pad, reshape, transpose, reductions)
+for the zero points, the packing of B and the requantization.
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects.builtin import IntegerType, Signedness, TensorType
+from xdsl.irdl import IRDLOperation, irdl_op_definition, operand_def, result_def, traits_def
+from xdsl.traits import Pure
+
+from ziggurat.dialects.graph import OpPattern, PatternKind, _require, _shape
+
+
+def _elt(v) -> object:
+    return v.type.element_type
+
+
+@irdl_op_definition
+class QGemmOp(IRDLOperation):
+    """`C (i32) = A (ui8) x B (i8)` with B packed for `vpdpbusd`.
+
+    `a` is `[batch..., M, K]` unsigned bytes, `b` is `[batch..., K/4, 4*N]`
+    signed bytes holding `B[k, j]` at `[k // 4, 4 * j + k % 4]` (a batch of
+    rank 0 broadcasts), and `result[..., i, j] = sum_k a[..., i, k] * B[k, j]`
+    in i32 (wrapping, as the instruction does). K must be a multiple of 4
+    and N of 16: the frontend pads with zeros. `loop-default-schedule`
+    tensorizes its 16 x 4 steps onto `x86_vnni_u8s8_16x4` where the target
+    has AVX512-VNNI.
+
+    ```mlir
+    %c = graph.qgemm %a, %b : tensor<8x64xui8>, tensor<16x128xi8> -> tensor<8x32xi32>
+    ```
+    """
+
+    name = "graph.qgemm"
+    a = operand_def(TensorType)
+    b = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure(), OpPattern(PatternKind.OPAQUE))
+    assembly_format = "$a `,` $b attr-dict `:` type($a) `,` type($b) `->` type($result)"
+
+    def __init__(self, a, b, result_type):
+        super().__init__(operands=[a, b], result_types=[result_type])
+
+    def verify_(self) -> None:
+        a, b, r = _shape(self.a), _shape(self.b), _shape(self.result)
+        _require(_elt(self.a) == IntegerType(8, Signedness.UNSIGNED), self, f"a must hold ui8, got {self.a.type}")
+        _require(_elt(self.b) == IntegerType(8), self, f"b must hold i8 (signed), got {self.b.type}")
+        _require(_elt(self.result) == IntegerType(32), self, f"the result must hold i32, got {self.result.type}")
+        _require(len(a) >= 2 and len(b) >= 2, self, "a and b need at least 2 dims")
+        m, k = a[-2:]
+        kq, n4 = b[-2:]
+        _require(k % 4 == 0 and kq * 4 == k, self, f"a's K = {k} must be a multiple of 4 and equal 4 x b's dim -2 ({kq})")
+        _require(n4 % 64 == 0, self, f"b's last dim {n4} must be 4 x N with N a multiple of 16")
+        batch_b = b[:-2]
+        _require(len(batch_b) == 0 or batch_b == a[:-2], self, f"b's batch dims {batch_b} must be empty or equal a's {a[:-2]}")
+        want = (*a[:-2], m, n4 // 4)
+        _require(r == want, self, f"result shape {r} should be {want}")
+
+
+QUANT_OPS = [QGemmOp]

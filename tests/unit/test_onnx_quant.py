@@ -1,0 +1,117 @@
+"""Quantized ONNX ops (MatMulInteger, QLinearMatMul, ConvInteger, QLinearConv) on the
+VNNI int8 GEMM, against onnxruntime; the generated code must use vpdpbusd."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+import ziggurat
+from ziggurat.backends.llvm.jit import host_target
+
+ort = pytest.importorskip("onnxruntime")
+HAS_VNNI = "+avx512vnni" in host_target()[1].split(",")
+RNG = np.random.default_rng(7)
+NP = {TensorProto.UINT8: np.uint8, TensorProto.INT8: np.int8, TensorProto.FLOAT: np.float32, TensorProto.INT32: np.int32}
+
+
+def _model(op: str, inputs: list[tuple[str, int, list[int]]], out: tuple[str, int, list[int]], attrs=None,
+           consts: dict[str, np.ndarray] | None = None, opset: int = 13) -> onnx.ModelProto:
+    consts = consts or {}
+    ins = [helper.make_tensor_value_info(n, t, s) for n, t, s in inputs if n not in consts]
+    inits = [onnx.numpy_helper.from_array(v, n) for n, v in consts.items()]
+    node = helper.make_node(op, [n for n, _, _ in inputs], [out[0]], **(attrs or {}))
+    g = helper.make_graph([node], "q", ins, [helper.make_tensor_value_info(*out)], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    onnx.checker.check_model(m)
+    return m
+
+
+def _feeds(inputs, consts, values):
+    return {n: values[n] for n, _, _ in inputs if n not in consts}
+
+
+def _check(model: onnx.ModelProto, feeds: dict[str, np.ndarray], exact: bool = True) -> None:
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    want = sess.run(None, feeds)[0]
+    cm = ziggurat.compile(model)
+    got = cm(**feeds)
+    got = got[0] if isinstance(got, (list, tuple)) else got
+    if exact:
+        np.testing.assert_array_equal(got, want)
+    else:  # requantized: ties may round differently by one step
+        assert np.abs(got.astype(np.int32) - want.astype(np.int32)).max() <= 1
+    if HAS_VNNI:
+        assert "llvm.x86.avx512.vpdpbusd" in cm.info["llvm_ir"]
+
+
+def _rand(t: int, shape) -> np.ndarray:
+    lo, hi = (0, 256) if t == TensorProto.UINT8 else (-128, 128)
+    return RNG.integers(lo, hi, shape).astype(NP[t])
+
+
+@pytest.mark.parametrize("ta,tb", [(TensorProto.UINT8, TensorProto.INT8), (TensorProto.UINT8, TensorProto.UINT8),
+                                   (TensorProto.INT8, TensorProto.INT8)])
+@pytest.mark.parametrize("const_b", [False, True])
+def test_matmul_integer(ta, tb, const_b) -> None:
+    m, k, n = 13, 37, 21  # none a multiple of the register block or of 4
+    values = {"A": _rand(ta, (m, k)), "B": _rand(tb, (k, n)),
+              "za": np.array(3 if ta == TensorProto.UINT8 else -2, NP[ta]), "zb": _rand(tb, (n,))}
+    inputs = [("A", ta, [m, k]), ("B", tb, [k, n]), ("za", ta, []), ("zb", tb, [n])]
+    consts = {"B": values["B"], "zb": values["zb"]} if const_b else {}
+    model = _model("MatMulInteger", inputs, ("Y", TensorProto.INT32, [m, n]), consts=consts, opset=10)
+    _check(model, _feeds(inputs, consts, values))
+
+
+def test_qlinear_matmul_batched() -> None:
+    a = _rand(TensorProto.UINT8, (2, 5, 24))
+    b = _rand(TensorProto.INT8, (2, 24, 33))
+    scalars = {"sa": np.array(0.02, np.float32), "za": np.array(120, np.uint8), "sb": np.array(0.01, np.float32),
+               "zb": np.array(0, np.int8), "sy": np.array(0.05, np.float32), "zy": np.array(100, np.uint8)}
+    inputs = [("a", TensorProto.UINT8, [2, 5, 24]), ("sa", TensorProto.FLOAT, []), ("za", TensorProto.UINT8, []),
+              ("b", TensorProto.INT8, [2, 24, 33]), ("sb", TensorProto.FLOAT, []), ("zb", TensorProto.INT8, []),
+              ("sy", TensorProto.FLOAT, []), ("zy", TensorProto.UINT8, [])]
+    model = _model("QLinearMatMul", inputs, ("y", TensorProto.UINT8, [2, 5, 33]), consts=scalars, opset=10)
+    _check(model, {"a": a, "b": b}, exact=False)
+
+
+@pytest.mark.parametrize("pads,strides", [([0, 0, 0, 0], [1, 1]), ([1, 1, 1, 1], [2, 2]), ([1, 0, 2, 1], [1, 2])])
+def test_conv_integer(pads, strides) -> None:
+    x = _rand(TensorProto.UINT8, (1, 3, 9, 8))
+    w = _rand(TensorProto.UINT8, (5, 3, 3, 3))
+    oh = (9 + pads[0] + pads[2] - 3) // strides[0] + 1
+    ow = (8 + pads[1] + pads[3] - 3) // strides[1] + 1
+    inputs = [("x", TensorProto.UINT8, [1, 3, 9, 8]), ("w", TensorProto.UINT8, [5, 3, 3, 3]),
+              ("zx", TensorProto.UINT8, []), ("zw", TensorProto.UINT8, [])]
+    values = {"x": x, "w": w, "zx": np.array(17, np.uint8), "zw": np.array(130, np.uint8)}
+    consts = {"w": w, "zw": values["zw"]}
+    model = _model("ConvInteger", inputs, ("y", TensorProto.INT32, [1, 5, oh, ow]),
+                   {"pads": pads, "strides": strides, "kernel_shape": [3, 3]}, consts=consts, opset=10)
+    _check(model, _feeds(inputs, consts, values))
+
+
+def test_qlinear_conv_with_bias_and_groups() -> None:
+    x = _rand(TensorProto.UINT8, (1, 4, 6, 6))
+    w = _rand(TensorProto.INT8, (6, 2, 3, 3))
+    bias = RNG.integers(-500, 500, (6,)).astype(np.int32)
+    consts = {"sx": np.array(0.03, np.float32), "zx": np.array(128, np.uint8), "w": w,
+              "sw": np.array(0.02, np.float32), "zw": np.array(0, np.int8), "sy": np.array(0.1, np.float32),
+              "zy": np.array(10, np.uint8), "bias": bias}
+    inputs = [("x", TensorProto.UINT8, [1, 4, 6, 6]), ("sx", TensorProto.FLOAT, []), ("zx", TensorProto.UINT8, []),
+              ("w", TensorProto.INT8, [6, 2, 3, 3]), ("sw", TensorProto.FLOAT, []), ("zw", TensorProto.INT8, []),
+              ("sy", TensorProto.FLOAT, []), ("zy", TensorProto.UINT8, []), ("bias", TensorProto.INT32, [6])]
+    model = _model("QLinearConv", inputs, ("y", TensorProto.UINT8, [1, 6, 6, 6]),
+                   {"pads": [1, 1, 1, 1], "group": 2, "kernel_shape": [3, 3]}, consts=consts, opset=10)
+    _check(model, {"x": x}, exact=False)
+
+
+def test_int16_input_is_a_clear_error() -> None:
+    inputs = [("A", TensorProto.INT16, [4, 4]), ("B", TensorProto.INT8, [4, 4])]
+    g = helper.make_graph([helper.make_node("MatMulInteger", ["A", "B"], ["Y"])], "q",
+                          [helper.make_tensor_value_info(n, t, s) for n, t, s in inputs],
+                          [helper.make_tensor_value_info("Y", TensorProto.INT32, [4, 4])])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 10)])
+    with pytest.raises(ziggurat.errors.UnsupportedOpError, match="MatMulInteger.*A must be uint8 or int8"):
+        ziggurat.compile(model)
