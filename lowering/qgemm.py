@@ -105,13 +105,14 @@ def _host_has_vnni() -> bool:
     return "+avx512vnni" in host_target()[1].split(",")
 
 
-def schedule_qgemm(fn, block: str = "qgemm") -> bool:
+def schedule_qgemm(fn, block: str = "qgemm", require: bool = False) -> bool:
     """The default schedule of a lowered `graph.qgemm` kernel: register blocks and
     tensorized `vpdpbusd` steps. Returns False (leaving the plain nest, which
-    is correct but scalar) when the host has no AVX512-VNNI."""
+    is correct but scalar) when the host has no AVX512-VNNI, unless `require`
+    (a target that has VNNI, whatever the host)."""
     from ziggurat.transforms.schedule.api import Schedule
 
-    if not _host_has_vnni():
+    if not require and not _host_has_vnni():
         return False
     s = Schedule(fn)
     nb = len(s.get_loops(block)) - 4

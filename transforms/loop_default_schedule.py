@@ -13,6 +13,7 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint
 
 from ziggurat.dialects import loop
+from ziggurat.errors import ScheduleError
 from ziggurat.lowering.qgemm import schedule_qgemm
 
 BLOCKING = (8, 6, 4, 3, 2)
@@ -393,7 +394,13 @@ class LoopDefaultSchedulePass(ModulePass):
     per tile point and the reduction loop becomes `vectorized` (one vector
     accumulator per tile point, convert-loop-to-hw's vector reduction).
 
-    **Options:** `vector-width` (default 16).
+    A `graph.qgemm` kernel (block `qgemm`, u8 x packed s8 -> i32) gets the
+    VNNI schedule of lowering/qgemm.py instead: register blocks of up to 8
+    rows by 32 columns, the k loop outside the block, and every 16-column x
+    4-k step tensorized onto `x86_vnni_u8s8_16x4` (docs/hw-level.md).
+
+    **Options:** `vector-width` (default 16); `int8-dot` (`auto`: VNNI when
+    the host has AVX512-VNNI; `vnni`; `none`: leave qgemm nests scalar).
 
     Example (matmul 16x32x8, U = 8):
     ```mlir
@@ -419,8 +426,11 @@ class LoopDefaultSchedulePass(ModulePass):
 
     name = "loop-default-schedule"
     vector_width: int = 16
+    int8_dot: str = "auto"
 
     def apply(self, ctx: Context, op: builtin.ModuleOp) -> None:
+        if self.int8_dot not in ("auto", "vnni", "none"):
+            raise ScheduleError(f"loop-default-schedule: int8-dot must be auto, vnni or none, got '{self.int8_dot}'")
         for fn in op.ops:
             if not isinstance(fn, func.FuncOp) or fn.sym_name.data == "main":
                 continue
@@ -429,7 +439,8 @@ class LoopDefaultSchedulePass(ModulePass):
                 if nest is None:
                     continue
                 if nest.update.block_name.data == "qgemm":  # graph.qgemm: VNNI register blocks (lowering/qgemm.py)
-                    schedule_qgemm(fn, "qgemm")
+                    if self.int8_dot != "none":
+                        schedule_qgemm(fn, "qgemm", require=self.int8_dot == "vnni")
                     continue
                 decision = plan(nest)
                 if decision is not None:

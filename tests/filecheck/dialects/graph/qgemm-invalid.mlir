@@ -1,0 +1,23 @@
+// RUN: ziggurat-opt %s --split-input-file --verify-diagnostics | filecheck %s
+
+func.func @signed_a(%a: tensor<8x64xi8>, %b: tensor<16x128xi8>) {
+  %c = graph.qgemm %a, %b : tensor<8x64xi8>, tensor<16x128xi8> -> tensor<8x32xi32>
+  func.return
+}
+// CHECK: 'graph.qgemm' op a must hold ui8, got tensor<8x64xi8>
+
+// -----
+
+func.func @k_not_packed(%a: tensor<8x62xui8>, %b: tensor<16x128xi8>) {
+  %c = graph.qgemm %a, %b : tensor<8x62xui8>, tensor<16x128xi8> -> tensor<8x32xi32>
+  func.return
+}
+// CHECK: 'graph.qgemm' op a's K = 62 must be a multiple of 4 and equal 4 x b's dim -2 (16)
+
+// -----
+
+func.func @n_not_16(%a: tensor<8x64xui8>, %b: tensor<16x40xi8>) {
+  %c = graph.qgemm %a, %b : tensor<8x64xui8>, tensor<16x40xi8> -> tensor<8x10xi32>
+  func.return
+}
+// CHECK: 'graph.qgemm' op b's last dim 40 must be 4 x N with N a multiple of 16

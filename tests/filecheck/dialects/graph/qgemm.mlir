@@ -1,0 +1,11 @@
+// RUN: ziggurat-opt %s | ziggurat-opt | filecheck %s
+// RUN: ZIGGURAT_ROUNDTRIP | filecheck %s
+
+// CHECK-LABEL: func.func @q
+// CHECK-NEXT: %c = graph.qgemm %a, %b : tensor<8x64xui8>, tensor<16x128xi8> -> tensor<8x32xi32>
+// CHECK-NEXT: %d = graph.qgemm %e, %b : tensor<2x3x64xui8>, tensor<16x128xi8> -> tensor<2x3x32xi32>
+func.func @q(%a: tensor<8x64xui8>, %b: tensor<16x128xi8>, %e: tensor<2x3x64xui8>) -> tensor<8x32xi32> {
+  %c = graph.qgemm %a, %b : tensor<8x64xui8>, tensor<16x128xi8> -> tensor<8x32xi32>
+  %d = graph.qgemm %e, %b : tensor<2x3x64xui8>, tensor<16x128xi8> -> tensor<2x3x32xi32>
+  func.return %c : tensor<8x32xi32>
+}

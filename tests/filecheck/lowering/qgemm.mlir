@@ -1,0 +1,26 @@
+// RUN: ziggurat-opt %s -p 'convert-graph-to-te' | filecheck %s --check-prefix=TE
+// RUN: ziggurat-opt %s -p 'convert-graph-to-te,convert-te-to-loop,loop-default-schedule{int8-dot=vnni}' | filecheck %s --check-prefix=VNNI
+// RUN: ziggurat-opt %s -p 'convert-graph-to-te,convert-te-to-loop,loop-default-schedule{int8-dot=none}' | filecheck %s --check-prefix=NONE
+
+// graph.qgemm: k split in (k/4, k%4), zero-extended a, sign-extended packed b.
+// TE:      te.reduce "qgemm" add init 0 : i32 ({{.*}}) reduce ({{.*}} : 16, {{.*}} : 4) : tensor<8x32xi32>
+// TE:        arith.extui {{.*}} : i8 to i32
+// TE-NEXT:   arith.extsi {{.*}} : i8 to i32
+// TE-NEXT:   arith.muli
+
+// The default schedule: an 8x32 register block (8 rows unrolled, 2 vectors unrolled) per k quad, one vpdpbusd each.
+// VNNI:      loop.for %{{.*}} = 0 to 16 serial {
+// VNNI-NEXT:   loop.for %{{.*}} = 0 to 8 unrolled {
+// VNNI-NEXT:     loop.for %{{.*}} = 0 to 2 unrolled {
+// VNNI:            x86vec.bcast_group {{.*}} : vector<4xi8> -> vector<64xi8>
+// VNNI:            x86vec.dpbusd {{.*}} : vector<16xi32>, vector<64xi8>, vector<64xi8>
+// VNNI-NOT:  loop.block "qgemm"
+
+// int8-dot=none must not fire: the scalar nest stays.
+// NONE:      loop.block "qgemm"
+// NONE-NOT:  x86vec.dpbusd
+
+func.func @main(%a: tensor<8x64xui8>, %b: tensor<16x128xi8>) -> tensor<8x32xi32> {
+  %c = graph.qgemm %a, %b : tensor<8x64xui8>, tensor<16x128xi8> -> tensor<8x32xi32>
+  func.return %c : tensor<8x32xi32>
+}
