@@ -12,6 +12,20 @@ text = sch.trace_json()                     # replay on a fresh lowering:
 Schedule(fresh_module, "matmul_0").replay(json.loads(text))
 ```
 
+The block-level primitives compose the way TensorIR schedules do, e.g. a
+packed panel of B per column tile and a write-back per row of C:
+
+```python
+b_pack = sch.cache_read("matmul", 1)            # copy block "matmul_read1"
+sch.compute_at(b_pack, sch.get_loops("matmul")[1])
+c_tile = sch.cache_write("matmul")              # write-back block "matmul_write0"
+sch.reverse_compute_at(c_tile, sch.get_loops("matmul")[0])
+rf = sch.rfactor(sch.split(sch.get_loops("matmul")[2], 16)[1])  # "matmul_rf"
+```
+
+Every step of these primitives first runs on a copy of the function, so a
+ScheduleError leaves the IR and the trace as they were.
+
 A loop handle is a `LoopRV`: the block it was reached from and its position
 among that block's loops *when the primitive runs*; the trace stores exactly
 that, so a replay finds the same loops in a freshly lowered function.
