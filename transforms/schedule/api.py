@@ -20,7 +20,11 @@ b_pack = sch.cache_read("matmul", 1)            # copy block "matmul_read1"
 sch.compute_at(b_pack, sch.get_loops("matmul")[1])
 c_tile = sch.cache_write("matmul")              # write-back block "matmul_write0"
 sch.reverse_compute_at(c_tile, sch.get_loops("matmul")[0])
-rf = sch.rfactor(sch.split(sch.get_loops("matmul")[2], 16)[1])  # "matmul_rf"
+```
+or, on a fresh lowering, a reduction split into 16 vector lanes of partial sums:
+```python
+rf = sch.rfactor(sch.split(sch.get_loops("matmul")[2], 16)[1])   # block "matmul_rf"
+sch.vectorize(sch.get_loops(rf)[-1])
 ```
 
 Every step of these primitives first runs on a copy of the function, so a
