@@ -290,12 +290,24 @@ def convert_trilu(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Valu
     shape = shape_of(x)
     if len(shape) < 2:
         raise ctx.shape_error(f"input shape {shape} needs rank >= 2")
-    k_value = const_input(ctx, node, 1, "k")
-    k = 0 if k_value is None else int(k_value.reshape(-1)[0])
+    if 0 in shape:
+        raise ctx.unsupported(f"the input shape {shape} is empty; zero-size tensors are not supported")
     rows, cols = shape[-2:]
     diff = np.arange(cols)[None, :] - np.arange(rows)[:, None]
-    keep = diff >= k if attributes(node).get("upper", 1) else diff <= k
-    return [where(ctx, mask(ctx, keep, "triangle"), x, const(ctx, x, np.zeros(1), "zero"))]
+    upper = bool(attributes(node).get("upper", 1))
+    zero = const(ctx, x, np.zeros(1), "zero")
+    k_name = ctx.input(node, 1)
+    if k_name is not None and ctx.constant(k_name) is None:  # k at run time: compare the diagonals with it
+        from ziggurat.dialects.graph_dtype import CastOp
+
+        k_value = ctx.value(k_name)
+        k_f = reshape(ctx, ctx.emit(CastOp(k_value, TensorType(Float32Type(), list(shape_of(k_value))))), [1])
+        keep = compare(ctx, mask(ctx, diff, "diagonals"), k_f, "ge" if upper else "le")
+        return [where(ctx, keep, x, zero)]
+    k_value = const_input(ctx, node, 1, "k")
+    k = 0 if k_value is None else int(k_value.reshape(-1)[0])
+    keep_array = diff >= k if upper else diff <= k
+    return [where(ctx, mask(ctx, keep_array, "triangle"), x, zero)]
 
 
 # ---------------------------------------------------------------------------

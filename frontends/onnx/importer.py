@@ -90,6 +90,7 @@ from ziggurat.frontends.onnx.convert_signal import SIGNAL_CONVERTERS
 from ziggurat.frontends.onnx.convert_grid_sample import GRID_SAMPLE_CONVERTERS
 from ziggurat.frontends.onnx.convert_scan import SCAN_CONVERTERS
 from ziggurat.frontends.onnx.convert_index import INDEX_CONVERTERS
+from ziggurat.frontends.onnx.convert_index_runtime import RUNTIME_INDEX_CONVERTERS
 from ziggurat.frontends.onnx.convert_quant import QUANT_CONVERTERS
 from ziggurat.frontends.onnx.convert_window import WINDOW_CONVERTERS
 from ziggurat.frontends.onnx.convert_tensor import (
@@ -154,6 +155,7 @@ CONVERTERS: dict[str, Converter] = {
     **LOGIC_CONVERTERS,
     **WINDOW_CONVERTERS,
     **INDEX_CONVERTERS,
+    **RUNTIME_INDEX_CONVERTERS,
     **QUANT_CONVERTERS,
     **EINSUM_CONVERTERS,
     **SIGNAL_CONVERTERS,
