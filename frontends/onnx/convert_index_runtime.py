@@ -40,11 +40,14 @@ from ziggurat.frontends.onnx.convert_index import (
     MAX_PAIRWISE,
     compare,
     const,
+    convert_cumsum,
     convert_gather_nd,
+    convert_reverse_sequence,
     convert_scatter_elements,
     convert_scatter_nd,
     norm_axis,
     numpy_dtype,
+    prefix_sum,
     reduce,
     where,
 )
@@ -187,7 +190,135 @@ def convert_gather_nd_any(ctx: ConversionContext, node: onnx.NodeProto) -> Seque
     return [reshape(ctx, gathered, (*ishape[:-1], *shape[q:]))]
 
 
+def _runtime_scalar(ctx: ConversionContext, name: str) -> SSAValue:
+    """A run-time integer scalar (or 1-element tensor) as a float32 [1] tensor."""
+    from ziggurat.dialects.graph_dtype import CastOp
+
+    value = ctx.value(name)
+    if math.prod(shape_of(value)) != 1:
+        raise ctx.shape_error(f"'{name}' must hold one value, got shape {shape_of(value)}")
+    if numpy_dtype(value.type.element_type).kind not in "iu":  # type: ignore[attr-defined]
+        raise ctx.unsupported(f"'{name}' must be an integer")
+    return reshape(ctx, ctx.emit(CastOp(value, TensorType(f32, list(shape_of(value))))), [1])
+
+
+def convert_cumsum_any(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
+    """CumSum with a run-time axis: the prefix sums along every axis, the one the
+    axis names picked by `graph.where` (the rank is static); a compile-time axis
+    goes through convert_index."""
+    if not _runtime(ctx, node.input[1]):
+        return convert_cumsum(ctx, node)
+    attrs = attributes(node)
+    x = ctx.value(node.input[0])
+    rank = len(shape_of(x))
+    if rank < 1:
+        raise ctx.shape_error("input must have rank >= 1")
+    axis = _runtime_scalar(ctx, node.input[1])
+    exclusive, backwards = bool(attrs.get("exclusive", 0)), bool(attrs.get("reverse", 0))
+    out: SSAValue | None = None
+    for a in range(rank - 1, -1, -1):
+        summed = prefix_sum(ctx, x, a, exclusive, backwards)
+        if out is None:
+            out = summed
+            continue
+        picked = ctx.emit(graph.MaxOp(compare(ctx, axis, const(ctx, axis, np.array([a]), "axis"), "eq"),
+                                      compare(ctx, axis, const(ctx, axis, np.array([a - rank]), "axis"), "eq"),
+                                      axis.type))
+        out = where(ctx, picked, summed, out)
+    assert out is not None
+    return [out]
+
+
+def convert_reverse_sequence_any(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
+    """ReverseSequence with run-time sequence_lens: the time index table
+    where(t < len[b], len[b] - 1 - t, t) computed at run time."""
+    if not _runtime(ctx, node.input[1]):
+        return convert_reverse_sequence(ctx, node)
+    attrs = attributes(node)
+    x = ctx.value(node.input[0])
+    shape = shape_of(x)
+    t_axis, b_axis = attrs.get("time_axis", 0), attrs.get("batch_axis", 1)
+    if len(shape) < 2 or {t_axis, b_axis} != {0, 1} or ctx.shape(node.input[1]) != (shape[b_axis],):
+        raise ctx.shape_error(f"time_axis {t_axis}, batch_axis {b_axis} and lengths {ctx.shape(node.input[1])} "
+                              f"do not fit {shape}")
+    steps = shape[t_axis]
+    lens = _positions(ctx, node.input[1], [steps + 1])  # clamped into [0, steps]
+    lens = reshape(ctx, lens, (1, shape[b_axis]) if t_axis == 0 else (shape[b_axis], 1))
+    t = const(ctx, lens, np.arange(steps).reshape((steps, 1) if t_axis == 0 else (1, steps)), "time")
+    back = ctx.emit(graph.SubOp(ctx.emit(graph.SubOp(lens, const(ctx, lens, np.ones(1), "one"), lens.type)), t,
+                                like(lens, shape[:2])))
+    table = where(ctx, compare(ctx, t, lens, "lt"), back, t)
+    table = reshape(ctx, table, (*shape[:2], *[1] * (len(shape) - 2)))
+    table = table if shape_of(table) == tuple(shape) else ctx.emit(graph.BroadcastToOp(table, like(table, shape)))
+    return [ctx.emit(graph.GatherElementsOp(x, table, t_axis, like(x, shape)))]
+
+
+def convert_max_unpool(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
+    """MaxUnpool (opsets 9+): the values scattered to their flat output
+    positions (run-time or compile-time indices) in zeros; the output shape from
+    a compile-time output_shape or from kernel_shape, strides and pads."""
+    attrs = attributes(node)
+    x = ctx.value(node.input[0])
+    xs = shape_of(x)
+    kernel = list(attrs["kernel_shape"])
+    dims = len(kernel)
+    strides = list(attrs.get("strides", [1] * dims))
+    pads = list(attrs.get("pads", [0] * 2 * dims))
+    out_name = ctx.input(node, 2)
+    if out_name is not None:
+        target = ctx.constant(out_name)
+        if target is None:
+            raise ctx.unsupported(f"input 'output_shape' ('{out_name}') must be known at compile time")
+        out = [int(v) for v in target.reshape(-1)]
+    else:
+        out = [*xs[:2], *[(xs[2 + i] - 1) * strides[i] + kernel[i] - pads[i] - pads[dims + i] for i in range(dims)]]
+    if len(out) != len(xs) or out[:2] != list(xs[:2]) or ctx.shape(node.input[1]) != xs:
+        raise ctx.shape_error(f"indices {ctx.shape(node.input[1])} and output shape {out} do not fit input {xs}")
+    size, m = math.prod(out), math.prod(xs)
+    zeros = const(ctx, x, np.zeros((1, size, 1)), "zeros")
+    if _runtime(ctx, node.input[1]):
+        pos = reshape(ctx, _positions(ctx, node.input[1], [size]), (1, 1, m, 1))
+    else:
+        flat = np.clip(ctx.constant(node.input[1]), 0, size - 1).reshape(1, 1, m, 1)  # type: ignore[union-attr]
+        pos = ctx.add_constant(flat.astype(np.float32), f"{ctx.node_label}.indices")
+    y = _scatter_rows(ctx, zeros, reshape(ctx, x, (1, m, 1)), pos, "none")
+    return [reshape(ctx, y, out)]
+
+
+def convert_tensor_scatter(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
+    """TensorScatter (opset 24): writes `update` into `past_cache` along `axis`
+    from position write_indices[b] (0 when absent) per batch b, wrapping in
+    mode circular."""
+    attrs = attributes(node)
+    cache, update = ctx.value(node.input[0]), ctx.value(node.input[1])
+    cs, us = shape_of(cache), shape_of(update)
+    axis = norm_axis(ctx, attrs.get("axis", -2), len(cs))
+    if axis == 0 or len(us) != len(cs) or any(us[d] != cs[d] for d in range(len(cs)) if d != axis):
+        raise ctx.shape_error(f"update {us} does not fit past_cache {cs} along axis {axis}")
+    b, n, m = cs[0], cs[axis], us[axis]
+    mid, post = math.prod(cs[1:axis]), math.prod(cs[axis + 1:])
+    name = ctx.input(node, 2)
+    if name is None:
+        start = ctx.add_constant(np.zeros((b, 1, 1), np.float32), f"{ctx.node_label}.starts")
+    else:
+        start = reshape(ctx, _positions(ctx, name, [n]), (b, 1, 1))
+    steps = const(ctx, start, np.arange(m).reshape(1, 1, m), "steps")
+    pos = ctx.emit(graph.AddOp(start, steps, like(start, (b, 1, m))))
+    if attrs.get("mode", "linear") == "circular":
+        wrapped = ctx.emit(graph.SubOp(pos, const(ctx, pos, np.array([n]), "n"), pos.type))
+        pos = where(ctx, compare(ctx, pos, const(ctx, pos, np.array([n]), "n"), "ge"), wrapped, pos)
+    pos = ctx.emit(graph.BroadcastToOp(pos, like(pos, (b, mid, m))))
+    pos4 = reshape(ctx, pos, (b * mid, 1, m, 1))
+    y = _scatter_rows(ctx, reshape(ctx, cache, (b * mid, n, post)), reshape(ctx, update, (b * mid, m, post)),
+                      pos4, "none")
+    return [reshape(ctx, y, cs)]
+
+
 RUNTIME_INDEX_CONVERTERS = {
+    "CumSum": convert_cumsum_any,
+    "ReverseSequence": convert_reverse_sequence_any,
+    "MaxUnpool": convert_max_unpool,
+    "TensorScatter": convert_tensor_scatter,
     "GatherND": convert_gather_nd_any,
     "ScatterElements": convert_scatter_elements_any,
     "Scatter": convert_scatter_elements_any,

@@ -229,6 +229,7 @@ def test_every_converter_has_a_single_op_case():
     tested_elsewhere = {"Reshape", "Constant"}  # they need constant inputs or none
     tested_elsewhere |= {"ArgMax", "ArgMin", "TopK"}  # int64 outputs: tests/unit/test_onnx_index_ops.py
     tested_elsewhere |= {"Scan"}  # a body graph: tests/unit/test_onnx_scan.py
+    tested_elsewhere |= {"MaxUnpool", "TensorScatter"}  # integer inputs: tests/unit/test_onnx_index_ops.py
     # integer inputs: tests/unit/test_onnx_dtypes.py
     tested_elsewhere |= {"BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot", "Mod", "BitShift"}
     assert set(CONVERTERS) == set(SINGLE_OP_CASES) | tested_elsewhere

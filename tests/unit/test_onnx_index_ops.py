@@ -11,6 +11,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import ziggurat
+import ziggurat.dialects.graph  # noqa: F401 - before graph_dtype (graph imports it)
 from ziggurat.errors import UnsupportedOpError
 
 ort = pytest.importorskip("onnxruntime")
@@ -186,3 +187,33 @@ def test_runtime_indices_with_batch_dims_are_refused():
     model, _ = runtime_model(node, {"x": rand(2, 3)}, {"i": np.array([[1], [0]], np.int64)})
     with pytest.raises(UnsupportedOpError, match="batch_dims"):
         ziggurat.compile(model)
+
+
+@pytest.mark.parametrize("axis", [0, -1])
+def test_cumsum_runtime_axis(axis):
+    node = helper.make_node("CumSum", ["x", "axis"], ["y"], reverse=1)
+    run_runtime(node, {"x": rand(3, 4)}, {"axis": np.array(axis, np.int64)})
+
+
+def test_reverse_sequence_runtime_lengths():
+    node = helper.make_node("ReverseSequence", ["x", "lens"], ["y"], time_axis=0, batch_axis=1)
+    run_runtime(node, {"x": rand(4, 3, 2)}, {"lens": np.array([4, 1, 3], np.int64)})
+
+
+def test_max_unpool_runtime_indices():
+    node = helper.make_node("MaxUnpool", ["x", "i"], ["y"], kernel_shape=[2, 2], strides=[2, 2])
+    indices = np.array([[[[5, 7], [13, 15]]]], np.int64)
+    run_runtime(node, {"x": rand(1, 1, 2, 2)}, {"i": indices})
+
+
+@pytest.mark.parametrize("mode", ["linear", "circular"])
+def test_tensor_scatter_matches_reference(mode):
+    from onnx.reference import ReferenceEvaluator
+
+    pytest.importorskip("ziggurat.dialects.graph_dtype", reason="run-time int64 inputs need graph.cast")
+    node = helper.make_node("TensorScatter", ["cache", "update", "w"], ["y"], mode=mode)
+    model, feeds = runtime_model(node, {"cache": rand(2, 3, 5, 4), "update": rand(2, 3, 2, 4, seed=1)},
+                                 {"w": np.array([1, 4 if mode == "circular" else 3], np.int64)}, opset=24)
+    (want,) = ReferenceEvaluator(model).run(None, feeds)
+    (got,) = ziggurat.compile(model, target="llvm -num-cores=1")(**feeds)
+    np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
