@@ -60,6 +60,7 @@ NATIVE: dict[str, frozenset[str]] = {
     **dict.fromkeys(("CumSum", "ReverseSequence", "MaxUnpool", "TensorScatter"), frozenset({"int", "uint"})),
     # 8-bit quantized ops on the VNNI GEMM (convert_quant.py); their scales may be float16
     **dict.fromkeys(("MatMulInteger", "QLinearMatMul", "ConvInteger", "QLinearConv"), ALL),
+    **dict.fromkeys(("QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"), ALL),
 }
 """ONNX op type -> element kinds besides float32 that its converter handles natively."""
 

@@ -92,6 +92,7 @@ from ziggurat.frontends.onnx.convert_scan import SCAN_CONVERTERS
 from ziggurat.frontends.onnx.convert_index import INDEX_CONVERTERS
 from ziggurat.frontends.onnx.convert_index_runtime import RUNTIME_INDEX_CONVERTERS
 from ziggurat.frontends.onnx.convert_quant import QUANT_CONVERTERS
+from ziggurat.frontends.onnx.convert_qdq import QDQ_CONVERTERS
 from ziggurat.frontends.onnx.convert_window import WINDOW_CONVERTERS
 from ziggurat.frontends.onnx.convert_tensor import (
     REDUCE_KINDS,
@@ -157,6 +158,7 @@ CONVERTERS: dict[str, Converter] = {
     **INDEX_CONVERTERS,
     **RUNTIME_INDEX_CONVERTERS,
     **QUANT_CONVERTERS,
+    **QDQ_CONVERTERS,
     **EINSUM_CONVERTERS,
     **SIGNAL_CONVERTERS,
     **GRID_SAMPLE_CONVERTERS,

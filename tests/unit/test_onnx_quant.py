@@ -115,3 +115,34 @@ def test_int16_input_is_a_clear_error() -> None:
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 10)])
     with pytest.raises(ziggurat.errors.UnsupportedOpError, match="MatMulInteger.*A must be uint8 or int8"):
         ziggurat.compile(model)
+
+
+def test_quantize_dequantize_per_axis_against_onnxruntime() -> None:
+    x = (RNG.standard_normal((2, 3, 4)) * 4).astype(np.float32)
+    scale = np.array([0.05, 0.1, 0.2], np.float32)
+    zp = np.array([0, 10, 250], np.uint8)
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], axis=1),
+             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], axis=1)]
+    g = helper.make_graph(nodes, "qdq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 4])],
+                          [onnx.numpy_helper.from_array(scale, "s"), onnx.numpy_helper.from_array(zp, "z")])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    got = ziggurat.compile(model)(x=x)
+    got = got[0] if isinstance(got, (list, tuple)) else got
+    np.testing.assert_allclose(got, sess.run(None, {"x": x})[0], rtol=0, atol=1e-6)
+
+
+def test_dynamic_quantize_linear_against_onnxruntime() -> None:
+    x = (RNG.standard_normal((5, 7)) * 3 + 1).astype(np.float32)
+    node = helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "s", "z"])
+    outs = [helper.make_tensor_value_info("y", TensorProto.UINT8, [5, 7]),
+            helper.make_tensor_value_info("s", TensorProto.FLOAT, []),
+            helper.make_tensor_value_info("z", TensorProto.UINT8, [])]
+    g = helper.make_graph([node], "dq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [5, 7])], outs)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 11)])
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    got = ziggurat.compile(model)(x=x)
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-6)
+    np.testing.assert_array_equal(got[2], want[2])
+    assert np.abs(got[0].astype(np.int32) - want[0].astype(np.int32)).max() <= 1
