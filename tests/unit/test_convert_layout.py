@@ -146,3 +146,26 @@ def test_compile_time_transforms_are_the_index_maps(cb, b, h, ob):
     o, i = ob * b - 1, cb * b - 1
     assert wb[o // b, i // b, 1, 0, i % b, o % b] == w[o, i, 1, 0]
     assert wb.shape == blocked_shape(w.shape, f"OIHW{b}i{b}o")
+
+
+@settings(max_examples=10, deadline=None)
+@given(cin=st.sampled_from([3, 8, 16]), cout=st.sampled_from([8, 16]), k=st.sampled_from([1, 2, 3]),
+       stride=st.integers(1, 2), pad=st.integers(0, 1), dil=st.integers(1, 2), hw=st.integers(5, 9),
+       pool=st.booleans())
+def test_random_blocked_conv_matches_onnxruntime(cin, cout, k, stride, pad, dil, hw, pool):
+    rng = np.random.default_rng(cin * 7 + cout + k * 3 + hw)
+    if (hw + 2 * pad - dil * (k - 1) - 1) // stride + 1 < 2:
+        return  # no output left to pool
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[pad] * 4, kernel_shape=[k, k],
+                              strides=[stride, stride], dilations=[dil, dil]),
+             helper.make_node("Relu", ["c"], ["r"])]
+    if pool:
+        nodes.append(helper.make_node("MaxPool", ["r"], ["y"], kernel_shape=[2, 2], strides=[1, 1]))
+    else:
+        nodes.append(helper.make_node("Identity", ["r"], ["y"]))
+    inits = [_w(rng, "w", (cout, cin, k, k)), _w(rng, "b", (cout,))]
+    oh = (hw + 2 * pad - dil * (k - 1) - 1) // stride + 1
+    out = (1, cout, oh - pool, oh - pool)
+    x = rng.standard_normal((1, cin, hw, hw)).astype(np.float32)
+    ops = _check(_model(nodes, x.shape, out, inits), x, block=8)
+    assert ops.count("graph.conv2d_nchwc") == 1
