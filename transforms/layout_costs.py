@@ -34,6 +34,7 @@ from ziggurat.autotune.cost_oracle import DefaultCostOracle, Peaks, oracle_from_
 from ziggurat.autotune.database import JSONDatabase, TuningRecord, WorkloadKey
 from ziggurat.dialects import graph
 from ziggurat.dialects.graph_layout import LayoutTransformOp
+from ziggurat.errors import CompileError
 from ziggurat.lowering.convert_graph_to_te import build_kernel
 from ziggurat.lowering.topi import COMPUTE_DEFS
 from ziggurat.transforms.annotate_costs import lower_kernel
@@ -140,8 +141,12 @@ def price_region(region: list[Operation], block: int, opts) -> tuple[bool, float
     db = None
     if opts.measure:
         path = Path(opts.database) if opts.database else default_database_path()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        db = JSONDatabase(path, fsync=False)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            db = JSONDatabase(path, fsync=False)
+        except OSError as err:
+            raise CompileError(f"convert-layout{{measure=true}}: cannot open the record file '{path}' ({err}); "
+                               "give a writable file with database=\"FILE\" or leave measure off") from None
         peaks = Peaks(opts.peak_gflops, opts.bandwidth_gbs) if opts.peak_gflops > 0 else None
         oracle = DefaultCostOracle(database=db, peaks=peaks)
     else:

@@ -169,3 +169,20 @@ def test_random_blocked_conv_matches_onnxruntime(cin, cout, k, stride, pad, dil,
     x = rng.standard_normal((1, cin, hw, hw)).astype(np.float32)
     ops = _check(_model(nodes, x.shape, out, inits), x, block=8)
     assert ops.count("graph.conv2d_nchwc") == 1
+
+
+def test_bad_options_give_one_clear_error(tmp_path):
+    from ziggurat.compiler import parse_pipeline, run_passes
+    from ziggurat.errors import CompileError
+    from ziggurat.frontends.onnx import import_onnx
+
+    rng = np.random.default_rng(5)
+    model = _model([helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[1, 1])], (1, 16, 4, 4), (1, 16, 4, 4),
+                   [_w(rng, "w", (16, 16, 1, 1))])
+    with pytest.raises(CompileError, match="block must be a positive"):
+        run_passes(import_onnx(model).module, parse_pipeline("convert-layout{block=0}"))
+    bad = tmp_path / "file" / "records.jsonl"
+    (tmp_path / "file").write_text("not a folder")
+    with pytest.raises(CompileError, match="cannot open the record file"):
+        run_passes(import_onnx(model).module,
+                   parse_pipeline(f'convert-layout{{cost-guided=true measure=true database="{bad}"}}'))
