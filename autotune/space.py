@@ -53,7 +53,7 @@ from ziggurat.transforms.schedule.api import Schedule
 from ziggurat.transforms.schedule.loops import bound_kinds, get_loops
 
 DEFAULT_TRACE = "default"
-TEMPLATE_SHARE = 0.75
+TEMPLATE_SHARE = 0.9
 MEMO_SIZE = 1024
 MAX_UNROLL = 16
 VECTORIZE = ("spatial", "innermost", "none")

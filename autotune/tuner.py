@@ -45,7 +45,7 @@ from ziggurat.errors import ScheduleError, TuningError
 from ziggurat.target import Target
 
 
-HOPELESS_FACTOR, MIN_TIMEOUT_S = 100.0, 2.0
+HOPELESS_FACTOR, MIN_TIMEOUT_S = 50.0, 2.0
 SLOW_FACTOR = 3.0  # a candidate whose first call is this much slower than the best is timed once
 
 
@@ -203,7 +203,7 @@ class Tuner:
         if isinstance(config, dict):  # LocalRunner / DaskRunner: time hopeless candidates only once
             config["slow_s"] = SLOW_FACTOR * t.best_cost if np.isfinite(t.best_cost) else None
         if hasattr(self.runner, "timeout") and np.isfinite(t.best_cost):
-            # a candidate 100x slower than the best is a timeout record, not seconds of timing
+            # a candidate 50x slower than the best is a timeout record, not seconds of timing
             self.runner.timeout = min(self.timeout, max(MIN_TIMEOUT_S, HOPELESS_FACTOR * t.best_cost))
         t0 = time.perf_counter()
         builds = self.builder.build(inputs)
