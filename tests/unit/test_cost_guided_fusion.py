@@ -212,3 +212,28 @@ def test_bench_feedback_times_both_pipelines() -> None:
     assert row["kernels"][0] < row["kernels"][1] and row["max_diff"] < 1e-5
     assert row["speedup"] == pytest.approx(row["rules_ms"] / row["guided_ms"])
     assert "geometric mean speedup" in format_feedback([row])
+
+
+@settings(max_examples=3, deadline=None)
+@given(st.integers(4, 24), st.sampled_from([1, 2, 4]), st.sampled_from([8, 16]))
+def test_duplication_computes_what_the_rules_compute(seq: int, heads: int, d: int) -> None:
+    """Whatever the cost-guided pass duplicates, the outputs equal the rule-based ones."""
+    model = qkv_model(seq, heads * d, heads)
+    x = np.random.default_rng(seq).standard_normal((seq, heads * d)).astype(np.float32)
+    rules = ziggurat.compile(model, target="llvm -num-cores=1", pipeline=RULES)(x)
+    guided = ziggurat.compile(model, target="llvm -num-cores=1", pipeline=GUIDED)(x)
+    for a, b in zip(rules, guided):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
+
+
+def test_explain_fusion_lists_duplications(tmp_path, capsys) -> None:
+    from ziggurat.cli.main import main as ziggurat_main
+
+    path = tmp_path / "qkv.onnx"
+    path.write_bytes(qkv_model().SerializeToString())
+    assert ziggurat_main(["compile", str(path), "--explain-fusion", "--target", "llvm -num-cores=1"]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines() if " duplicated " in line]
+    assert len(rows) == 3
+    for row in rows:
+        assert row[2:7] == ["duplicated", "4", "kernels", "3", "kernels"]
+        assert 0 < float(row[8]) < float(row[7])
