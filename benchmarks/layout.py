@@ -3,8 +3,9 @@
     python -m benchmarks.layout [--threads 1,2] [--only conv3x3,resnet_small,vgg_small_bn] [--rounds 30]
 
 Both ziggurat variants and onnxruntime (same intra-op thread count) run in one
-process, timed in alternating blocks with a pause between blocks (as in
-`benchmarks/run.py`). Per workload and thread count it prints the median
+process: the two ziggurat builds in alternating blocks with a pause between
+blocks (as in `benchmarks/run.py`), then onnxruntime, whose session is only
+created after them (its thread pool disturbs 2-thread OpenMP code). Per workload and thread count it prints the median
 latency of each, the ratio of each ziggurat variant to onnxruntime, the
 speedup of the layout variant over the NCHW one, and the max difference
 between the two variants' outputs. The geometric mean of the speedup closes
@@ -65,27 +66,32 @@ def bench_layout(name: str, model, inputs: dict, threads: int, rounds: int) -> d
     except ZigguratError as err:
         row["skipped"] = str(err).split(". ")[0]
         return row
-    sess = _ort(model, threads)
     feeds = {k: np.ascontiguousarray(v) for k, v in inputs.items()}
     ins = [feeds[n] for n in blocked.input_names]
     outs = [[np.empty(s.shape, s.dtype) for s in c.outputs] for c in (blocked, plain)]
-    sess.run(None, feeds)
-    time.sleep(SETTLE_S)
     blocked.run_native(ins, outs[0])
     plain.run_native(ins, outs[1])
     row["max_diff"] = max(float(np.max(np.abs(a - b))) for a, b in zip(*outs))
-    times: list[list[float]] = [[], [], []]
     per_block = max(2, rounds // BLOCKS)
-    runners = [lambda: blocked.run_native(ins, outs[0]), lambda: plain.run_native(ins, outs[1]),
-               lambda: sess.run(None, feeds)]
-    for _ in range(BLOCKS):
-        for run, ts in zip(runners, times):
-            time.sleep(SETTLE_S)
-            run()
-            for _ in range(per_block):
-                t = time.perf_counter()
+
+    def timed(runners, times):
+        for _ in range(BLOCKS):
+            for run, ts in zip(runners, times):
+                time.sleep(SETTLE_S)
                 run()
-                ts.append(time.perf_counter() - t)
+                for _ in range(per_block):
+                    t = time.perf_counter()
+                    run()
+                    ts.append(time.perf_counter() - t)
+
+    # The two ziggurat builds alternate; onnxruntime is created and timed only
+    # afterwards: its spinning pool made our 2-thread calls 10-5000x slower on
+    # this loaded 2-core machine even with pauses between blocks.
+    times: list[list[float]] = [[], [], []]
+    timed([lambda: blocked.run_native(ins, outs[0]), lambda: plain.run_native(ins, outs[1])], times[:2])
+    sess = _ort(model, threads)
+    sess.run(None, feeds)
+    timed([lambda: sess.run(None, feeds)], times[2:])
     row["layout_ms"], row["nchw_ms"], row["ort_ms"] = (float(np.median(ts)) * 1e3 for ts in times)
     row["speedup"] = row["nchw_ms"] / row["layout_ms"]
     return row
