@@ -138,7 +138,8 @@ def bench(name: str, model, inputs: dict, threads: int, rounds: int, flops: floa
 
 def bench_feedback(name: str, model, inputs: dict, threads: int, rounds: int) -> dict:
     """O3 with the feedback channel (cost-guided fuse-ops) against the same pipeline with
-    rule-based fuse-ops: median ms of each, timed in alternating blocks, and the speedup."""
+    rule-based fuse-ops: median ms of each over `rounds` alternating runs, the speedup of
+    the medians, and the median of the per-round ratios (`paired_speedup`)."""
     from ziggurat.benchmarks.kernel_profile import graph_pipelines
 
     row: dict = {"workload": name, "threads": threads}
@@ -156,16 +157,20 @@ def bench_feedback(name: str, model, inputs: dict, threads: int, rounds: int) ->
     guided.run_native(ins, outs[0])
     rules.run_native(ins, outs[1])
     row["max_diff"] = max(float(np.max(np.abs(a - b))) for a, b in zip(*outs))
+    # Both run on the same runtime (no foreign spinning pool), so single runs alternate
+    # (in flipped order every round): a burst of load on the shared host hits both alike.
     times: list[list[float]] = [[], []]
-    per_block = max(2, rounds // BLOCKS)
-    for _ in range(BLOCKS):
-        for c, out, ts in zip((guided, rules), outs, times):
-            time.sleep(SETTLE_S)
+    pairs = list(zip((guided, rules), outs, times))
+    for _ in range(5):
+        for c, out, _ in pairs:
             c.run_native(ins, out)
-            for _ in range(per_block):
-                t = time.perf_counter()
-                c.run_native(ins, out)
-                ts.append(time.perf_counter() - t)
+    for k in range(rounds):
+        for c, out, ts in (pairs if k % 2 == 0 else pairs[::-1]):
+            t = time.perf_counter()
+            c.run_native(ins, out)
+            ts.append(time.perf_counter() - t)
+    ratios = [b / a for a, b in zip(*times)]
+    row["paired_speedup"] = float(np.median(ratios))
     row["kernels"] = (guided.info["stats"].kernels, rules.info["stats"].kernels)
     row["guided_ms"], row["rules_ms"] = (_median_iqr(ts)[0] * 1e3 for ts in times)
     row["speedup"] = row["rules_ms"] / row["guided_ms"]
@@ -174,13 +179,14 @@ def bench_feedback(name: str, model, inputs: dict, threads: int, rounds: int) ->
 
 def format_feedback(rows: list[dict]) -> str:
     lines = ["| workload | threads | kernels (rules -> cost-guided) | O3 without feedback (ms) | O3 (ms) | speedup |"
-             " max diff |", "|" + "---|" * 7]
+             " paired speedup | max diff |", "|" + "---|" * 8]
     for r in rows:
         if "skipped" in r:
-            lines.append(f"| {r['workload']} | {r['threads']} | skipped: {r['skipped']} |||||")
+            lines.append(f"| {r['workload']} | {r['threads']} | skipped: {r['skipped']} ||||||")
             continue
         lines.append(f"| {r['workload']} | {r['threads']} | {r['kernels'][1]} -> {r['kernels'][0]} | "
-                     f"{r['rules_ms']:.3f} | {r['guided_ms']:.3f} | {r['speedup']:.3f} | {r['max_diff']:.1e} |")
+                     f"{r['rules_ms']:.3f} | {r['guided_ms']:.3f} | {r['speedup']:.3f} | {r['paired_speedup']:.3f} | "
+                     f"{r['max_diff']:.1e} |")
     for t in sorted({r["threads"] for r in rows}):
         sp = [r["speedup"] for r in rows if r["threads"] == t and "speedup" in r]
         if sp:
