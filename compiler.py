@@ -105,7 +105,8 @@ def _cache_key(imported: Any, spec: str, options: Any) -> str:
     for name in sorted(imported.weights):
         array = imported.weights[name]
         h.update(f"{name}:{array.dtype}:{array.shape}".encode())
-        h.update(np.ascontiguousarray(array).data)
+        data = np.ascontiguousarray(array)
+        h.update(data.data if data.dtype.kind != "V" else data.reshape(-1).view(np.uint8).data)  # ml_dtypes types
     return h.hexdigest()
 
 

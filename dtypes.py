@@ -10,6 +10,8 @@ ziggurat's run-time tensors have one of these element types:
 | INT8..64  | i8 .. i64 (signless, read as signed) | int8 .. int64 |
 | UINT8..64 | ui8 .. ui64           | uint8 .. uint64 |
 | BOOL      | i1                    | bool     |
+| BFLOAT16  | bf16                  | bfloat16 (onnx's ml_dtypes type) |
+| INT4, INT2 / UINT4, UINT2 | i4, i2 / ui4, ui2 | int4, int2 / uint4, uint2 (ml_dtypes) |
 
 Signedness lives in the *tensor* types of the graph level only. Below it (te
 bodies, loop buffers, LLVM) every integer is signless: the compute definitions
@@ -17,6 +19,12 @@ in `lowering/topi.py` pick the signed or unsigned instruction (divsi/divui,
 cmpi slt/ult, extsi/extui, sitofp/uitofp) from the graph op's operand types,
 and `scalar_type`/`signless_tensor` drop the signedness for the levels below.
 A bool is `i1` in registers and one byte (0 or 1, numpy's layout) in memory.
+A bfloat16 is a storage type: its bits are an `i16` below the graph level, and
+`graph.cast` converts it to and from float32 (round to nearest even); only
+Cast, Where and data movement take it (the frontend's element-type policy). The 4- and
+2-bit integers are storage types too: one byte per element holding the value
+in its low bits (ml_dtypes' layout, an `i8` below the graph level); only data
+movement, Where and Cast handle them.
 """
 
 from __future__ import annotations
@@ -27,9 +35,11 @@ from xdsl.dialects.builtin import (
     Float32Type,
     Float64Type,
     IntegerType,
+    BFloat16Type,
     MemRefType,
     Signedness,
     TensorType,
+    bf16,
     f16,
     f32,
     f64,
@@ -43,6 +53,7 @@ _ONNX = {  # onnx.TensorProto data type numbers
     2: IntegerType(8, Signedness.UNSIGNED), 4: IntegerType(16, Signedness.UNSIGNED),
     12: IntegerType(32, Signedness.UNSIGNED), 13: IntegerType(64, Signedness.UNSIGNED),
     9: i1,
+    16: bf16,
 }
 
 _NUMPY = {
@@ -53,6 +64,17 @@ _NUMPY = {
     np.dtype(np.uint32): IntegerType(32, Signedness.UNSIGNED), np.dtype(np.uint64): IntegerType(64, Signedness.UNSIGNED),
     np.dtype(np.bool_): i1,
 }
+SUB_BYTE = {21: IntegerType(4, Signedness.UNSIGNED), 22: IntegerType(4), 25: IntegerType(2, Signedness.UNSIGNED),
+            26: IntegerType(2)}
+"""ONNX UINT4, INT4, UINT2, INT2: one byte per element in memory."""
+_ONNX.update(SUB_BYTE)
+try:  # bfloat16 and the sub-byte integers have no numpy dtypes of their own; onnx brings ml_dtypes' ones
+    import onnx
+
+    for _code, _elt in {16: bf16, **SUB_BYTE}.items():
+        _NUMPY[np.dtype(onnx.helper.tensor_dtype_to_np_dtype(_code))] = _elt
+except (ImportError, KeyError, TypeError, ValueError):  # pragma: no cover - older onnx
+    pass
 _TO_NUMPY = {v: k for k, v in _NUMPY.items()}
 
 
@@ -75,12 +97,18 @@ def to_numpy(elt: Attribute) -> np.dtype:
 
 
 def is_float(elt: Attribute) -> bool:
-    return isinstance(elt, (Float16Type, Float32Type, Float64Type))
+    """float16/32/64 and bfloat16 (a storage type: it computes as float32)."""
+    return isinstance(elt, (Float16Type, Float32Type, Float64Type, BFloat16Type))
 
 
 def is_int(elt: Attribute) -> bool:
     """An integer type other than bool (i1)."""
     return isinstance(elt, IntegerType) and elt.width.data > 1
+
+
+def is_sub_byte(elt: Attribute) -> bool:
+    """A 2- or 4-bit integer (stored one per byte)."""
+    return isinstance(elt, IntegerType) and elt.width.data in (2, 4)
 
 
 def is_bool(elt: Attribute) -> bool:
@@ -105,9 +133,14 @@ def kind(elt: Attribute) -> str:
 
 
 def scalar_type(elt: Attribute) -> Attribute:
-    """`elt` without signedness: what te bodies, loop buffers and LLVM compute on."""
+    """`elt` without signedness: what te bodies, loop buffers and LLVM compute on
+    (bfloat16: its bits, an i16)."""
+    if isinstance(elt, IntegerType) and elt.width.data in (2, 4):
+        return IntegerType(8)
     if isinstance(elt, IntegerType) and elt.signedness.data != Signedness.SIGNLESS:
         return IntegerType(elt.width.data)
+    if isinstance(elt, BFloat16Type):
+        return IntegerType(16)
     return elt
 
 
@@ -135,9 +168,6 @@ def int_range(elt: Attribute) -> tuple[int, int]:
     if is_unsigned(elt):
         return 0, (1 << width) - 1
     return -(1 << (width - 1)), (1 << (width - 1)) - 1
-
-
-NAMES = {f32: "float32", f64: "float64", f16: "float16"}
 
 
 def describe(elt: Attribute) -> str:

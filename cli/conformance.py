@@ -153,6 +153,8 @@ def compare(got, want, rtol: float, atol: float) -> str | None:
         return f"shape {got.shape}, expected {want.shape}"
     if got.dtype != want.dtype:
         return f"dtype {got.dtype}, expected {want.dtype}"
+    if want.dtype.kind == "V" and want.dtype.name.startswith(("bfloat", "float")):  # ml_dtypes' bfloat16, float8
+        got, want = got.astype(np.float32), want.astype(np.float32)
     if want.dtype.kind in "fc":
         ok = np.isclose(got, want, rtol=rtol, atol=atol, equal_nan=True)
     else:

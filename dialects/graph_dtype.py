@@ -25,7 +25,7 @@ from xdsl.irdl import (
 from xdsl.traits import Pure
 
 from ziggurat.dialects.graph import BinaryOp, OpPattern, PatternKind, UnaryOp, _require, _shape
-from ziggurat.dtypes import describe, is_float, is_int
+from ziggurat.dtypes import describe, is_int
 
 
 def _elt(v: SSAValue) -> Attribute:
@@ -65,7 +65,7 @@ def _int_operands(op: BinaryOp | UnaryOp, what: str, allow_bool: bool) -> None:
 @irdl_op_definition
 class ModOp(BinaryOp):
     """lhs mod rhs with broadcasting (ONNX Mod). `fmod = 0`: the result takes
-    the divisor's sign (Python `%`, integers only); `fmod = 1`: the dividend's
+    the divisor's sign (Python `%`, numpy `mod`); `fmod = 1`: the dividend's
     (C fmod). An integer zero divisor gives 0.
 
     ```mlir
@@ -84,15 +84,14 @@ class ModOp(BinaryOp):
     def verify_(self) -> None:
         super().verify_()
         _require(self.fmod.value.data in (0, 1), self, "fmod must be 0 or 1")
-        _require(self.fmod.value.data == 1 or not is_float(_elt(self.result)), self,
-                 "fmod = 0 is defined on integers only (ONNX Mod); use fmod = 1 for floats")
 
 
 @irdl_op_definition
 class BitShiftOp(BinaryOp):
-    """lhs shifted by rhs bits with broadcasting (ONNX BitShift, unsigned
-    integers); `direction` is "left" or "right". Shifting by the bit width or
-    more gives 0.
+    """lhs shifted by rhs bits with broadcasting (ONNX BitShift); `direction`
+    is "left" or "right", a right shift of a signed type is arithmetic.
+    Shifting by the bit width or more (or by a negative amount) leaves the
+    sign fill: -1 for a signed right shift of a negative value, else 0.
 
     ```mlir
     %z = graph.bitshift %x, %n {direction = "left"} : tensor<4xui8>, tensor<4xui8> -> tensor<4xui8>

@@ -65,15 +65,20 @@ class _Vectorizer:
         lb, ub, step = self.f.bounds
         if step != 1:
             raise NotVectorizable(f"step {step} is not 1")
+        # Correctness first: loops over float32 buffers, or over float64 buffers
+        # only (half the lanes: the same register width), get vector code;
+        # integers, bools (bit-packed in vectors) and mixed types stay scalar.
+        elts = {op.buffer.type.element_type for op in self.f.body.walk()  # type: ignore[attr-defined]
+                if isinstance(op, (loop.LoadOp, loop.StoreOp))}
+        if not (elts <= {builtin.f32} or elts <= {builtin.f64}):
+            raise NotVectorizable(f"element types {', '.join(sorted(map(str, elts)))} are not vectorized")
+        if elts == {builtin.f64}:
+            self.width = max(1, self.width // 2)
         if ub - lb < self.width and self.innermost:
             raise NotVectorizable(f"trip count {ub - lb} is below the vector width {self.width}")
         for op in self.f.body.walk():
             if op is self.f:
                 continue
-            if isinstance(op, (loop.LoadOp, loop.StoreOp)) and op.buffer.type.element_type != builtin.f32:  # type: ignore[attr-defined]
-                # Correctness first: only float32 buffers get vector code; other
-                # element types (integers, bools as i1, f16/f64) stay scalar.
-                raise NotVectorizable(f"element type {op.buffer.type.element_type} is not vectorized")  # type: ignore[attr-defined]
             self._classify(op)
         # Accumulators live in vector lanes inside the loop.
         self.varying.update(r.load.result for r in self.reductions)
@@ -416,6 +421,10 @@ class ConvertLoopToHwPass(ModulePass):
     clamped by such a test (padding) a `hw.vmaskload`, a read with a constant
     stride > 1 a `hw.vgather`, and a select on a lane mask a `hw.vselect`. A loop that cannot be vectorized becomes `serial`
     with the reason in `hw.not_vectorized`.
+
+    Loops over float32 buffers, or over float64 buffers only (with half the
+    lanes), are vectorized; loops that touch integer, bool or float16 buffers
+    stay scalar (`hw.not_vectorized` names the element types).
 
     **Options:** `vector-width` (lanes, default 16: 512-bit AVX-512 for f32).
 

@@ -25,6 +25,7 @@ from xdsl.dialects.builtin import (
     f32,
     f64,
     i1,
+    i32,
     i64,
 )
 from xdsl.ir import Attribute, Block, Operation, SSAValue
@@ -141,14 +142,21 @@ class Expr:
         """a mod b. `floor` (ONNX Mod fmod=0 on integers): the result takes the
         divisor's sign, as numpy's `%`; else (fmod=1, C fmod) the dividend's.
         An integer zero divisor gives 0."""
-        if not _is_int(a):  # C fmod: a - b * trunc(a / b)
+        if not _is_int(a):
+            # C fmod: a - b * trunc(a / b), and a itself for an infinite b and finite a
             r = self.sub(a, self.mul(b, self._add(math.TruncOp(self.div(a, b)))))
-            if not floor:
-                return r
+            inf = self.const(float("inf"), a.type)
+            b_inf = self.cmpf(self._add(math.AbsFOp(b)), inf, "oeq")
+            a_fin = self.cmpf(self._add(math.AbsFOp(a)), inf, "olt")
+            r = self.select(self._add(arith.AndIOp(b_inf, a_fin)), a, r)
             zero = self.const(0.0, a.type)
+            if not floor:
+                return self.select(self.cmpf(r, zero, "oeq"), self._add(math.CopySignOp(zero, a)), r)
+            # numpy mod: a nonzero remainder takes the divisor's sign, a zero one its signed zero
             fix = self._add(arith.AndIOp(self.cmpf(r, zero, "une"),
                                          self._add(arith.XOrIOp(self.cmpf(r, zero, "olt"), self.cmpf(b, zero, "olt")))))
-            return self.select(fix, self.add(r, b), r)
+            r = self.select(fix, self.add(r, b), r)
+            return self.select(self.cmpf(r, zero, "oeq"), self._add(math.CopySignOp(zero, b)), r)
         zero, one = self.const(0, a.type), self.const(1, a.type)
         b_zero = self._add(arith.CmpiOp(b, zero, "eq"))
         if unsigned:
@@ -202,12 +210,22 @@ class Expr:
     def bitnot(self, a: SSAValue) -> SSAValue:
         return self._add(arith.XOrIOp(a, self.const(-1 if a.type.width.data > 1 else 1, a.type)))  # type: ignore[attr-defined]
 
-    def shift(self, a: SSAValue, b: SSAValue, left: bool) -> SSAValue:
-        """Unsigned a << b or a >> b; a shift by the bit width or more gives 0."""
+    def shift(self, a: SSAValue, b: SSAValue, left: bool, signed: bool = False) -> SSAValue:
+        """a << b or a >> b (ONNX BitShift): a signed right shift is arithmetic.
+        A shift by the bit width or more (or a negative one) leaves only the
+        sign fill: -1 for a signed right shift of a negative a, else 0."""
         width = a.type.width.data  # type: ignore[attr-defined]
-        too_far = self._add(arith.CmpiOp(b, self.const(width, a.type), "uge"))
-        shifted = self._add(arith.ShLIOp(a, b) if left else arith.ShRUIOp(a, b))
-        return self.select(too_far, self.const(0, a.type), shifted)
+        zero = self.const(0, a.type)
+        too_far = self._add(arith.CmpiOp(b, self.const(width, a.type), "uge"))  # negative b too, as unsigned
+        safe = self.select(too_far, zero, b)
+        if left:
+            shifted = self._add(arith.ShLIOp(a, safe))
+        else:
+            shifted = self._add(arith.ShRSIOp(a, safe) if signed else arith.ShRUIOp(a, safe))
+        fill = zero
+        if signed and not left:
+            fill = self.select(self._add(arith.CmpiOp(a, zero, "slt")), self.const(-1, a.type), zero)
+        return self.select(too_far, fill, shifted)
 
     def cast(self, a: SSAValue, to: Attribute, src_unsigned: bool = False, dst_unsigned: bool = False) -> SSAValue:
         """`a` converted to the scalar type `to` with ONNX Cast semantics:
@@ -238,6 +256,33 @@ class Expr:
             # the JIT cannot resolve (rounding twice can differ in the last f16 bit)
             a = self._add(arith.TruncFOp(a, f32))
         return self._add(arith.TruncFOp(a, to))
+
+    def unpack_bits(self, byte: SSAValue, width: int, unsigned: bool) -> SSAValue:
+        """The value of a `width`-bit integer held in the low bits of an i8:
+        masked (unsigned) or sign-extended (signed), as an i8."""
+        if unsigned:
+            return self._add(arith.AndIOp(byte, self.const((1 << width) - 1, byte.type)))
+        shift = self.const(8 - width, byte.type)
+        return self._add(arith.ShRSIOp(self._add(arith.ShLIOp(byte, shift)), shift))
+
+    def pack_bits(self, byte: SSAValue, width: int) -> SSAValue:
+        """An i8 wrapped into `width` bits, stored in the low bits (ml_dtypes' layout)."""
+        return self._add(arith.AndIOp(byte, self.const((1 << width) - 1, byte.type)))
+
+    def bf16_to_f32(self, bits: SSAValue) -> SSAValue:
+        """The float32 value of bfloat16 bits (an i16): the high half of the f32."""
+        wide = self._add(arith.ExtUIOp(bits, i32))
+        return self._add(arith.BitcastOp(self._add(arith.ShLIOp(wide, self.const(16, i32))), f32))
+
+    def f32_to_bf16(self, a: SSAValue) -> SSAValue:
+        """float32 -> bfloat16 bits (an i16), rounding to nearest even; NaN -> 0x7FC0."""
+        bits = self._add(arith.BitcastOp(a, i32))
+        sixteen = self.const(16, i32)
+        lsb = self._add(arith.AndIOp(self._add(arith.ShRUIOp(bits, sixteen)), self.const(1, i32)))
+        rounded = self._add(arith.AddiOp(bits, self._add(arith.AddiOp(lsb, self.const(0x7FFF, i32)))))
+        high = self._add(arith.TruncIOp(self._add(arith.ShRUIOp(rounded, sixteen)), IntegerType(16)))
+        nan = self.cmpf(a, a, "uno")
+        return self.select(nan, self.const(0x7FC0, IntegerType(16)), high)
 
     def _float_to_int(self, a: SSAValue, to: IntegerType, unsigned: bool) -> SSAValue:
         """Truncation toward zero, clamped into the target range first (the

@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from xdsl.builder import Builder
-from xdsl.dialects.builtin import IntegerType, TensorType, i1
+from xdsl.dialects.builtin import BFloat16Type, IntegerType, TensorType, f32, i1, i64
 from xdsl.ir import Operation, SSAValue
 
 from ziggurat.dialects import graph
 from ziggurat.dialects.graph_dtype import BitAndOp, BitNotOp, BitOrOp, BitShiftOp, BitXorOp, CastOp, GatherOp, ModOp
-from ziggurat.dtypes import is_unsigned, scalar_type
+from ziggurat.dtypes import is_sub_byte, is_unsigned, scalar_type
 from ziggurat.lowering.te_builder import Expr, compute, reduce
 
 Lookup = Callable[[SSAValue], SSAValue]
@@ -80,7 +80,7 @@ BINARY_BODIES: dict[type[Operation], Callable[[Expr, SSAValue, SSAValue, Operati
     graph.MaxOp: lambda e, a, b, op: e.max(a, b, _unsigned(op.operands[0])),
     graph.MinOp: lambda e, a, b, op: e.min(a, b, _unsigned(op.operands[0])),
     ModOp: lambda e, a, b, op: e.rem(a, b, _unsigned(op.operands[0]), floor=op.fmod.value.data == 0),
-    BitShiftOp: lambda e, a, b, op: e.shift(a, b, op.direction.data == "left"),
+    BitShiftOp: lambda e, a, b, op: e.shift(a, b, op.direction.data == "left", not _unsigned(op.operands[0])),
     BitAndOp: lambda e, a, b, op: e.bitand(a, b),
     BitOrOp: lambda e, a, b, op: e.bitor(a, b),
     BitXorOp: lambda e, a, b, op: e.bitxor(a, b),
@@ -364,8 +364,10 @@ def define_reduce(op: graph.ReduceOp, b: Builder, x: Lookup) -> SSAValue:
     keep = op.keeps_dims
     out_type: TensorType = op.result.type  # type: ignore[assignment]
     combiner, init = _REDUCE_COMBINERS[kind]
-    if _unsigned(op.input) and kind in ("max", "min"):  # unsigned order; init 0 or all ones (-1 signless)
-        combiner, init = ("umax", 0.0) if kind == "max" else ("umin", -1.0)
+    elt = op.input.type.element_type  # type: ignore[attr-defined]
+    if (_unsigned(op.input) or elt == i1) and kind in ("max", "min"):  # unsigned order (bool: or, and)
+        all_ones = 1.0 if elt == i1 else -1.0  # -1 is all ones, signless
+        combiner, init = ("umax", 0.0) if kind == "max" else ("umin", all_ones)
 
     def body(e: Expr, i: Sequence[SSAValue], r: Sequence[SSAValue]) -> SSAValue:
         kept = iter(i if not keep else [v for d, v in enumerate(i) if d not in axes])
@@ -450,11 +452,26 @@ def define_gather(op: GatherOp, b: Builder, x: Lookup) -> SSAValue:
 
 
 def define_cast(op: CastOp, b: Builder, x: Lookup) -> SSAValue:
+    """ONNX Cast; bfloat16 (stored as i16 bits) goes through float32."""
     inp = x(op.input)
     src_uns, dst_uns = _unsigned(op.input), _unsigned(op.result)
-    to = scalar_type(op.result.type.element_type)  # type: ignore[attr-defined]
-    return compute(b, "cast", op.result.type,  # type: ignore[arg-type]
-                   lambda e, i: e.cast(e.read(inp, i), to, src_uns, dst_uns))
+    src_elt, dst_elt = op.input.type.element_type, op.result.type.element_type  # type: ignore[attr-defined]
+    to = scalar_type(dst_elt)
+
+    def body(e: Expr, i: Sequence[SSAValue]) -> SSAValue:
+        v = e.read(inp, i)
+        if isinstance(src_elt, BFloat16Type):
+            v = e.bf16_to_f32(v)
+        elif is_sub_byte(src_elt):  # the value sits in the byte's low bits
+            v = e.unpack_bits(v, src_elt.width.data, src_uns)  # type: ignore[attr-defined]
+        if isinstance(dst_elt, BFloat16Type):
+            return e.f32_to_bf16(e.cast(v, f32, src_uns))
+        if is_sub_byte(dst_elt):  # truncate (floats) and wrap into the low bits
+            wide = e.cast(v, i64, src_uns, False)
+            return e.pack_bits(e.cast(wide, to), dst_elt.width.data)  # type: ignore[attr-defined]
+        return e.cast(v, to, src_uns, dst_uns)
+
+    return compute(b, "cast", op.result.type, body)  # type: ignore[arg-type]
 
 
 def define_broadcast_to(op: graph.BroadcastToOp, b: Builder, x: Lookup) -> SSAValue:

@@ -12,7 +12,7 @@ import onnx
 from xdsl.ir import SSAValue
 
 from ziggurat.dialects import graph
-from ziggurat.frontends.onnx.context import ConversionContext, Value, attributes, shape_of, tensor_type
+from ziggurat.frontends.onnx.context import ConversionContext, Value, attributes, like, shape_of, tensor_type
 from ziggurat.frontends.onnx.convert_tensor import reduce_value, scalar
 
 
@@ -31,7 +31,7 @@ class _Ops:
         shape = graph.broadcast_shapes(shape_of(a), shape_of(b))
         if shape is None:
             raise self.ctx.shape_error(f"shapes {shape_of(a)} and {shape_of(b)} do not broadcast")
-        return self.ctx.emit(op(a, b, tensor_type(shape)))
+        return self.ctx.emit(op(a, b, like(a, shape)))
 
     def add(self, a, b):
         return self.bin(graph.AddOp, a, b)

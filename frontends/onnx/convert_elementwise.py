@@ -6,10 +6,12 @@ from collections.abc import Sequence
 
 import numpy as np
 import onnx
+from xdsl.dialects.builtin import TensorType, f64
 from xdsl.ir import SSAValue
 
-from ziggurat.dialects import graph
 from ziggurat import dtypes
+from ziggurat.dialects import graph
+from ziggurat.dialects.graph_dtype import CastOp
 from ziggurat.frontends.onnx.context import ConversionContext, Value, element_type, like, shape_of
 
 UNARY_OPS: dict[str, type[graph.UnaryOp]] = {
@@ -50,7 +52,27 @@ def convert_unary(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Valu
 
 def convert_binary(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
     """Add, Sub, Mul, Div, Pow (opsets 7+): numpy (multidirectional) broadcasting."""
-    return [_broadcast_binary(ctx, BINARY_OPS[node.op_type], ctx.value(node.input[0]), ctx.value(node.input[1]))]
+    lhs, rhs = ctx.value(node.input[0]), ctx.value(node.input[1])
+    if node.op_type == "Pow":
+        return [_pow(ctx, lhs, rhs)]
+    return [_broadcast_binary(ctx, BINARY_OPS[node.op_type], lhs, rhs)]
+
+
+def _pow(ctx: ConversionContext, base: SSAValue, exponent: SSAValue) -> SSAValue:
+    """Pow: the exponent (any numeric type) is converted to the base's type; an
+    integer base is raised in float64, converted to 64-bit and wrapped to the
+    base's type (exact while the power stays below 2^53)."""
+    elt = element_type(base)
+    if element_type(exponent) != elt:
+        exponent = ctx.emit(CastOp(exponent, TensorType(elt, shape_of(exponent))))
+    if dtypes.is_float(elt):
+        return _broadcast_binary(ctx, graph.PowOp, base, exponent)
+    wide = [ctx.emit(CastOp(v, TensorType(f64, shape_of(v)))) for v in (base, exponent)]
+    y = _broadcast_binary(ctx, graph.PowOp, *wide)
+    # through 64 bits, so that a narrower type wraps around as integer pow does
+    i64 = dtypes.from_numpy(np.dtype(np.uint64 if dtypes.is_unsigned(elt) else np.int64))
+    y = ctx.emit(CastOp(y, TensorType(i64, shape_of(y))))
+    return y if i64 == elt else ctx.emit(CastOp(y, like(base, shape_of(y))))
 
 
 def _broadcast_binary(ctx: ConversionContext, op: type[graph.BinaryOp], lhs: SSAValue, rhs: SSAValue) -> SSAValue:

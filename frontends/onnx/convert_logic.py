@@ -19,7 +19,6 @@ from xdsl.ir import SSAValue
 
 from ziggurat.dialects import graph
 from ziggurat.dialects.graph_dtype import BitAndOp, BitNotOp, BitOrOp, BitShiftOp, BitXorOp, ModOp
-from ziggurat.dtypes import is_float
 from ziggurat.frontends.onnx.context import ConversionContext, Value, attributes, element_type, like, shape_of, tensor_type
 from ziggurat.frontends.onnx.convert_tensor import scalar
 
@@ -68,12 +67,10 @@ def convert_logic(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Valu
 
 
 def convert_mod(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
-    """Mod (opsets 10+): fmod=0 (integers, the divisor's sign) or fmod=1 (C fmod)."""
+    """Mod (opsets 10+): fmod=0 (the divisor's sign, numpy's `mod`) or fmod=1 (C fmod)."""
     a, b = ctx.value(node.input[0]), ctx.value(node.input[1])
     _same_types(ctx, a, b)
     fmod = int(attributes(node).get("fmod", 0))
-    if fmod == 0 and is_float(element_type(a)):
-        raise ctx.shape_error("fmod=0 is defined on integer inputs only; floats need fmod=1")
     return [ctx.emit(ModOp(a, b, fmod, like(a, _broadcast(ctx, a, b))))]
 
 

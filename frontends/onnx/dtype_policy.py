@@ -9,8 +9,11 @@ element kinds its converter builds IR for directly (`f64`, `f16`, `int`
   computed in float32: the inputs are cast to float32 (`graph.cast`), the op is
   converted as usual, and each float32 result is cast back to the type ONNX
   type inference gives the output (else the first float input's type);
-* integer and bool run-time inputs give a clean `UnsupportedOpError` that
-  names the op, the input and its type.
+* integer, bool, bfloat16 and 4-/2-bit integer run-time inputs give a clean
+  `UnsupportedOpError` that names the op, the input and its type. (bfloat16
+  computed in float32 and rounded once differs from ONNX's reference, which
+  rounds after every step, by one bfloat16 ulp: more than the conformance
+  tolerance, so bfloat16 is a storage type: Cast, Where and data movement.)
 
 After each node, the ops it emitted are verified; an element-type mismatch
 that slipped through is reported as an `UnsupportedOpError` for that node, not
@@ -23,21 +26,22 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 import onnx
-from xdsl.dialects.builtin import TensorType, f32
+from xdsl.dialects.builtin import BFloat16Type, TensorType, f32
 from xdsl.ir import Attribute, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
 from ziggurat import dtypes
 from ziggurat.dialects.graph_dtype import CastOp
+from ziggurat.errors import ZigguratError
 from ziggurat.frontends.onnx.context import ConversionContext, Value, element_type, shape_of, tensor_type
 
-ALL = frozenset({"f64", "f16", "int", "uint", "bool"})
+ALL = frozenset({"f64", "f16", "bf16", "int", "uint", "bool", "sub-byte"})
 NUMERIC = frozenset({"f64", "int", "uint"})
 SIGNED = frozenset({"f64", "int"})
 
 _MOVEMENT = ("Reshape", "Flatten", "Transpose", "Identity", "Squeeze", "Unsqueeze", "Slice", "Concat", "Split",
              "Expand", "Gather", "GatherElements", "Cast", "CastLike", "Tile", "DepthToSpace", "SpaceToDepth")
-_FLOAT_MATH = ("Tanh", "Sigmoid", "Exp", "Sqrt", "Erf", "Log", "Floor", "Ceil", "Reciprocal", "Pow",
+_FLOAT_MATH = ("Tanh", "Sigmoid", "Exp", "Sqrt", "Erf", "Log", "Floor", "Ceil", "Reciprocal",
                "ReduceMean", "ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp")
 
 NATIVE: dict[str, frozenset[str]] = {
@@ -46,13 +50,16 @@ NATIVE: dict[str, frozenset[str]] = {
     "Mean": frozenset({"f64"}),
     **dict.fromkeys(("Neg", "Abs", "Relu"), SIGNED),
     **dict.fromkeys(_FLOAT_MATH, frozenset({"f64"})),
-    **dict.fromkeys(("ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd"), NUMERIC),
+    **dict.fromkeys(("ReduceSum", "ReduceProd"), NUMERIC),
     **dict.fromkeys(("Less", "LessOrEqual", "Greater", "GreaterOrEqual"), NUMERIC),
     "Equal": NUMERIC | {"bool"},
     **dict.fromkeys(("And", "Or", "Xor", "Not"), frozenset({"bool"})),
     **dict.fromkeys(("BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot"), frozenset({"int", "uint"})),
-    "BitShift": frozenset({"uint"}),
+    "BitShift": frozenset({"uint", "int"}),
+    "Clip": NUMERIC,
+    **dict.fromkeys(("ReduceMax", "ReduceMin"), NUMERIC | {"bool"}),
     "Mod": NUMERIC,
+    "Pow": NUMERIC,
     "Where": ALL,
     # convert_index.py / convert_index_runtime.py: integer indices (and data) natively
     **dict.fromkeys(("GatherND", "ScatterElements", "Scatter", "ScatterND"), frozenset({"int", "uint"})),
@@ -71,6 +78,10 @@ def kind_of(elt: Attribute) -> str | None:
     """The NATIVE kind of an element type; None for float32."""
     if elt == f32:
         return None
+    if isinstance(elt, BFloat16Type):
+        return "bf16"
+    if dtypes.is_sub_byte(elt):
+        return "sub-byte"
     if dtypes.is_float(elt):
         return "f64" if elt == dtypes.from_numpy(np.dtype(np.float64)) else "f16"
     return dtypes.kind(elt)
@@ -96,22 +107,35 @@ def convert_typed(ctx: ConversionContext, node: onnx.NodeProto, convert: Callabl
     native = NATIVE.get(node.op_type, frozenset())
     inputs = _input_types(ctx, node)
     wrap: list[tuple[str, Attribute]] = []
+    refused: tuple[str, Attribute] | None = None
     for name, elt, runtime in inputs:
         kind = kind_of(elt) if elt is not None else None
         if kind is None or kind in native:
             continue
         if kind in ("f64", "f16"):
             wrap.append((name, elt))  # type: ignore[arg-type]
-        elif runtime:
-            raise ctx.unsupported(f"input '{name}' has element type {dtypes.describe(elt)}; this op supports "  # type: ignore[arg-type]
-                                  f"{_supported(native)} run-time tensors")
+        elif runtime and refused is None:
+            refused = (name, elt)  # type: ignore[assignment]
+    if refused is not None:
+        # The converter's own refusal (say, an input that must be a compile-time
+        # constant) is the more precise message; else the element type is the reason.
+        try:
+            convert()
+        except ZigguratError:
+            raise
+        except Exception:  # noqa: BLE001 - any failure on a type the converter does not handle
+            pass
+        name, elt = refused
+        raise ctx.unsupported(f"input '{name}' has element type {dtypes.describe(elt)}; this op supports "
+                              f"{_supported(native)} run-time tensors")
     if not wrap:
         return _verified(ctx, convert)
     return _in_float32(ctx, node, convert, wrap, out_types)
 
 
 def _supported(native: frozenset[str]) -> str:
-    names = {"f64": "float64", "f16": "float16", "int": "signed integer", "uint": "unsigned integer", "bool": "bool"}
+    names = {"f64": "float64", "f16": "float16", "bf16": "bfloat16", "int": "signed integer",
+             "uint": "unsigned integer", "bool": "bool", "sub-byte": "4- and 2-bit integer"}
     return ", ".join(["float32", *(names[k] for k in sorted(native))])
 
 

@@ -218,3 +218,84 @@ def test_unsupported_dtype_is_a_clean_error():
                           [helper.make_tensor_value_info("y", T.INT32, [1, 1, 4, 4])], [w])
     with pytest.raises(UnsupportedOpError, match="element type int32"):
         ziggurat.compile(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]))
+
+
+def test_float64_vector_loops_and_integer_scalar_loops():
+    """Shapes past the vector width: float64 loops get vector code (half the
+    f32 lanes), integer loops stay scalar; both match onnxruntime."""
+    x, b = RNG.normal(size=(3, 37, 53)), RNG.normal(size=(53,))
+    c = RNG.random((37, 53)) > 0.5
+    nodes = [helper.make_node("Add", ["x", "b"], ["s"]), helper.make_node("Softmax", ["s"], ["sm"], axis=2),
+             helper.make_node("Exp", ["sm"], ["e"]), helper.make_node("Where", ["c", "e", "x"], ["w"]),
+             helper.make_node("ReduceSum", ["w"], ["y"], keepdims=1), helper.make_node("Tanh", ["y"], ["z"])]
+    check(nodes, {"x": x, "b": b, "c": c}, {"z": (np.float64, (1, 1, 1))}, exact=False)
+    m = model([helper.make_node("Mul", ["x", "b"], ["y"])], {"x": x, "b": b}, {"y": (np.float64, x.shape)})
+    compiled = ziggurat.compile(m, target="llvm -num-cores=1")
+    assert "<8 x double>" in compiled.info["llvm_ir"]
+    np.testing.assert_array_equal(compiled(x=x, b=b)[0], x * b)
+    xi = RNG.integers(-1000, 1000, size=(3, 37, 53)).astype(np.int32)
+    bi = RNG.integers(1, 50, size=(53,)).astype(np.int32)
+    nodes = [helper.make_node("Div", ["x", "b"], ["s"]), helper.make_node("Mod", ["s", "b"], ["y"])]
+    check(nodes, {"x": xi, "b": bi}, {"y": (np.int32, (3, 37, 53))})
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int64, np.uint16], ids=lambda d: np.dtype(d).name)
+def test_clip_and_pow_on_integers(dtype):
+    x = ints(dtype, (2, 5), hi=9)
+    lo, hi = np.array(2, dtype), np.array(7, dtype)
+    check([helper.make_node("Clip", ["x", "lo", "hi"], ["y"])], {"x": x, "lo": lo, "hi": hi}, {"y": (dtype, (2, 5))})
+    e = ints(np.int64, (2, 5), lo=0, hi=3)
+    check([helper.make_node("Pow", ["x", "e"], ["y"])], {"x": x, "e": e}, {"y": (dtype, (2, 5))})
+
+
+def test_signed_bitshift_and_bool_reductions():
+    a = np.array([-128, -7, 5, 64, 3, -1], np.int8)
+    n = np.array([1, 2, 9, 1, 0, 3], np.int8)
+    check([helper.make_node("BitShift", ["a", "n"], ["y"], direction="RIGHT")], {"a": a, "n": n},
+          {"y": (np.int8, (6,))}, opset=28)
+    m = RNG.random((3, 4)) > 0.5
+    axes = helper.make_node("Constant", [], ["ax"], value=helper.make_tensor("a", T.INT64, [1], [1]))
+    for op in ("ReduceMax", "ReduceMin"):
+        check([axes, helper.make_node(op, ["m", "ax"], ["y"], keepdims=0)], {"m": m}, {"y": (np.bool_, (3,))},
+              opset=20)
+
+
+def _ml_dtype(code: int) -> np.dtype:
+    return np.dtype(helper.tensor_dtype_to_np_dtype(code))
+
+
+@pytest.mark.parametrize("code", [T.BFLOAT16, T.INT4, T.UINT4, T.INT2, T.UINT2],
+                         ids=["bfloat16", "int4", "uint4", "int2", "uint2"])
+def test_storage_types_cast_both_ways(code):
+    """bfloat16 and the 4-/2-bit integers (one byte per element): Cast from
+    float32 (rounding, truncation and wrap-around as ONNX's reference), a
+    Transpose on the narrow type, and Cast back to float32 and int8."""
+    x = (RNG.normal(size=(3, 4)) * 9).astype(np.float32)
+    x[0, :3] = [np.nan, np.inf, -9.7] if code == T.BFLOAT16 else [-9.7, 8.2, 100.0]
+    narrow = _ml_dtype(code)
+    nodes = [helper.make_node("Cast", ["x"], ["n"], to=code), helper.make_node("Transpose", ["n"], ["t"]),
+             helper.make_node("Cast", ["t"], ["f"], to=T.FLOAT), helper.make_node("Cast", ["t"], ["i"], to=T.INT8)]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", T.FLOAT, [3, 4])],
+                          [helper.make_tensor_value_info("t", code, [4, 3]),
+                           helper.make_tensor_value_info("f", T.FLOAT, [4, 3]),
+                           helper.make_tensor_value_info("i", T.INT8, [4, 3])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 25)])
+    from onnx.reference import ReferenceEvaluator
+
+    want = ReferenceEvaluator(m).run(None, {"x": x})
+    got = ziggurat.compile(m)(x=x)
+    assert got[0].dtype == narrow
+    np.testing.assert_array_equal(got[0].view(np.uint8), np.ascontiguousarray(want[0]).view(np.uint8))
+    np.testing.assert_array_equal(got[1], want[1])
+    if code != T.BFLOAT16:  # bfloat16 NaN/inf -> int8 is undefined
+        np.testing.assert_array_equal(got[2], want[2])
+
+
+def test_bfloat16_arithmetic_is_refused():
+    a = np.ones((2, 3), _ml_dtype(T.BFLOAT16))
+    g = helper.make_graph([helper.make_node("Add", ["a", "a"], ["y"])], "g",
+                          [helper.make_tensor_value_info("a", T.BFLOAT16, [2, 3])],
+                          [helper.make_tensor_value_info("y", T.BFLOAT16, [2, 3])])
+    with pytest.raises(UnsupportedOpError, match="element type bfloat16"):
+        ziggurat.compile(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]))
+    assert a.dtype.name == "bfloat16"
