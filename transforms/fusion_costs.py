@@ -213,7 +213,7 @@ def _duplications(g: _FusionGraph, units: list[list[int]], price: Callable[[list
         if not outs or any(j is None for j, _ in outs):
             continue
         consumers = [units[k] for k in sorted({owner[j] for j, _ in outs})]
-        if any(c[0] in taken for c in consumers) or len(consumers) < 2 or any(len(unit) + len(c) > max_size for c in consumers):
+        if len(consumers) < 2 or any(c[0] in taken or len(unit) + len(c) > max_size for c in consumers):
             continue
         if not all(is_kernel_op(g.nodes[i]) and not isinstance(g.nodes[i], graph.FusedOp)
                    and pattern_kind(g.nodes[i]) in _DUPLICABLE for c in consumers for i in c):

@@ -143,7 +143,8 @@ def qkv_model(seq: int = 32, dim: int = 128, heads: int = 4) -> onnx.ModelProto:
     projection's reshape-transpose is read by three slices (the shape `duplicated` targets)."""
     rng = np.random.default_rng(2)
     d = dim // heads
-    inits = [helper.make_tensor("w", TensorProto.FLOAT, [dim, 3 * dim], rng.standard_normal((dim, 3 * dim)).ravel().tolist()),
+    w = rng.standard_normal((dim, 3 * dim)).ravel().tolist()
+    inits = [helper.make_tensor("w", TensorProto.FLOAT, [dim, 3 * dim], w),
              helper.make_tensor("shape3", TensorProto.INT64, [3], [seq, 3, dim]),
              helper.make_tensor("heads", TensorProto.INT64, [3], [seq, heads, d])]
     nodes = [helper.make_node("MatMul", ["x", "w"], ["p"]),
@@ -157,7 +158,8 @@ def qkv_model(seq: int = 32, dim: int = 128, heads: int = 4) -> onnx.ModelProto:
                   helper.make_node("Reshape", [f"{n}0", "heads"], [f"{n}1"]),
                   helper.make_node("Transpose", [f"{n}1"], [n], perm=[1, 0, 2])]
         outs.append(helper.make_tensor_value_info(n, TensorProto.FLOAT, [heads, seq, d]))
-    g = helper.make_graph(nodes, "qkv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [seq, dim])], outs, inits)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [seq, dim])
+    g = helper.make_graph(nodes, "qkv", [x], outs, inits)
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
 
 
