@@ -86,6 +86,7 @@ test_averagepool_3d_default test_maxpool_1d_default test_lppool_2d_pads test_cau
 test_lrn test_det_nd test_dft_opset19 test_hardmax_one_hot test_gridsample_nearest test_scan9_sum
 test_gather_0 test_cast_FLOAT_to_DOUBLE test_div_int8 test_where_example test_argmax_default_axis_example
 test_bitshift_left_uint16 test_mod_mixed_sign_int32 test_castlike_FLOAT16_to_DOUBLE test_and_bcast4v3d
+test_cast_FLOAT_to_BFLOAT16 test_cast_INT4_to_FLOAT test_scatter_without_axis
 """.split()
 
 MUST_PASS_FROZEN = """
@@ -96,9 +97,9 @@ test_resize_upsample_sizes_nearest test_resize_downsample_scales_cubic_A_n0p5_ex
 """.split()
 
 MUST_REFUSE = """
-test_cast_FLOAT_to_BFLOAT16 test_equal_string test_nonzero_example
+test_cast_FLOAT_to_FLOAT8E4M3FN test_equal_string test_nonzero_example
 test_sequence_insert_at_back test_optional_has_element_empty_optional_input test_scan_sum
-test_dropout_default_mask test_nesterov_momentum test_scatter_without_axis
+test_dropout_default_mask test_nesterov_momentum test_cast_FLOAT_to_FLOAT4E2M1
 test_convtranspose_3d test_batchnorm_epsilon_training_mode test_maxpool_with_argmax_2d_precomputed_pads
 test_resize_upsample_scales_nearest test_stft
 """.split()
