@@ -214,6 +214,17 @@ def test_block_primitive_errors_leave_ir_and_trace_untouched():
     assert [r.op for r in sch.get_loops("relu")[:2]] == [i.op, j.op]
 
 
+def test_epilogue_after_decomposed_init_matches_numpy():
+    """reverse_compute_at accepts an init block that finished its row in a loop of its own before the target loop."""
+    model, _, inputs, want = matmul_relu_case()
+    mod = lowered(model)
+    sch = Schedule(mod, kernel_name(mod))
+    sch.decompose_reduction("matmul", sch.get_loops("matmul")[1])
+    sch.reverse_compute_at("relu", sch.get_loops("matmul")[1])
+    assert len(sch.get_loops("relu")) == 4
+    np.testing.assert_allclose(run_kernel(mod, inputs, want.shape, 2), want, rtol=1e-4, atol=1e-4)
+
+
 PRIMS = ["split", "fuse", "reorder", "parallel", "vectorize", "unroll", "decompose_reduction", "tile",
          "compute_at", "reverse_compute_at", "compute_inline", "cache_read", "cache_write", "rfactor", "storage_align"]
 steps = st.lists(st.tuples(st.sampled_from(PRIMS), st.integers(0, 6), st.integers(0, 6), st.integers(0, 6),

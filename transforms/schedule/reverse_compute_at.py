@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from xdsl.builder import Builder
 from xdsl.dialects import func
-from xdsl.ir import BlockArgument
+from xdsl.ir import BlockArgument, Operation
 from xdsl.rewriter import InsertPoint
 
 from ziggurat.dialects import loop
@@ -88,6 +88,28 @@ def _covers(w: loop.BlockOp, buf) -> bool:
         return False
 
 
+def _done_before(w: loop.BlockOp, f: loop.ForOp) -> bool:
+    """Writer `w` outside `f` finishes its part of the buffer before each iteration of `f` reads it: it runs
+    earlier in the body of a common ancestor, and every loop enclosing both binds one of its spatial variables
+    (so a later iteration of that loop writes other elements)."""
+    chain = []
+    p = f.parent_op()
+    while p is not None and not isinstance(p, func.FuncOp):
+        chain.append(p)
+        p = p.parent_op()
+    x: Operation = w
+    while x.parent_op() is not None and x.parent_op() not in chain and not isinstance(x.parent_op(), func.FuncOp):
+        x = x.parent_op()  # type: ignore[assignment]
+    y: Operation = f
+    while y.parent_op() is not x.parent_op():
+        y = y.parent_op()  # type: ignore[assignment]
+    ops = list(x.parent_block().ops)
+    if ops.index(x) >= ops.index(y):
+        return False
+    common = [g for g in get_loops(w) if g.is_ancestor(f)]
+    return all(any(k == "S" and uses(b, g.iv, {}) for k, b in zip(w.iter_kinds.data, w.bindings)) for g in common)
+
+
 def reverse_compute_at(fn: func.FuncOp, blk: loop.BlockOp, f: loop.ForOp) -> None:
     name = blk.block_name.data
     if "R" in blk.iter_kinds.data:
@@ -112,7 +134,7 @@ def reverse_compute_at(fn: func.FuncOp, blk: loop.BlockOp, f: loop.ForOp) -> Non
                             f"variables; block '{name}' would miss part of it")
     base, lo, hi = written_region(writers, buf, f, name)
     for b in all_blocks(fn):
-        if has(writes(b), buf) and not f.is_ancestor(b) and ops.index(root(b)) >= ops.index(r_f):
+        if has(writes(b), buf) and not f.is_ancestor(b) and not _done_before(b, f):
             raise ScheduleError(f"{W}: block '{b.block_name.data}' writes the buffer block '{name}' reads outside "
                                 f"{describe(f)} but not before it")
     args = list(blk.body.block.args)
