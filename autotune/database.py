@@ -37,6 +37,7 @@ import numpy as np
 
 from ziggurat.errors import TuningDatabaseError
 
+VALIDATION = "validation "  # message prefix of the records of a final re-measurement round
 ERROR_CODES = ("ok", "build_error", "run_error", "timeout", "wrong_result", "crash")
 FORMAT_VERSION = 1
 
@@ -227,8 +228,20 @@ class JSONDatabase:
         return [r for r in self._records if r.workload.hash == workload.hash]
 
     def best(self, workload: WorkloadKey, target: str) -> TuningRecord | None:
-        """The 'ok' record with the lowest (median) cost for this workload and target."""
+        """The 'ok' record with the lowest (median) cost for this workload and target.
+
+        When the tuner validated its finalists (records whose message is `validation <round>`: the
+        default and the best few re-measured together, under the same conditions), the best of the
+        latest round wins, by the median over that round's records of each trace."""
         ok = [r for r in self._records if r.ok and r.target == target and r.workload.hash == workload.hash]
+        rounds = sorted({r.message for r in ok if r.message.startswith(VALIDATION)})
+        if rounds:
+            by_trace: dict[str, list[TuningRecord]] = {}
+            for r in ok:
+                if r.message == rounds[-1]:
+                    by_trace.setdefault(r.trace_hash, []).append(r)
+            return min((rs[0] for rs in by_trace.values()),
+                       key=lambda r: float(np.median([x.cost for x in by_trace[r.trace_hash]])))
         return min(ok, key=lambda r: r.cost, default=None)
 
     def workloads(self) -> list[WorkloadKey]:

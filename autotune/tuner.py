@@ -12,6 +12,10 @@
   then the task with the largest estimated remaining gain (calls x best cost,
   halved for each round without improvement) gets the next. A progress line
   per batch goes to stderr.
+* With `validate=N` (the CLI's `--validate`, default 4), the default schedule
+  and the N best traces of each task are re-measured together at the end, in
+  two passes, as one validation round; the database's `best` picks among them
+  (a lucky measurement during a load spike cannot win).
 * `apply_tuning(module, db, ...)` is the compile-time side
   (`ziggurat.compile(..., tuning_db=FILE)`): the best record of each kernel
   whose workload key (the structural hash of the kernel's text at the same
@@ -36,7 +40,7 @@ from xdsl.dialects import builtin, func
 from xdsl.parser import Parser
 
 from ziggurat.autotune.cost_model import GBTCostModel
-from ziggurat.autotune.database import JSONDatabase, WorkloadKey
+from ziggurat.autotune.database import VALIDATION, JSONDatabase, WorkloadKey
 from ziggurat.autotune.measure import Builder, LocalBuilder, LocalRunner, MeasureInput, Runner, to_record
 from ziggurat.autotune.search import EvolutionarySearch
 from ziggurat.autotune.space import DEFAULT_TRACE, SearchSpace, apply_trace
@@ -229,6 +233,45 @@ class Tuner:
         self.timing["model"] += time.perf_counter() - t2
         return len(batch)
 
+    def validate(self, t: Task, top: int = 4, passes: int = 2) -> int:
+        """Re-measures the default schedule and the `top` best traces of task `t` together, `passes`
+        times in turn, as one validation round (records with message `validation <round>`); the
+        database's `best` then picks among them. One measurement taken during a load spike (this
+        machine is shared) can no longer crown a candidate. Returns the measurements taken."""
+        recs = [r for r in self.db.records(t.key) if r.target == self.target_key and r.ok
+                and not r.message.startswith(VALIDATION)]
+        seen, finalists = set(), []
+        for r in sorted(recs, key=lambda r: r.cost):
+            if r.trace_hash not in seen and r.trace != DEFAULT_TRACE:
+                seen.add(r.trace_hash)
+                finalists.append(r.trace)
+        traces = [DEFAULT_TRACE] + finalists[:top]
+        if len(traces) < 2:
+            return 0
+        inputs = []
+        reference = t.space.default().mlir
+        pipeline = f"convert-loop-to-hw{{vector-width={self.vector_width}}}"
+        for trace in traces:
+            module = t.space.module.clone()
+            try:
+                apply_trace(module, t.name, trace, self.vector_width)
+            except ScheduleError:
+                continue
+            inputs.append(MeasureInput(str(module), t.name, t.shapes, t.num_outputs, pipeline, reference=reference,
+                                       trace=trace, workload=t.key, num_threads=self.num_threads))
+        config = getattr(self.runner, "config", None)
+        if isinstance(config, dict):
+            config["slow_s"] = None
+        if hasattr(self.runner, "timeout"):
+            self.runner.timeout = self.timeout
+        round_id = f"{VALIDATION}{time.time():017.6f}"
+        builds = self.builder.build(inputs)
+        for _ in range(passes):
+            for inp, res in zip(inputs, self.runner.run(inputs, builds)):
+                rec = to_record(inp, res, self.target_key)
+                self.db.commit(dataclasses.replace(rec, message=round_id) if rec.ok else rec)
+        return passes * len(inputs)
+
 
 def _fmt(s: float) -> str:
     if not np.isfinite(s):
@@ -253,7 +296,7 @@ def progress_line(done: int, total: int, tasks: list[Task], started: float, widt
 def tune_kernel(kernel_module_text: str, name: str, trials: int, db: JSONDatabase, target: str | Target = "llvm",
                 timeout: float = 10.0, parallel_builds: int = 2, seed: int = 0, batch_size: int = 8,
                 runner_options: dict[str, Any] | None = None, log: TextIO | None = None,
-                builder: Builder | None = None, runner: Runner | None = None) -> TuneResult:
+                builder: Builder | None = None, runner: Runner | None = None, validate: int = 0) -> TuneResult:
     """Tunes kernel `name` of a loop-level module for `trials` new measurements (fewer when the space runs dry)."""
     started = time.time()
     with Tuner(db, target, timeout, parallel_builds, seed, batch_size, runner_options, builder, runner) as tuner:
@@ -266,6 +309,8 @@ def tune_kernel(kernel_module_text: str, name: str, trials: int, db: JSONDatabas
             done += got
             if log is not None:
                 print(progress_line(done, trials, [t], started, timing=tuner.timing), file=log, flush=True)
+        if validate:
+            tuner.validate(t, validate)
     return TuneResult(name, t.key, done, t.default_cost, t.best_cost, t.best_trace, time.time() - started)
 
 
@@ -307,7 +352,7 @@ def tune_model(model: Any, trials: int, db: JSONDatabase, target: str | Target =
                timeout: float = 10.0, parallel_builds: int = 2, seed: int = 0, batch_size: int = 8,
                runner_options: dict[str, Any] | None = None, log: TextIO | None = None,
                progress: bool = True, builder: Builder | None = None,
-               runner: Runner | None = None) -> list[TuneResult]:
+               runner: Runner | None = None, validate: int = 0) -> list[TuneResult]:
     """Tunes a model's distinct kernels, sharing `trials` by estimated remaining gain; one result per kernel.
 
     With `progress`, a progress line per batch goes to `log` (default: stderr).
@@ -338,6 +383,18 @@ def tune_model(model: Any, trials: int, db: JSONDatabase, target: str | Target =
             done += got
             if log is not None:
                 print(progress_line(done, trials, tasks, started, timing=tuner.timing), file=log, flush=True)
+        if validate:
+            for t in tasks:
+                tuner.validate(t, validate)
+            for t in tasks:  # what compile-time will replay: the validation round's best
+                best = tuner.db.best(t.key, tuner.target_key)
+                if best is not None:
+                    t.best_trace = best.trace
+                    t.best_cost = float(np.median([r.cost for r in tuner.db.records(t.key)
+                                                   if r.message == best.message and r.trace_hash == best.trace_hash]))
+                    t.default_cost = float(np.median([r.cost for r in tuner.db.records(t.key)
+                                                      if r.message == best.message and r.trace == DEFAULT_TRACE]
+                                                     or [t.default_cost]))
     elapsed = time.time() - started
     return [TuneResult(t.name, t.key, t.trials, t.default_cost, t.best_cost, t.best_trace, elapsed) for t in tasks]
 

@@ -143,7 +143,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
             pools = {"builder": DaskBuilder(client), "runner": DaskRunner(client, timeout=args.timeout, repeat=5,
                                                                           min_repeat_ms=15.0)}
         results = tune_model(args.model, args.trials, db, target=args.target, opt_level=args.opt_level,
-                             timeout=args.timeout, parallel_builds=args.parallel_builds, seed=args.seed, **pools)
+                             timeout=args.timeout, parallel_builds=args.parallel_builds, seed=args.seed,
+                             validate=args.validate, **pools)
         if args.report:
             from ziggurat.autotune.report import format_report, ranking_report
             from ziggurat.autotune.tuner import extract_tasks
@@ -210,6 +211,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dask-scheduler", default=None, metavar="ADDRESS",
                    help="build and measure on this Dask cluster (extra [distributed]; one worker with "
                         "--resources measure=1 per measuring machine)")
+    p.add_argument("--validate", type=int, default=4, metavar="N",
+                   help="re-measure the default and the N best schedules of each kernel together at the end; "
+                        "the best of that round is what compile applies (default 4, 0: off)")
     p.add_argument("--report", action="store_true",
                    help="then print the cost model's ranking quality on held-out records (autotune/report.py)")
     p.set_defaults(func=cmd_tune)

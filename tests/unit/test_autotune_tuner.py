@@ -118,3 +118,19 @@ def test_tune_model_then_compile_with_tuning_db(tmp_path, capsys):
 def test_missing_tuning_db_is_a_clear_error(tmp_path):
     with pytest.raises(ziggurat.errors.CompileError, match="tuning database"):
         ziggurat.compile(mlp(), target=TARGET, tuning_db=str(tmp_path / "nope.jsonl"))
+
+
+def test_validation_round_decides_the_best(tmp_path):
+    from ziggurat.autotune.database import VALIDATION
+
+    with JSONDatabase(tmp_path / "v.jsonl", fsync=False) as db:
+        res = tune_kernel(KERNEL, "mm_0", 4, db, target=TARGET, timeout=5, batch_size=4, runner_options=FAST,
+                          validate=2)
+        val = [r for r in db.records() if r.message.startswith(VALIDATION)]
+        assert len(val) == 2 * 3 and len({r.message for r in val}) == 1  # default + 2 finalists, two passes
+        assert sum(r.trace == DEFAULT_TRACE for r in val) == 2
+        best = db.best(res.key, TARGET)
+        assert best.message == val[0].message
+        # a later round replaces the earlier one
+        db.commit(TuningRecord(res.key, TARGET, DEFAULT_TRACE, [1e-9], message=VALIDATION + "9" * 17))
+        assert db.best(res.key, TARGET).trace == DEFAULT_TRACE
