@@ -21,51 +21,37 @@ I32 = IntegerType(32)
 BF16 = BFloat16Type()
 F32 = Float32Type()
 
-VNNI_DESC = """
-func.func @vnni_u8s8_16x4(%a: memref<4xi8>, %b: memref<64xi8>, %c: memref<16xi32>) {
-  loop.for %j = 0 to 16 serial {
-    loop.for %k = 0 to 4 serial {
-      loop.block "vnni" [S %vj = %j, R %vk = %k] {
-        %c4 = arith.constant 4 : index
-        %j4 = arith.muli %vj, %c4 : index
-        %bk = arith.addi %j4, %vk : index
-        %x = loop.load %a[%vk] : memref<4xi8>
-        %w = loop.load %b[%bk] : memref<64xi8>
-        %xe = arith.extui %x : i8 to i32
-        %we = arith.extsi %w : i8 to i32
-        %p = arith.muli %xe, %we : i32
-        %acc = loop.load %c[%vj] : memref<16xi32>
-        %s = arith.addi %acc, %p : i32
-        loop.store %s, %c[%vj] : memref<16xi32>
-      }
-    }
-  }
+def dot_description(name: str, group: int, lanes: int, in_t: str, acc_t: str, ext_a: str, ext_b: str,
+                    mul: str, add: str) -> str:
+    """A loop-level description: `lanes` accumulators each += `group` products of a
+    shared group of `a` with that lane's group of `b` (b packed lane-major)."""
+    wide = group * lanes
+    return f"""
+func.func @{name}(%a: memref<{group}x{in_t}>, %b: memref<{wide}x{in_t}>, %c: memref<{lanes}x{acc_t}>) {{
+  loop.for %j = 0 to {lanes} serial {{
+    loop.for %k = 0 to {group} serial {{
+      loop.block "{name}" [S %vj = %j, R %vk = %k] {{
+        %g = arith.constant {group} : index
+        %jg = arith.muli %vj, %g : index
+        %bk = arith.addi %jg, %vk : index
+        %x = loop.load %a[%vk] : memref<{group}x{in_t}>
+        %w = loop.load %b[%bk] : memref<{wide}x{in_t}>
+        %xe = {ext_a} %x : {in_t} to {acc_t}
+        %we = {ext_b} %w : {in_t} to {acc_t}
+        %p = {mul} %xe, %we : {acc_t}
+        %acc = loop.load %c[%vj] : memref<{lanes}x{acc_t}>
+        %s = {add} %acc, %p : {acc_t}
+        loop.store %s, %c[%vj] : memref<{lanes}x{acc_t}>
+      }}
+    }}
+  }}
   func.return
-}
+}}
 """
 
-BF16_DESC = """
-func.func @bf16_16x2(%a: memref<2xbf16>, %b: memref<32xbf16>, %c: memref<16xf32>) {
-  loop.for %j = 0 to 16 serial {
-    loop.for %k = 0 to 2 serial {
-      loop.block "dpbf16" [S %vj = %j, R %vk = %k] {
-        %c2 = arith.constant 2 : index
-        %j2 = arith.muli %vj, %c2 : index
-        %bk = arith.addi %j2, %vk : index
-        %x = loop.load %a[%vk] : memref<2xbf16>
-        %w = loop.load %b[%bk] : memref<32xbf16>
-        %xe = arith.extf %x : bf16 to f32
-        %we = arith.extf %w : bf16 to f32
-        %p = arith.mulf %xe, %we : f32
-        %acc = loop.load %c[%vj] : memref<16xf32>
-        %s = arith.addf %acc, %p : f32
-        loop.store %s, %c[%vj] : memref<16xf32>
-      }
-    }
-  }
-  func.return
-}
-"""
+
+VNNI_DESC = dot_description("vnni_u8s8_16x4", 4, 16, "i8", "i32", "arith.extui", "arith.extsi", "arith.muli", "arith.addi")
+BF16_DESC = dot_description("bf16_16x2", 2, 16, "bf16", "f32", "arith.extf", "arith.extf", "arith.mulf", "arith.addf")
 
 
 def _dot_emitter(group_t: VectorType, wide_t: VectorType, acc_t: VectorType, op_cls):
