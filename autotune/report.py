@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from ziggurat.autotune.cost_model import GBTCostModel, spearman, top_k_recall
-from ziggurat.autotune.database import JSONDatabase, WorkloadKey
+from ziggurat.autotune.database import VALIDATION, JSONDatabase, WorkloadKey
 from ziggurat.autotune.features import extract_features
 from ziggurat.autotune.space import SearchSpace, apply_trace
 from ziggurat.errors import ScheduleError
@@ -54,7 +54,8 @@ def ranking_report(tasks: Sequence[tuple[str, str]], db: JSONDatabase, target: s
     rows = []
     for name, text in tasks:
         key = WorkloadKey.from_text(text, name)
-        recs = [r for r in db.records(key) if r.target == tkey and r.ok]
+        recs = [r for r in db.records(key)  # validation rounds re-measure known traces: left out
+                if r.target == tkey and r.ok and not r.message.startswith(VALIDATION)]
         if len(recs) < 4:
             continue
         space = SearchSpace(text, name, vector_width)
