@@ -19,7 +19,6 @@ input read 0 under zeros padding (a `graph.where`, never a multiplication by
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Sequence
 
@@ -29,7 +28,7 @@ from xdsl.ir import SSAValue
 
 from ziggurat.dialects import graph
 from ziggurat.frontends.onnx.context import ConversionContext, Value, attributes, shape_of
-from ziggurat.frontends.onnx.convert_index import compare, const, require_float, where
+from ziggurat.frontends.onnx.convert_index import compare, const, reduce, require_float, where
 from ziggurat.frontends.onnx.convert_window import like, reshape
 
 CUBIC_A = -0.75
@@ -98,17 +97,12 @@ class _Ops:
         return self.select(below, low_side, self.select(above, high_side, x))
 
 
-def _cubic_weights(o: _Ops, t: SSAValue) -> list[SSAValue]:
-    """Keys' cubic convolution weights of the 4 taps around a fraction t."""
+def _cubic_weight(o: _Ops, s: SSAValue) -> SSAValue:
+    """Keys' cubic convolution kernel (A = -0.75) at distances s in [0, 2]."""
     a = CUBIC_A
-
-    def far(s):  # |s| in [1, 2]
-        return o.sub(o.mul(o.add(o.mul(o.sub(o.mul(s, a), 5 * a), s), 8 * a), s), 4 * a)
-
-    def near(s):  # |s| in [0, 1]
-        return o.add(o.mul(o.mul(o.sub(o.mul(s, a + 2), a + 3), s), s), 1.0)
-
-    return [far(o.add(t, 1.0)), near(t), near(o.sub(o.c(1.0), t)), far(o.sub(o.c(2.0), t))]
+    far = o.sub(o.mul(o.add(o.mul(o.sub(o.mul(s, a), 5 * a), s), 8 * a), s), 4 * a)  # 1 <= s <= 2
+    near = o.add(o.mul(o.mul(o.sub(o.mul(s, a + 2), a + 3), s), s), 1.0)  # s <= 1
+    return o.select(o.cmp(s, 1.0, "lt"), near, far)
 
 
 def convert_grid_sample(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
@@ -131,11 +125,11 @@ def convert_grid_sample(ctx: ConversionContext, node: onnx.NodeProto) -> Sequenc
     out_spatial = gs[1:-1]
     q = math.prod(out_spatial)
     o = _Ops(ctx, x)
-    taps_per_dim: list[list[tuple[SSAValue, SSAValue | None, SSAValue | None]]] = []  # (index, weight, valid)
+    per_dim: list[tuple[SSAValue, SSAValue | None, SSAValue | None, int]] = []  # index, weight, valid, taps
     for d, size in enumerate(spatial):
         comp = dims - 1 - d  # the grid lists coordinates innermost dim first
         g = ctx.emit(graph.SliceOp(grid, [0] * len(gs[:-1]) + [comp], [1] * len(gs), like(grid, [*gs[:-1], 1])))
-        g = reshape(ctx, g, (n, q))
+        g = reshape(ctx, g, (n, 1, q))
         scale = (size - 1) / 2.0 if align else size / 2.0
         pos = o.add(o.mul(g, scale), (size - 1) / 2.0)
         if mode == "nearest":
@@ -146,50 +140,57 @@ def convert_grid_sample(ctx: ConversionContext, node: onnx.NodeProto) -> Sequenc
             pos = o.select(outside, o.clamp(pos, 0.0, size - 1.0), pos)
         elif padding == "reflection":
             pos = o.reflect(pos, lo, hi)
-
-        def tap(index: SSAValue, weight: SSAValue | None):
-            if padding == "zeros":
-                valid = o.mul(o.cmp(index, 0.0, "ge"), o.cmp(index, size - 1.0, "le"))
-                return o.clamp(index, 0.0, size - 1.0), weight, valid
-            if padding == "border":
-                return o.clamp(index, 0.0, size - 1.0), weight, None
-            folded = o.floor(o.max(o.reflect(index, lo, hi), 0.0))  # int() of a value >= -0.5
-            return o.min(folded, size - 1.0), weight, None
-
+        # all taps of this dim at once: [N, T, Q]
         if mode == "nearest":
-            taps_per_dim.append([tap(pos, None)])
-            continue
-        base = o.floor(pos)
-        t = o.sub(pos, base)
-        if mode == "linear":
-            weights = [o.sub(o.c(1.0), t), t]
-            offsets = [0, 1]
+            index, weight, taps = pos, None, 1
         else:
-            weights = _cubic_weights(o, t)
-            offsets = [-1, 0, 1, 2]
-        taps_per_dim.append([tap(o.add(base, float(k)) if k else base, w) for k, w in zip(offsets, weights)])
-    strides = [math.prod(spatial[d + 1:]) for d in range(dims)]
-    x3 = reshape(ctx, x, (n, c, math.prod(spatial)))
-    total: SSAValue | None = None
-    for combo in itertools.product(*taps_per_dim):
-        flat, weight, valid = None, None, None
-        for (index, w, v), stride in zip(combo, strides):
-            term = o.mul(index, float(stride)) if stride != 1 else index
-            flat = term if flat is None else o.add(flat, term)
-            if w is not None:
-                weight = w if weight is None else o.mul(weight, w)
-            if v is not None:
-                valid = v if valid is None else o.mul(valid, v)
-        assert flat is not None
-        table = ctx.emit(graph.BroadcastToOp(reshape(ctx, flat, (n, 1, q)), like(flat, (n, c, q))))
-        value = ctx.emit(graph.GatherElementsOp(x3, table, 2, like(x3, (n, c, q))))
-        if valid is not None:
-            value = o.select(reshape(ctx, valid, (n, 1, q)), value, 0.0)
+            base = o.floor(pos)
+            offsets = [0.0, 1.0] if mode == "linear" else [-1.0, 0.0, 1.0, 2.0]
+            taps = len(offsets)
+            off = const(ctx, x, np.array(offsets).reshape(1, taps, 1), "offsets")
+            index = o.add(base, off)
+            dist = ctx.emit(graph.AbsOp(o.sub(o.sub(pos, base), off)))  # |t - offset|
+            weight = o.sub(o.c(1.0), dist) if mode == "linear" else _cubic_weight(o, dist)
+        valid = None
+        if padding == "zeros":
+            valid = o.mul(o.cmp(index, 0.0, "ge"), o.cmp(index, size - 1.0, "le"))
+            index = o.clamp(index, 0.0, size - 1.0)
+        elif padding == "border":
+            index = o.clamp(index, 0.0, size - 1.0)
+        else:
+            folded = o.floor(o.max(o.reflect(index, lo, hi), 0.0))  # int() of a value >= -0.5
+            index = o.min(folded, size - 1.0)
+        per_dim.append((index, weight, valid, taps))
+    # every combination of taps: [N, T_1, ..., T_d, Q], the dims' taps on their own axes
+    flat: SSAValue | None = None
+    weight_all: SSAValue | None = None
+    valid_all: SSAValue | None = None
+    for d, (index, weight, valid, taps) in enumerate(per_dim):
+        spread = [n, *[taps if e == d else 1 for e in range(dims)], q]
+        term = reshape(ctx, index, spread)
+        stride = math.prod(spatial[d + 1:])
+        term = o.mul(term, float(stride)) if stride != 1 else term
+        flat = term if flat is None else o.add(flat, term)
         if weight is not None:
-            value = o.mul(value, reshape(ctx, weight, (n, 1, q)))
-        total = value if total is None else o.add(total, value)
-    assert total is not None
-    return [reshape(ctx, total, (n, c, *out_spatial))]
+            w = reshape(ctx, weight, spread)
+            weight_all = w if weight_all is None else o.mul(weight_all, w)
+        if valid is not None:
+            v = reshape(ctx, valid, spread)
+            valid_all = v if valid_all is None else o.mul(valid_all, v)
+    assert flat is not None
+    total_taps = math.prod(t for *_, t in per_dim)
+    width = total_taps * q
+    x3 = reshape(ctx, x, (n, c, math.prod(spatial)))
+    flat = reshape(ctx, flat, (n, 1, width))
+    table = ctx.emit(graph.BroadcastToOp(flat, like(flat, (n, c, width))))
+    value = ctx.emit(graph.GatherElementsOp(x3, table, 2, like(x3, (n, c, width))))
+    if valid_all is not None:
+        value = o.select(reshape(ctx, valid_all, (n, 1, width)), value, 0.0)
+    if weight_all is not None:
+        value = o.mul(value, reshape(ctx, weight_all, (n, 1, width)))
+    if total_taps > 1:
+        value = reduce(ctx, reshape(ctx, value, (n, c, total_taps, q)), "sum", [2], False)
+    return [reshape(ctx, value, (n, c, *out_spatial))]
 
 
 GRID_SAMPLE_CONVERTERS = {"GridSample": convert_grid_sample}
