@@ -4,16 +4,18 @@ For each spatial dim the grid coordinate is denormalized (align_corners or
 not), rounded half-to-even for mode nearest, and moved inside by the padding
 mode (border clamps, reflection folds at the borders) exactly where ONNX's
 reference does. The interpolation taps (1 for nearest, 2 per dim for linear,
-4 per dim for cubic with A = -0.75) each give a per-dim index and weight; a
-tap's flat index into X viewed as [N, C, H*W] (or D*H*W) feeds one
-`graph.gather_elements` with indices computed at run time, taps outside the
-input read 0 under zeros padding (a `graph.where`, never a multiplication by
-0), and the weighted taps are summed.
+4 per dim for cubic with A = -0.75) of a dim are computed together on an
+[N, taps, Q] tensor (index, weight, in-range mask); the dims' taps combine by
+broadcasting into flat indices into X viewed as [N, C, H*W] (or D*H*W), and
+ONE `graph.gather_elements` with indices computed at run time reads all taps.
+Taps outside the input read 0 under zeros padding (a `graph.where`, never a
+multiplication by 0); the weighted taps are summed by one `graph.reduce`.
 
 ```mlir
-// one tap of a bilinear GridSample on tensor<1x1x3x2xf32>, grid tensor<1x2x4x2xf32>
-%i = graph.broadcast_to %flat : tensor<1x1x8xf32> -> tensor<1x1x8xf32>
-%v = graph.gather_elements %x3, %i {axis = 2 : i64} : tensor<1x1x6xf32>, tensor<1x1x8xf32> -> tensor<1x1x8xf32>
+// bilinear GridSample on tensor<1x1x3x2xf32>, grid tensor<1x2x4x2xf32>: 4 taps x 8 points
+%i = graph.broadcast_to %flat : tensor<1x1x32xf32> -> tensor<1x1x32xf32>
+%v = graph.gather_elements %x3, %i {axis = 2 : i64} : tensor<1x1x6xf32>, tensor<1x1x32xf32> -> tensor<1x1x32xf32>
+%y = graph.reduce %vw {kind = "sum", axes = array<i64: 2>} : tensor<1x1x4x8xf32> -> tensor<1x1x8xf32>
 ```
 """
 
