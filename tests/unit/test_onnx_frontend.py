@@ -232,6 +232,9 @@ def test_every_converter_has_a_single_op_case():
     tested_elsewhere |= {"MaxUnpool", "TensorScatter"}  # integer inputs: tests/unit/test_onnx_index_ops.py
     # integer inputs: tests/unit/test_onnx_dtypes.py
     tested_elsewhere |= {"BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot", "Mod", "BitShift"}
+    # 8-bit inputs against onnxruntime: tests/unit/test_onnx_quant.py
+    tested_elsewhere |= {"MatMulInteger", "QLinearMatMul", "ConvInteger", "QLinearConv", "QuantizeLinear",
+                         "DequantizeLinear", "DynamicQuantizeLinear"}
     assert set(CONVERTERS) == set(SINGLE_OP_CASES) | tested_elsewhere
 
 
