@@ -64,7 +64,8 @@ NATIVE: dict[str, frozenset[str]] = {
     # convert_index.py / convert_index_runtime.py: integer indices (and data) natively
     **dict.fromkeys(("GatherND", "ScatterElements", "Scatter", "ScatterND"), frozenset({"int", "uint"})),
     "Trilu": frozenset({"int", "uint", "bool"}),
-    **dict.fromkeys(("CumSum", "ReverseSequence", "MaxUnpool", "TensorScatter"), frozenset({"int", "uint"})),
+    **dict.fromkeys(("CumSum", "ReverseSequence", "MaxUnpool", "TensorScatter", "RoiAlign"),
+                    frozenset({"int", "uint"})),
     # 8-bit quantized ops on the VNNI GEMM (convert_quant.py); their scales may be float16
     **dict.fromkeys(("MatMulInteger", "QLinearMatMul", "ConvInteger", "QLinearConv"), ALL),
     **dict.fromkeys(("QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"), ALL),

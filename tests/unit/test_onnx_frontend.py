@@ -230,6 +230,7 @@ def test_every_converter_has_a_single_op_case():
     tested_elsewhere |= {"ArgMax", "ArgMin", "TopK"}  # int64 outputs: tests/unit/test_onnx_index_ops.py
     tested_elsewhere |= {"Scan"}  # a body graph: tests/unit/test_onnx_scan.py
     tested_elsewhere |= {"MaxUnpool", "TensorScatter"}  # integer inputs: tests/unit/test_onnx_index_ops.py
+    tested_elsewhere |= {"RoiAlign"}  # integer batch indices: tests/unit/test_onnx_roi_align.py
     # integer inputs: tests/unit/test_onnx_dtypes.py
     tested_elsewhere |= {"BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot", "Mod", "BitShift"}
     # 8-bit inputs against onnxruntime: tests/unit/test_onnx_quant.py
