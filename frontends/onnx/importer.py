@@ -90,6 +90,7 @@ from ziggurat.frontends.onnx.convert_signal import SIGNAL_CONVERTERS
 from ziggurat.frontends.onnx.convert_grid_sample import GRID_SAMPLE_CONVERTERS
 from ziggurat.frontends.onnx.convert_scan import SCAN_CONVERTERS
 from ziggurat.frontends.onnx.convert_roi_align import ROI_ALIGN_CONVERTERS
+from ziggurat.frontends.onnx.convert_deform_conv import DEFORM_CONV_CONVERTERS
 from ziggurat.frontends.onnx.convert_index import INDEX_CONVERTERS
 from ziggurat.frontends.onnx.convert_index_runtime import RUNTIME_INDEX_CONVERTERS
 from ziggurat.frontends.onnx.convert_quant import QUANT_CONVERTERS
@@ -165,6 +166,7 @@ CONVERTERS: dict[str, Converter] = {
     **GRID_SAMPLE_CONVERTERS,
     **SCAN_CONVERTERS,
     **ROI_ALIGN_CONVERTERS,
+    **DEFORM_CONV_CONVERTERS,
 }
 """ONNX op type (default domain) -> converter."""
 

@@ -222,6 +222,7 @@ SINGLE_OP_CASES |= {  # the converters of convert_window.py, convert_index.py an
     "Det": ("Det", [(5, 3, 3)], {}, [], [], (5,)),
     "DFT": ("DFT", [(2, 6, 1)], {"axis": 1}, [], [], (2, 6, 2)),
     "GridSample": ("GridSample", [(1, 2, 3, 4), (1, 2, 2, 2)], {}, [], [], (1, 2, 2, 2)),
+    "DeformConv": ("DeformConv", [(1, 2, 4, 4), (2, 2, 3, 3), (1, 18, 2, 2)], {}, [], [], (1, 2, 2, 2)),
 }
 
 
@@ -242,7 +243,7 @@ def test_every_converter_has_a_single_op_case():
 @pytest.mark.parametrize("case", SINGLE_OP_CASES, ids=str)
 def test_single_op_imports(case):
     op_type, shapes, attrs, inits, extra, expected = SINGLE_OP_CASES[case]
-    opset = {"Mish": 18, "Gelu": 20, "RMSNormalization": 23, "Upsample": 9, "Scatter": 10}.get(op_type, 17)  # ops newer than opset 17
+    opset = {"Mish": 18, "Gelu": 20, "RMSNormalization": 23, "Upsample": 9, "Scatter": 10, "DeformConv": 19}.get(op_type, 17)  # ops newer than opset 17
     imported = imported_ok(single_op(op_type, shapes, attrs, inits, extra, opset=opset, rank=len(expected)))
     assert imported.output_shapes == [expected]
     assert imported.input_shapes == [tuple(s) for s in shapes]
