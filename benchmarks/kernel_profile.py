@@ -41,13 +41,14 @@ class KernelTime:
         return self.calls * self.seconds
 
 
-def graph_pipelines(opt_level: int = 3) -> tuple[str, str]:
+def graph_pipelines(opt_level: int = 3, measure: bool = False) -> tuple[str, str]:
     """(with, without) the feedback channel: the O`opt_level` graph pipeline with
-    cost-guided fuse-ops, and the same with rule-based fuse-ops."""
+    cost-guided fuse-ops (`measure=true` with `measure`), and the same with rule-based fuse-ops."""
     from ziggurat.transforms.annotate_costs import cost_guided_pipeline
 
     rule = pipelines.GRAPH[opt_level].replace("fuse-ops{cost-guided=true}", "fuse-ops")
-    return cost_guided_pipeline(rule), rule
+    guided = cost_guided_pipeline(rule)
+    return (guided.replace("cost-guided=true", "cost-guided=true measure=true") if measure else guided), rule
 
 
 def _pre_loop_module(model: Any, graph: str) -> builtin.ModuleOp:
@@ -126,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("model", help="an .onnx file, or the name of a benchmarks.workloads builder (bert_layer)")
     p.add_argument("--compare-feedback", action="store_true", help="O3 with and without cost-guided fusion")
+    p.add_argument("--measure", action="store_true", help="cost-guided fusion with measure=true")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--rounds", type=int, default=20)
     args = p.parse_args(argv)
@@ -134,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         from ziggurat.benchmarks.workloads import BUILDERS
 
         model = BUILDERS[model]()[1]
-    with_fb, without = graph_pipelines()
+    with_fb, without = graph_pipelines(measure=args.measure)
     runs = [("O3 with feedback", with_fb), ("O3 without feedback", without)] if args.compare_feedback else \
         [("O3", pipelines.GRAPH[3])]
     profiles = [(t, profile_kernels(model, g, args.threads, args.rounds)) for t, g in runs]

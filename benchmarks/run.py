@@ -136,7 +136,7 @@ def bench(name: str, model, inputs: dict, threads: int, rounds: int, flops: floa
     return row
 
 
-def bench_feedback(name: str, model, inputs: dict, threads: int, rounds: int) -> dict:
+def bench_feedback(name: str, model, inputs: dict, threads: int, rounds: int, measure: bool = False) -> dict:
     """O3 with the feedback channel (cost-guided fuse-ops) against the same pipeline with
     rule-based fuse-ops: median ms of each over `rounds` alternating runs, the speedup of
     the medians, and the median of the per-round ratios (`paired_speedup`)."""
@@ -147,7 +147,7 @@ def bench_feedback(name: str, model, inputs: dict, threads: int, rounds: int) ->
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            guided, rules = (ziggurat.compile(model, target=target, pipeline=g) for g in graph_pipelines())
+            guided, rules = (ziggurat.compile(model, target=target, pipeline=g) for g in graph_pipelines(measure=measure))
     except ZigguratError as err:
         row["skipped"] = str(err).split(". ")[0]
         return row
@@ -247,6 +247,8 @@ def main(argv: list[str] | None = None) -> int:
                         "its default row; records of 'llvm -num-cores=N' apply at N threads)")
     p.add_argument("--compare-feedback", action="store_true",
                    help="time O3 with the feedback channel against O3 with rule-based fusion (no onnxruntime)")
+    p.add_argument("--measure", action="store_true",
+                   help="with --compare-feedback: cost-guided fuse-ops with measure=true (kernels timed once, recorded)")
     args = p.parse_args(argv)
     only = set(args.only.split(",")) if args.only else None
     synthetic = [k for k in BUILDERS if only is None or k in only]
@@ -256,11 +258,11 @@ def main(argv: list[str] | None = None) -> int:
         for threads in (int(t) for t in args.threads.split(",")):
             for key in synthetic:
                 name, model, inputs, _ = BUILDERS[key]()
-                rows.append(bench_feedback(name, model, inputs, threads, args.rounds))
+                rows.append(bench_feedback(name, model, inputs, threads, args.rounds, args.measure))
                 print(format_feedback(rows[-1:]).splitlines()[2], flush=True)
             for folder in models:
                 rows.append(bench_feedback(folder.name, str(folder / "model.onnx"),
-                                           dict(np.load(folder / "inputs.npz")), threads, args.rounds))
+                                           dict(np.load(folder / "inputs.npz")), threads, args.rounds, args.measure))
                 print(format_feedback(rows[-1:]).splitlines()[2], flush=True)
         print()
         print(format_feedback(rows))

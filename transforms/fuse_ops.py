@@ -278,7 +278,12 @@ class FuseOpsPass(ModulePass):
     reduction chain, split at a recomputed or shared producer), each changed
     kernel recording `graph.fusion_decision = "merged: 4 groups -> 1, cost
     19.40us -> 9.86us"` (or `duplicated:` / `split:`); `max-rounds` (4), and `peak-gflops`,
-    `bandwidth-gbs`, `vector-width`, `database` as for `annotate-costs`, too.
+    `bandwidth-gbs`, `vector-width`, `database` as for `annotate-costs`, too;
+    `measure` (bool, default false): time every priced kernel that has no
+    record once on this machine and record it (in `database`, else
+    `~/.cache/ziggurat/fusion-<cpu>.jsonl`), so the oracle answers from
+    measurements; only then can it choose a transposed constant weight for
+    a matmul (`transpose_b`), which the roofline prices the same.
 
     Example:
     ```mlir
@@ -305,6 +310,7 @@ class FuseOpsPass(ModulePass):
     vector_width: int = 16
     max_rounds: int = 4
     database: str = ""
+    measure: bool = False
 
     def apply(self, ctx: Context, op: builtin.ModuleOp) -> None:
         if self.cost_guided:
@@ -314,19 +320,11 @@ class FuseOpsPass(ModulePass):
             fuse_block(block, self.max_group_size, self.allow_reduction_fusion)
 
     def _apply_cost_guided(self, op: builtin.ModuleOp) -> None:
-        from ziggurat.autotune.cost_oracle import oracle_from_options
-        from ziggurat.errors import CompileError
-        from ziggurat.transforms.annotate_costs import kernel_of_ops, price_kernel
+        from ziggurat.transforms.fusion_costs import fuse_block_cost_guided, make_price
+        from ziggurat.transforms.weight_binding import weights_of
 
-        oracle = oracle_from_options(self.peak_gflops, self.bandwidth_gbs, self.database)
-
-        def price(ops: list[Operation]) -> float:
-            try:
-                return price_kernel(kernel_of_ops(ops), oracle, self.vector_width).time
-            except CompileError:
-                return float("inf")  # a group that cannot be lowered is never chosen
-
-        from ziggurat.transforms.fusion_costs import fuse_block_cost_guided
-
+        price = make_price(self.peak_gflops, self.bandwidth_gbs, self.database, self.vector_width, self.measure)
+        store = weights_of(op)
         for block in list(_graph_blocks(op)):
-            fuse_block_cost_guided(block, self.max_group_size, self.allow_reduction_fusion, price, self.max_rounds)
+            fuse_block_cost_guided(block, self.max_group_size, self.allow_reduction_fusion, price, self.max_rounds,
+                                   store)

@@ -13,8 +13,10 @@ kernel (or op) records `graph.fusion_decision = "merged: 4 groups -> 1, cost
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from math import prod
+from pathlib import Path
 
 from xdsl.dialects import builtin
 from xdsl.dialects.builtin import TensorType
@@ -247,23 +249,90 @@ def _duplicate(g: _FusionGraph, unit: list[int], consumers: list[list[int]]) -> 
             user.operands = [mapping.get(v, v) for v in user.operands]
 
 
+def make_price(peak_gflops: float, bandwidth_gbs: float, database: str, vector_width: int,
+               measure: bool) -> Callable[[list[Operation]], float]:
+    """Seconds of one kernel of the given ops, from the cost oracle; with `measure`, a kernel
+    without a record is first timed once on this machine and recorded (see FuseOpsPass)."""
+    from ziggurat.autotune.cost_oracle import oracle_from_options
+    from ziggurat.errors import CompileError
+    from ziggurat.transforms.annotate_costs import kernel_of_ops, lower_kernel
+
+    db_path = database
+    if measure and not db_path:
+        from ziggurat.backends.llvm.jit import host_target
+
+        db_path = str(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ziggurat"
+                      / f"fusion-{host_target()[0]}.jsonl")
+        Path(db_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(db_path).touch()
+    oracle = oracle_from_options(peak_gflops, bandwidth_gbs, db_path)
+
+    def price(ops: list[Operation]) -> float:
+        try:
+            module, key = lower_kernel(kernel_of_ops(ops), vector_width)
+            if measure and oracle.database is not None and oracle.database.best(key, oracle.target) is None:
+                from ziggurat.autotune.database import TuningRecord
+                from ziggurat.transforms.layout_costs import time_kernel
+
+                oracle.database.commit(TuningRecord(key, oracle.target, {"schedule": "default"},
+                                                    costs=time_kernel(module, "kernel", vector_width)))
+            return oracle.cost(module, "kernel", key).time
+        except CompileError:
+            return float("inf")  # a group that cannot be lowered is never chosen
+
+    return price
+
+
+def _transpose_weights(block: Block, price: Callable[[list[Operation]], float], store) -> dict[Operation, str]:
+    """Stores the constant 2-d weight of a matmul transposed (`transpose_b`) where the
+    oracle prices that kernel lower; returns the decision per rewritten matmul."""
+    import numpy as np
+
+    done: dict[Operation, str] = {}
+    for op in list(block.ops):
+        if not isinstance(op, graph.MatmulOp) or op.transpose_b is not None:
+            continue
+        w = op.operands[1].owner
+        if not isinstance(w, graph.ConstantOp) or len(w.results[0].type.get_shape()) != 2:
+            continue
+        k, n = w.results[0].type.get_shape()
+        wt = graph.ConstantOp(f"{w.ref.data}.T", TensorType(w.results[0].type.element_type, [n, k]))
+        alt = graph.MatmulOp(op.operands[0], wt.results[0], op.results[0].type, transpose_b=True)
+        before, after = price([op]), price([alt])
+        if not after < _GAIN * before:
+            alt.erase()
+            continue
+        name = store.add(f"{w.ref.data}.T", np.ascontiguousarray(store[w.ref.data].T))
+        wt = graph.ConstantOp(name, wt.results[0].type)
+        alt.operands = [op.operands[0], wt.results[0]]
+        block.insert_op_before(wt, op)
+        block.insert_op_before(alt, op)
+        alt.results[0].name_hint = op.results[0].name_hint
+        op.results[0].replace_all_uses_with(alt.results[0])
+        op.detach()
+        op.erase()
+        done[alt] = f"transposed: 1 group -> 1, cost {before * 1e6:.2f}us -> {after * 1e6:.2f}us"
+    return done
+
+
 def fuse_block_cost_guided(block: Block, max_size: int, allow_reduction_fusion: bool,
-                           price: Callable[[list[Operation]], float], max_rounds: int = 4) -> int:
+                           price: Callable[[list[Operation]], float], max_rounds: int = 4, store=None) -> int:
     """Rule-based groups of `block`, then re-decided by `price` (seconds of one kernel of the
     given ops); each changed group (or op) records its decision as `graph.fusion_decision`.
 
     First, for at most `max_rounds` rounds, a group of injective ops read by several
     groups is duplicated into each of them where that is cheaper (`_duplication`), and
     the rules run again on the result; then `_CostGuided` merges and splits."""
-    cache: dict[tuple[int, ...], float] = {}
+    cache: dict[tuple[Operation, ...], float] = {}  # holds the ops: their ids stay unique
 
     def cached(ops: list[Operation]) -> float:
-        key = tuple(id(o) for o in ops)
+        key = tuple(ops)
         if key not in cache:
             cache[key] = price(ops)
         return cache[key]
 
     duplicated: dict[Operation, str] = {}  # a consumer unit's last op -> its decision
+    transposed = _transpose_weights(block, price, store) if store is not None else {}
     g, units = _rule_units(block, max_size, allow_reduction_fusion)
     for _ in range(max_rounds):
         found = _duplications(g, units, cached, max_size)
@@ -280,7 +349,8 @@ def fuse_block_cost_guided(block: Block, max_size: int, allow_reduction_fusion: 
     made = 0
     for members in cg.run(max_rounds):
         ops = [g.nodes[i] for i in members]
-        decision = cg.decisions.get(tuple(members)) or duplicated.get(ops[-1])
+        decision = cg.decisions.get(tuple(members)) or duplicated.get(ops[-1]) or next(
+            (transposed[o] for o in ops if o in transposed), None)
         target: Operation | None = ops[0]
         if len(ops) > 1:
             target = place_group(block, ops)

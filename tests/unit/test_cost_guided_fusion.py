@@ -224,8 +224,8 @@ def test_duplication_computes_what_the_rules_compute(seq: int, heads: int, d: in
     x = np.random.default_rng(seq).standard_normal((seq, heads * d)).astype(np.float32)
     rules = ziggurat.compile(model, target="llvm -num-cores=1", pipeline=RULES)(x)
     guided = ziggurat.compile(model, target="llvm -num-cores=1", pipeline=GUIDED)(x)
-    for a, b in zip(rules, guided):
-        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
+    for a, b in zip(rules, guided):  # the same products, perhaps summed in another order
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
 
 
 def test_explain_fusion_lists_duplications(tmp_path, capsys) -> None:
@@ -239,3 +239,47 @@ def test_explain_fusion_lists_duplications(tmp_path, capsys) -> None:
     for row in rows:
         assert row[2:7] == ["duplicated", "4", "kernels", "3", "kernels"]
         assert 0 < float(row[8]) < float(row[7])
+
+
+_MATMUL = """func.func @main(%x: tensor<16x32xf32>) -> tensor<16x64xf32> {
+  %w = graph.constant "w" : tensor<32x64xf32>
+  %y = graph.matmul %x, %w : tensor<16x32xf32>, tensor<32x64xf32> -> tensor<16x64xf32>
+  func.return %y : tensor<16x64xf32>
+}"""
+
+
+@pytest.mark.parametrize("plain_us, transposed_us", [(10.0, 5.0), (5.0, 10.0)])
+def test_transposed_weight_follows_the_records(tmp_path, plain_us: float, transposed_us: float) -> None:
+    """With measured records (here written by hand), a matmul's constant weight is stored
+    transposed exactly when that kernel is cheaper; the decision carries both costs."""
+    from xdsl.dialects.builtin import TensorType, f32
+    from xdsl.parser import Parser
+
+    from ziggurat.autotune.database import JSONDatabase, TuningRecord
+    from ziggurat.dialects import graph, make_context
+    from ziggurat.frontends.weights import WeightStore
+    from ziggurat.transforms.annotate_costs import kernel_of_ops, lower_kernel
+    from ziggurat.transforms.fuse_ops import FuseOpsPass
+    from ziggurat.transforms.weight_binding import bind_weights
+
+    ctx = make_context()
+    module = Parser(ctx, _MATMUL).parse_module()
+    w = np.random.default_rng(5).standard_normal((32, 64)).astype(np.float32)
+    store = WeightStore({"w": w})
+    bind_weights(module, store)
+    mm = next(op for op in module.walk() if isinstance(op, graph.MatmulOp))
+    wt = graph.ConstantOp("w.T", TensorType(f32, [64, 32]))
+    alt = graph.MatmulOp(mm.operands[0], wt.results[0], mm.results[0].type, transpose_b=True)
+    path = tmp_path / "records.jsonl"
+    with JSONDatabase(path) as db:
+        for ops, us in (([mm], plain_us), ([alt], transposed_us)):
+            db.commit(TuningRecord(lower_kernel(kernel_of_ops(ops))[1], "llvm", {"schedule": "default"}, costs=[us * 1e-6]))
+    alt.erase()
+    FuseOpsPass(cost_guided=True, peak_gflops=100, bandwidth_gbs=20, database=str(path)).apply(ctx, module)
+    (out,) = [op for op in module.walk() if isinstance(op, graph.MatmulOp)]
+    if transposed_us < plain_us:
+        assert out.transpose_b is not None and out.operands[1].owner.ref.data == "w.T"
+        assert out.attributes["graph.fusion_decision"].data == "transposed: 1 group -> 1, cost 10.00us -> 5.00us"
+        np.testing.assert_array_equal(store["w.T"], w.T)
+    else:
+        assert out.transpose_b is None and "graph.fusion_decision" not in out.attributes
