@@ -18,6 +18,7 @@ from xdsl.irdl import (
     ParsePropInAttrDict,
     irdl_op_definition,
     operand_def,
+    opt_prop_def,
     prop_def,
     result_def,
     traits_def,
@@ -36,7 +37,8 @@ def _elt(v: SSAValue) -> Attribute:
 class CastOp(IRDLOperation):
     """Elementwise conversion to the result's element type (ONNX Cast):
     float -> integer truncates toward zero (saturating), integer -> integer
-    wraps, anything -> bool is `x != 0`, bool -> number is 0 or 1.
+    wraps, anything -> bool is `x != 0`, bool -> number is 0 or 1; float8
+    results round to nearest even and saturate unless `saturate = 0`.
 
     ```mlir
     %y = graph.cast %x : tensor<4xf32> -> tensor<4xi64>
@@ -45,12 +47,20 @@ class CastOp(IRDLOperation):
 
     name = "graph.cast"
     input = operand_def(TensorType)
+    saturate = opt_prop_def(IntegerAttr)
     result = result_def(TensorType)
     traits = traits_def(Pure(), OpPattern(PatternKind.ELEMWISE))
+    irdl_options = (ParsePropInAttrDict(),)
     assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
 
-    def __init__(self, x: SSAValue, result_type: Attribute):
-        super().__init__(operands=[x], result_types=[result_type])
+    def __init__(self, x: SSAValue, result_type: Attribute, saturate: bool = True):
+        props = {} if saturate else {"saturate": IntegerAttr(0, i64)}
+        super().__init__(operands=[x], properties=props, result_types=[result_type])
+
+    @property
+    def saturates(self) -> bool:
+        """Float8 results: out-of-range values saturate (default) or become NaN/inf (`saturate = 0`)."""
+        return self.saturate is None or bool(self.saturate.value.data)
 
     def verify_(self) -> None:
         _require(_shape(self.input) == _shape(self.result), self, "input and result shapes differ")

@@ -19,6 +19,9 @@ from ziggurat.dialects import graph
 from ziggurat.dialects.graph_dtype import BitAndOp, BitNotOp, BitOrOp, BitShiftOp, BitXorOp, CastOp, GatherOp, ModOp
 from ziggurat.dtypes import is_sub_byte, is_unsigned, scalar_type
 from ziggurat.lowering.te_builder import Expr, compute, reduce
+from ziggurat.lowering.te_fp8 import decode as fp8_decode
+from ziggurat.lowering.te_fp8 import encode as fp8_encode
+from ziggurat.lowering.te_fp8 import fp8_format
 
 Lookup = Callable[[SSAValue], SSAValue]
 Define = Callable[[Operation, Builder, Lookup], SSAValue]
@@ -452,7 +455,8 @@ def define_gather(op: GatherOp, b: Builder, x: Lookup) -> SSAValue:
 
 
 def define_cast(op: CastOp, b: Builder, x: Lookup) -> SSAValue:
-    """ONNX Cast; bfloat16 (stored as i16 bits) goes through float32."""
+    """ONNX Cast; bfloat16 (stored as i16 bits) and float8 (i8 bits,
+    lowering/te_fp8.py, saturating) go through float32."""
     inp = x(op.input)
     src_uns, dst_uns = _unsigned(op.input), _unsigned(op.result)
     src_elt, dst_elt = op.input.type.element_type, op.result.type.element_type  # type: ignore[attr-defined]
@@ -462,10 +466,14 @@ def define_cast(op: CastOp, b: Builder, x: Lookup) -> SSAValue:
         v = e.read(inp, i)
         if isinstance(src_elt, BFloat16Type):
             v = e.bf16_to_f32(v)
+        elif fp8_format(src_elt) is not None:
+            v = fp8_decode(e, v, fp8_format(src_elt))  # type: ignore[arg-type]
         elif is_sub_byte(src_elt):  # the value sits in the byte's low bits
             v = e.unpack_bits(v, src_elt.width.data, src_uns)  # type: ignore[attr-defined]
         if isinstance(dst_elt, BFloat16Type):
             return e.f32_to_bf16(e.cast(v, f32, src_uns))
+        if fp8_format(dst_elt) is not None:
+            return fp8_encode(e, e.cast(v, f32, src_uns), fp8_format(dst_elt), op.saturates)  # type: ignore[arg-type]
         if is_sub_byte(dst_elt):  # truncate (floats) and wrap into the low bits
             wide = e.cast(v, i64, src_uns, False)
             return e.pack_bits(e.cast(wide, to), dst_elt.width.data)  # type: ignore[attr-defined]

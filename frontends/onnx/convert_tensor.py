@@ -280,13 +280,16 @@ def convert_cast(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value
     if to is None:
         raise ctx.unsupported(f"casts to {label} are not supported; run-time tensors can be float16/32/64, "
                               "(u)int8-64 or bool")
+    saturate = bool(attributes(node).get("saturate", 1))
     array = ctx.constant(node.input[0])
     if array is not None:
+        if dtypes.is_float8(to) and saturate:
+            return [onnx.numpy_helper.saturate_cast(array.astype(np.float32), dtypes.to_numpy(to))]
         return [array.astype(dtypes.to_numpy(to))]
     x = ctx.value(node.input[0])
     if element_type(x) == to:
         return [x]
-    return [ctx.emit(CastOp(x, tensor_type(shape_of(x), to)))]
+    return [ctx.emit(CastOp(x, tensor_type(shape_of(x), to), saturate or not dtypes.is_float8(to)))]
 
 
 # ---------------------------------------------------------------------------

@@ -9,7 +9,7 @@ element kinds its converter builds IR for directly (`f64`, `f16`, `int`
   computed in float32: the inputs are cast to float32 (`graph.cast`), the op is
   converted as usual, and each float32 result is cast back to the type ONNX
   type inference gives the output (else the first float input's type);
-* integer, bool, bfloat16 and 4-/2-bit integer run-time inputs give a clean
+* integer, bool, bfloat16, float8 and 4-/2-bit integer run-time inputs give a clean
   `UnsupportedOpError` that names the op, the input and its type. (bfloat16
   computed in float32 and rounded once differs from ONNX's reference, which
   rounds after every step, by one bfloat16 ulp: more than the conformance
@@ -35,7 +35,7 @@ from ziggurat.dialects.graph_dtype import CastOp
 from ziggurat.errors import ZigguratError
 from ziggurat.frontends.onnx.context import ConversionContext, Value, element_type, shape_of, tensor_type
 
-ALL = frozenset({"f64", "f16", "bf16", "int", "uint", "bool", "sub-byte"})
+ALL = frozenset({"f64", "f16", "bf16", "int", "uint", "bool", "sub-byte", "fp8"})
 NUMERIC = frozenset({"f64", "int", "uint"})
 SIGNED = frozenset({"f64", "int"})
 
@@ -83,6 +83,8 @@ def kind_of(elt: Attribute) -> str | None:
         return "bf16"
     if dtypes.is_sub_byte(elt):
         return "sub-byte"
+    if dtypes.is_float8(elt):
+        return "fp8"
     if dtypes.is_float(elt):
         return "f64" if elt == dtypes.from_numpy(np.dtype(np.float64)) else "f16"
     return dtypes.kind(elt)
@@ -136,7 +138,7 @@ def convert_typed(ctx: ConversionContext, node: onnx.NodeProto, convert: Callabl
 
 def _supported(native: frozenset[str]) -> str:
     names = {"f64": "float64", "f16": "float16", "bf16": "bfloat16", "int": "signed integer",
-             "uint": "unsigned integer", "bool": "bool", "sub-byte": "4- and 2-bit integer"}
+             "uint": "unsigned integer", "bool": "bool", "sub-byte": "4- and 2-bit integer", "fp8": "float8"}
     return ", ".join(["float32", *(names[k] for k in sorted(native))])
 
 

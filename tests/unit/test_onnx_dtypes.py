@@ -299,3 +299,41 @@ def test_bfloat16_arithmetic_is_refused():
     with pytest.raises(UnsupportedOpError, match="element type bfloat16"):
         ziggurat.compile(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]))
     assert a.dtype.name == "bfloat16"
+
+
+@pytest.mark.parametrize("code", [T.FLOAT8E4M3FN, T.FLOAT8E4M3FNUZ, T.FLOAT8E5M2, T.FLOAT8E5M2FNUZ],
+                         ids=["e4m3fn", "e4m3fnuz", "e5m2", "e5m2fnuz"])
+def test_float8_casts_match_onnx_bit_for_bit(code):
+    """float32 -> float8 (round to nearest even, saturating) -> float32, on
+    every float8 value, every tie between neighbours, specials and random
+    values of many magnitudes, against ONNX's saturate_cast and ml_dtypes."""
+    from onnx import numpy_helper
+
+    fp8 = _ml_dtype(code)
+    table = np.arange(256, dtype=np.uint8).view(fp8).astype(np.float32)
+    finite = np.unique(table[np.isfinite(table)].astype(np.float64))
+    ties = ((finite[:-1] + finite[1:]) / 2).astype(np.float32)
+    specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 448, 449, 464, 240, 57344, 61440, 1e30, -1e-30],
+                        np.float32)
+    rand = np.concatenate([RNG.normal(size=500).astype(np.float32) * s for s in (1e-4, 1e-2, 1.0, 1e2, 1e4, 1e6)])
+    x = np.concatenate([table[np.isfinite(table)], ties, specials, rand])
+    nodes = [helper.make_node("Cast", ["x"], ["q"], to=code), helper.make_node("Cast", ["q"], ["y"], to=T.FLOAT)]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", T.FLOAT, list(x.shape))],
+                          [helper.make_tensor_value_info("q", code, list(x.shape)),
+                           helper.make_tensor_value_info("y", T.FLOAT, list(x.shape))])
+    q, y = ziggurat.compile(helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)]))(x=x)
+    want = numpy_helper.saturate_cast(x, fp8)
+    assert q.dtype == fp8
+    np.testing.assert_array_equal(q.view(np.uint8), want.view(np.uint8))
+    np.testing.assert_array_equal(y, want.astype(np.float32))
+
+
+@pytest.mark.parametrize("code", [T.FLOAT8E4M3FN, T.FLOAT8E5M2FNUZ], ids=["e4m3fn", "e5m2fnuz"])
+def test_float8_cast_without_saturation(code):
+    fp8 = _ml_dtype(code)
+    x = np.array([0.5, -3.0, 448, 464, 480, 1e6, -1e6, np.inf, -np.inf, 57344, 61440, -0.0], np.float32)
+    g = helper.make_graph([helper.make_node("Cast", ["x"], ["q"], to=code, saturate=0)], "g",
+                          [helper.make_tensor_value_info("x", T.FLOAT, [12])],
+                          [helper.make_tensor_value_info("q", code, [12])])
+    (q,) = ziggurat.compile(helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)]))(x=x)
+    np.testing.assert_array_equal(q.view(np.uint8), x.astype(fp8).view(np.uint8))
