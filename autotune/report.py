@@ -65,7 +65,7 @@ def ranking_report(tasks: Sequence[tuple[str, str]], db: JSONDatabase, target: s
             if f is not None:
                 feats.append(f)
                 costs.append(r.cost)
-        n_train = min(train, (2 * len(feats)) // 3)
+        n_train = min(train, len(feats) - max(2, len(feats) // 5))  # at least a fifth held out
         if len(feats) - n_train < 2:
             continue
         x, c = np.stack(feats), np.asarray(costs)
