@@ -35,8 +35,8 @@ def test_report_ranks_held_out_records(tmp_path):
     db = synthetic_db(tmp_path / "r.jsonl")
     rows = ranking_report([("mm_0", KERNEL)], db, TARGET, train=20, k=3)
     (row,) = rows
-    assert row["kernel"] == "mm_0" and row["train"] == 20
-    assert row["held_out"] == row["records"] - 20 >= 2
+    assert row["kernel"] == "mm_0" and row["train"] == min(20, row["records"] - max(2, row["records"] // 5))
+    assert row["held_out"] == row["records"] - row["train"] >= 2
     assert -1.0 <= row["spearman"] <= 1.0 and 0.0 <= row["top_k_recall"] <= 1.0
     assert row["spearman"] > 0.3, "costs are a function of the features; the model should rank them"
     table = format_report(rows)
