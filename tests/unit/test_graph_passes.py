@@ -59,7 +59,14 @@ def test_fused_planned_model_matches_onnxruntime(threads):
         np.testing.assert_allclose(m(**feeds)[0], want[0], rtol=1e-3, atol=1e-4)
     # conv+bn+relu | conv+bn+add+relu (the residual diamond) | max_pool | GAP | flatten | gemm+bias
     assert plain.info["stats"].kernels == 12  # the Gemm is a matmul and a bias add
-    assert fused.info["stats"].kernels == 6
+    # O2's rule-based fusion gives exactly those six groups on any host. O3 may
+    # add one layout transform: convert-layout blocks channels by the host's
+    # vector width, so with 8 f32 lanes (AVX2) the 8-channel conv chain goes
+    # to NCHW8c, with 16 (AVX-512) it stays NCHW.
+    rules = ziggurat.compile(model, target=f"llvm -num-cores={threads}", opt_level=2)
+    np.testing.assert_allclose(rules(**feeds)[0], want[0], rtol=1e-3, atol=1e-4)
+    assert rules.info["stats"].kernels == 6
+    assert fused.info["stats"].kernels in (6, 7)
     assert seen["arena"] < seen["sum"]  # type: ignore[operator]
 
 
