@@ -139,6 +139,7 @@ def compile(  # noqa: A001 - the public name, as in TVM's relay.build / torch.co
     pipeline: str | None = None,
     after_pass: PassCallback | None = None,
     tuning_db: Any = None,
+    bind: dict[str, Any] | None = None,
 ):
     """Compiles an ONNX model (path, bytes or ModelProto) for `target`.
 
@@ -149,7 +150,10 @@ def compile(  # noqa: A001 - the public name, as in TVM's relay.build / torch.co
     asks to see the passes run. `tuning_db` (a path to a JSON-lines record
     database, see `ziggurat tune`) replaces the default schedule of every
     kernel it holds a record for with the best record's (autotune/tuner.py
-    `apply_tuning`). Returns a `ziggurat.runtime.executor.CompiledModel`.
+    `apply_tuning`). `bind` maps graph inputs to values that become constants
+    (shape parameters such as a reduction's axes; the compiled model no longer
+    takes them; see frontends/onnx/specialize.py). Returns a
+    `ziggurat.runtime.executor.CompiledModel`.
     """
     from ziggurat.backends.llvm.translate import LLVMOptions
     from ziggurat.frontends.onnx import ImportedModel, import_onnx
@@ -158,6 +162,13 @@ def compile(  # noqa: A001 - the public name, as in TVM's relay.build / torch.co
     stats = CompileStats()
     tgt = Target.parse(target)
     t0 = time.perf_counter()
+    if bind:
+        if isinstance(model, ImportedModel):
+            raise CompileError("bind= applies to an ONNX model (path, bytes or ModelProto), not an imported one")
+        from ziggurat.frontends.onnx.loader import load_model
+        from ziggurat.frontends.onnx.specialize import bind_inputs
+
+        model = bind_inputs(load_model(model)[0], bind)
     imported = model if isinstance(model, ImportedModel) else import_onnx(model)
     stats.seconds["import"] = time.perf_counter() - t0
 

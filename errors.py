@@ -11,6 +11,11 @@ from __future__ import annotations
 class ZigguratError(Exception):
     """Base of every user-facing ziggurat error."""
 
+    needs_values: tuple[str, ...] = ()
+    """Graph inputs whose values would let the model compile (set by the ONNX
+    importer on shape-parameter inputs known only at run time; see
+    frontends/onnx/specialize.py)."""
+
 
 class UnsupportedOpError(ZigguratError):
     """An ONNX op (or op variant) that the frontend cannot convert."""

@@ -209,13 +209,16 @@ def freeze_inputs(model, data: Path):
 
 def run_case(folder: Path, rtol: float = RTOL, atol: float = ATOL, freeze: bool = False) -> tuple[str, str]:
     """(category, detail) of one cached case; exceptions other than clean
-    refusals propagate (the worker files them as crashed). With `freeze`,
-    non-float32 inputs become constants (see `freeze_inputs`), and the model is
-    compiled once per data set."""
+    refusals propagate (the worker files them as crashed). Shape-parameter
+    inputs that the importer needs as constants (axes, pads, sizes) are bound
+    to each data set's values and compiled per value, as the ONNX backend does
+    (frontends/onnx/specialize.py). With `freeze`, every non-float32 input is
+    bound that way (see `freeze_inputs`)."""
     import onnx
 
     import ziggurat
     from ziggurat.errors import ModelLoadError, ShapeError, UnsupportedOpError
+    from ziggurat.frontends.onnx.specialize import SpecializingModel
 
     original = onnx.load(str(folder / "model.onnx"))
     compiled, model, frozen = None, original, []
@@ -224,16 +227,26 @@ def run_case(folder: Path, rtol: float = RTOL, atol: float = ATOL, freeze: bool 
             model, frozen = freeze_inputs(original, data) if freeze else (original, [])
             try:
                 compiled = ziggurat.compile(model, target="llvm -num-cores=1")
-            except (UnsupportedOpError, ShapeError, ModelLoadError) as e:
+            except (UnsupportedOpError, ShapeError) as e:
+                if not e.needs_values:
+                    return "unsupported", f"{type(e).__name__}: {e}"
+                compiled = SpecializingModel(
+                    model, lambda m, b: ziggurat.compile(m, target="llvm -num-cores=1", bind=b), e.needs_values)
+            except ModelLoadError as e:
                 return "unsupported", f"{type(e).__name__}: {e}"
         inputs = [(j, i) for j, i in enumerate(original.graph.input) if i.name not in frozen]
         inputs = [(j, i) for j, i in inputs if i.name not in {t.name for t in original.graph.initializer}]
         feeds = [_load_value(data / f"input_{j}.pb", info) for j, info in inputs]
-        got = compiled(*feeds)
+        try:
+            got = compiled(*feeds)
+        except (UnsupportedOpError, ShapeError, ModelLoadError) as e:  # a specialized variant refused
+            return "unsupported", f"{type(e).__name__}: {e}"
         for j, info in enumerate(model.graph.output):
             why = compare(got[j], _load_value(data / f"output_{j}.pb", info), rtol, atol)
             if why is not None:
                 return "wrong result", f"{data.name} output '{info.name}': {why}"
+    if isinstance(compiled, SpecializingModel):
+        return "passed", f"specialized on the values of: {', '.join(compiled.needs)}"
     return "passed", f"frozen inputs: {', '.join(frozen)}" if frozen else ""
 
 

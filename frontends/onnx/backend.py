@@ -22,7 +22,9 @@ from onnx.backend.base import Backend, BackendRep
 
 
 class ZigguratRep(BackendRep):
-    """A compiled model behind the backend API."""
+    """A compiled model behind the backend API: a `CompiledModel`, or a
+    `SpecializingModel` when shape-parameter inputs (axes, pads, sizes) are
+    graph inputs, compiled per value at run time."""
 
     def __init__(self, compiled):
         self.compiled = compiled
@@ -44,7 +46,17 @@ class ZigguratBackend(Backend):
 
         if not cls.supports_device(device):
             raise ValueError(f"ziggurat runs on the CPU only, not on '{device}'")
-        return ZigguratRep(ziggurat.compile(model, target=kwargs.get("target", "llvm")))
+        from ziggurat.errors import ShapeError, UnsupportedOpError
+        from ziggurat.frontends.onnx.specialize import SpecializingModel
+
+        target = kwargs.get("target", "llvm")
+        try:
+            return ZigguratRep(ziggurat.compile(model, target=target))
+        except (UnsupportedOpError, ShapeError) as err:
+            if not err.needs_values:
+                raise
+            return ZigguratRep(SpecializingModel(model, lambda m, b: ziggurat.compile(m, target=target, bind=b),
+                                                 err.needs_values))
 
     @classmethod
     def run_node(cls, node: onnx.NodeProto, inputs: Sequence[np.ndarray], device: str = "CPU",

@@ -87,6 +87,7 @@ class ConversionContext:
         self._values: dict[str, Value] = {}
         self.value_types: dict[str, Attribute] = {}  # element types from ONNX type inference, by name
         self._materialized: dict[tuple[str, Shape], SSAValue] = {}
+        self.runtime_reads: list[str] = []  # names asked for as constants but known only at run time
 
     # -- bindings ------------------------------------------------------------
 
@@ -111,6 +112,15 @@ class ConversionContext:
         """The import-time value of `name`, or None when it is only known at run time."""
         value = self.lookup(name)
         return value if isinstance(value, np.ndarray) else None
+
+    def shape_parameter(self, name: str) -> np.ndarray | None:
+        """`constant(name)` for an input that decides shapes (axes, pads, sizes):
+        a run-time one is noted, so that the error the converter raises can
+        name the graph inputs to bind (frontends/onnx/specialize.py)."""
+        value = self.constant(name)
+        if value is None:
+            self.runtime_reads.append(name)
+        return value
 
     def shape(self, name: str) -> Shape:
         value = self.lookup(name)

@@ -136,7 +136,7 @@ def convert_clip(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value
 def convert_dropout(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
     """Dropout in inference: the identity (training_mode must be a constant false)."""
     mode = ctx.input(node, 2)
-    if mode is not None and (ctx.constant(mode) is None or bool(ctx.constant(mode))):
+    if mode is not None and (ctx.shape_parameter(mode) is None or bool(ctx.constant(mode))):
         raise ctx.unsupported("training_mode must be a constant false; export the model in eval mode")
     if len(node.output) > 1 and node.output[1]:
         raise ctx.unsupported("the mask output is not supported")

@@ -105,7 +105,7 @@ def const_input(ctx: ConversionContext, node: onnx.NodeProto, index: int, what: 
     name = ctx.input(node, index)
     if name is None:
         return None
-    array = ctx.constant(name)
+    array = ctx.shape_parameter(name)
     if array is None:
         raise ctx.unsupported(f"input '{what}' ('{name}') must be known at compile time (a constant or "
                               "computed from shapes); it is a run-time tensor here")

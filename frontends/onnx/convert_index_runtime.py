@@ -266,7 +266,7 @@ def convert_max_unpool(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence
     pads = list(attrs.get("pads", [0] * 2 * dims))
     out_name = ctx.input(node, 2)
     if out_name is not None:
-        target = ctx.constant(out_name)
+        target = ctx.shape_parameter(out_name)
         if target is None:
             raise ctx.unsupported(f"input 'output_shape' ('{out_name}') must be known at compile time")
         out = [int(v) for v in target.reshape(-1)]

@@ -30,7 +30,7 @@ def _constant_inputs(ctx: ConversionContext, node: onnx.NodeProto) -> dict[str, 
     out: dict[str, np.ndarray | None] = {}
     for index, role in enumerate(names[1:], start=1):
         name = ctx.input(node, index)
-        array = ctx.constant(name) if name else None
+        array = ctx.shape_parameter(name) if name else None
         if name and array is None:
             raise ctx.unsupported(f"input '{role}' must be known at compile time")
         out[role] = array if array is None or array.size else None

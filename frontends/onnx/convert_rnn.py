@@ -84,7 +84,7 @@ def prepare_recurrence(
         )
     lens = ctx.input(node, 4)
     if lens is not None:
-        values = ctx.constant(lens)
+        values = ctx.shape_parameter(lens)
         if values is None or np.any(values != seq):
             raise ctx.unsupported("sequence_lens must be a constant equal to the sequence length for every batch entry")
     return x, direction, layout, dirs, hidden

@@ -48,7 +48,7 @@ def convert_flatten(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Va
 def convert_reshape(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
     """Reshape (opsets 5+, allowzero from 14): a constant target shape where 0 copies
     the input dim (or means 0 with allowzero=1) and one -1 is inferred."""
-    target = ctx.constant(node.input[1])
+    target = ctx.shape_parameter(node.input[1])
     if target is None:
         raise ctx.unsupported(
             "the target shape must be a constant (an initializer or a Constant node); "

@@ -31,7 +31,7 @@ def _const_ints(ctx: ConversionContext, node: onnx.NodeProto, index: int, what: 
     name = ctx.input(node, index)
     if name is None:
         return None
-    array = ctx.constant(name)
+    array = ctx.shape_parameter(name)
     if array is None:
         raise ctx.unsupported(
             f"input '{what}' must be known at compile time (a constant or computed from shapes); "

@@ -27,8 +27,9 @@ which the spec, PyTorch and onnxruntime drop.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import math
 import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -113,6 +114,7 @@ from ziggurat.frontends.onnx.convert_tensor import (
 from ziggurat.frontends.onnx.expand import function_body, has_function_body
 from ziggurat.frontends.onnx.fold import fold_node, has_reference_impl
 from ziggurat.frontends.onnx.loader import ModelSource, load_model
+from ziggurat.frontends.onnx.specialize import note_needed
 from ziggurat.frontends.weights import WeightStore
 
 Converter = Callable[[ConversionContext, onnx.NodeProto], Sequence[Value]]
@@ -421,9 +423,15 @@ def _import_graph(graph: onnx.GraphProto, opset: int, inferred: dict[str, Shape]
         arg.name_hint = name_hint(info.name)
         ctx.bind(info.name, arg)
 
+    sizes = {info.name: math.prod(shape) for info, shape in zip(inputs, input_shapes)}
     for index, node in enumerate(graph.node):
         ctx.begin_node(node, _node_label(node, index))
-        _bind_outputs(ctx, node, _convert(ctx, node), inferred)
+        ctx.runtime_reads.clear()
+        try:
+            _bind_outputs(ctx, node, _convert(ctx, node), inferred)
+        except (UnsupportedOpError, ShapeError) as err:
+            note_needed(err, graph, index, ctx.runtime_reads, sizes)
+            raise
     ctx.begin_node(None)
 
     for info in graph.output:
