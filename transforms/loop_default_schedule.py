@@ -15,6 +15,7 @@ from xdsl.rewriter import InsertPoint
 from ziggurat.dialects import loop
 from ziggurat.errors import ScheduleError
 from ziggurat.lowering.qgemm import schedule_qgemm
+from ziggurat.transforms.schedule_plan import plan_narrow, schedule_block
 
 BLOCKING = (8, 6, 4, 3, 2)
 DOT_BLOCKING = (4, 3, 2)
@@ -113,9 +114,10 @@ def _depends(v: SSAValue, var: SSAValue, memo: dict) -> bool:
     return d
 
 
-def plan(nest: _ReduceNest) -> tuple[int, int, int] | None:
-    """(index of the blocked spatial loop or -1, blocking factor, reduction
-    block size or 0); None to leave the nest alone."""
+def _plan_parts(nest: _ReduceNest) -> tuple[list[int], list[int], int] | None:
+    """(spatial loops other than `L` with >= 2 trips that no `L`-dependent read
+    uses, those such reads do use, reduction block size or 0); None to leave
+    the nest alone."""
     n = len(nest.spatial)
     lvar = nest.update.vars[n - 1]
     if nest.spatial[-1].trip_count < 8:
@@ -132,16 +134,33 @@ def plan(nest: _ReduceNest) -> tuple[int, int, int] | None:
         if step is None or step < 1 or any(_depends(i, lvar, dmemo) for i in o.indices[:-1]):
             return None
         streamed.append(o)
-    best, factor = -1, 1
+    free, used = [], []
     for d in range(n - 1):
         var, trips = nest.update.vars[d], nest.spatial[d].trip_count
-        if trips < 2 or any(_depends(i, var, {}) for o in streamed for i in o.indices):
+        if trips < 2:
             continue
+        if any(_depends(i, var, {}) for o in streamed for i in o.indices):
+            used.append(d)
+        else:
+            free.append(d)
+    red = nest.reduction[0].trip_count
+    kc = KC if red > 2 * KC and red % KC == 0 else 0
+    return free, used, kc
+
+
+def plan(nest: _ReduceNest) -> tuple[int, int, int] | None:
+    """(index of the blocked spatial loop or -1, blocking factor, reduction
+    block size or 0); None to leave the nest alone."""
+    parts = _plan_parts(nest)
+    if parts is None:
+        return None
+    free, _, kc = parts
+    best, factor = -1, 1
+    for d in free:
+        trips = nest.spatial[d].trip_count
         u = next((u for u in BLOCKING if trips % u == 0), 1)
         if u > factor:
             best, factor = d, u
-    red = nest.reduction[0].trip_count
-    kc = KC if red > 2 * KC and red % KC == 0 else 0
     return best, factor, kc
 
 
@@ -442,6 +461,11 @@ class LoopDefaultSchedulePass(ModulePass):
                     if self.int8_dot != "none":
                         schedule_qgemm(fn, "qgemm", require=self.int8_dot == "vnni")
                     continue
+                if self.vector_width < 16 and (parts := _plan_parts(nest)) is not None:
+                    block = plan_narrow(nest, self.vector_width, *parts)
+                    if block is not None:  # 16 registers: rows x 2 vectors (transforms/schedule_plan.py)
+                        schedule_block(nest, block, self.vector_width)
+                        continue
                 decision = plan(nest)
                 if decision is not None:
                     schedule_reduce_nest(nest, *decision, self.vector_width)

@@ -1,0 +1,190 @@
+"""Register blocks of loop-default-schedule for 256-bit targets (AVX2: 16 ymm registers).
+
+On AVX-512 (vector width 16, 32 zmm) the default schedule blocks one spatial
+loop by up to 8 and keeps one vector per row (`plan` and
+`schedule_reduce_nest` in loop_default_schedule.py). With 8 lanes and 16
+registers, 8 accumulators of one vector each are FMA-latency bound (two FMA
+ports x 4 cycles) and every FMA needs its own broadcast. This module plans a
+2-D block instead: `rows` along a loop no streamed read uses (matmul rows,
+conv output positions) times two vectors, either two vectors along the
+vectorized loop `L` (`nvec = 2`: the 4x16 / 6x16 GEMM micro-kernel) or, when
+`L` is a single vector (a conv in NCHW8c), a second loop the streamed read
+does use (the outer output-channel block) stepped by 2. At most `MAX_ACC`
+accumulators (12 of the 16 registers; the rest hold the streamed vectors
+and a broadcast).
+
+`schedule_block` builds that nest; it generalizes `schedule_reduce_nest`
+(same init/load, reduction, store structure, the same `acc` scratch that LLVM
+keeps in registers, the same packed panels of the streamed operand) to a
+list of blocked loops and `nvec` vectors per tile point.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from xdsl.builder import Builder
+from xdsl.dialects import arith, builtin
+from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType
+from xdsl.ir import SSAValue
+from xdsl.rewriter import InsertPoint
+
+from ziggurat.dialects import loop
+
+MAX_ACC = 12  # accumulator vectors of a 16-register target
+ROWS = (6, 4, 3, 2)
+KC = 256
+
+
+@dataclass
+class BlockPlan:
+    """tile: [(spatial loop index, factor)], nvec: vectors along `L` per tile
+    point, kc: reduction block (0: none), pack: pack the streamed operand."""
+
+    tile: list[tuple[int, int]] = field(default_factory=list)
+    nvec: int = 1
+    kc: int = 0
+    pack: bool = False
+
+    @property
+    def accumulators(self) -> int:
+        n = self.nvec
+        for _, u in self.tile:
+            n *= u
+        return n
+
+
+def plan_narrow(nest, width: int, free: list[int], streamed_dims: list[int], kc: int) -> BlockPlan | None:
+    """The 2-D register block for a 16-register target, or None to keep the
+    one-vector schedule. `free`: spatial loops (not `L`) no `L`-dependent read
+    uses; `streamed_dims`: spatial loops (not `L`) such reads use in a leading
+    index (a conv's output-channel block)."""
+    from ziggurat.transforms.loop_default_schedule import _packable
+
+    spatial = nest.spatial
+    ub = spatial[-1].trip_count
+    red = nest.reduction[0].trip_count
+    if not kc and red > KC and red % KC == 0:
+        kc = KC  # a 256-deep packed slice pays off from k = 512 up with 8 lanes
+    second: tuple[int, int] | None = None
+    nvec = 1
+    if ub % (2 * width) == 0:
+        nvec = 2
+    else:
+        second = next(((d, 2) for d in streamed_dims if spatial[d].trip_count % 2 == 0), None)
+        if second is None:
+            return None
+    vecs = 2
+    best: tuple[int, int] | None = None  # (rows, loop)
+    for d in free:
+        trips = spatial[d].trip_count
+        u = next((u for u in ROWS if trips % u == 0 and u * vecs <= MAX_ACC), 1)
+        if u > 1 and (best is None or u > best[0]):
+            best = (u, d)
+    if best is None:
+        return None
+    tile = sorted([(best[1], best[0])] + ([second] if second else []))
+    pack = _packable(nest, kc, width) is not None and nvec > 1
+    return BlockPlan(tile, nvec, kc, pack)
+
+
+def schedule_block(nest, p: BlockPlan, width: int) -> None:
+    """Rewrites `nest` in place with register block `p` (see the module docstring)."""
+    from ziggurat.transforms.loop_default_schedule import _clone_redirected, _init_nest, _pack_nest, _packable
+
+    n = len(nest.spatial)
+    last = nest.spatial[-1]
+    tag = nest.update.block_name.data
+    kc, nvec = p.kc, p.nvec
+    read = _packable(nest, kc, width) if p.pack else None
+    kb = None
+    if kc:
+        _init_nest(nest)
+        top = nest.spatial[0]
+        kb = Builder(InsertPoint.before(top)).insert(loop.ForOp(0, nest.reduction[0].bounds[1], kc, "serial"))
+        kb.iv.name_hint = nest.reduction[0].iv.name_hint + "o"
+        top.detach()
+        kb.body.block.add_op(top)
+    packed = None
+    if read is not None and kb is not None:
+        elt = read.buffer.type.element_type  # type: ignore[attr-defined]
+        kbb = Builder(InsertPoint.before(nest.spatial[0]))
+        n_panels = last.trip_count // width
+        panel = kbb.insert(loop.AllocOp(MemRefType(elt, [n_panels, kc, width]), "local")).result
+        _pack_nest(kbb, kb, read.buffer, panel, kc, n_panels, width, tag)
+        packed = (read, panel)
+    for d, u in p.tile:
+        nest.spatial[d].properties["step"] = IntegerAttr(u, builtin.i64)
+    n_rows = p.accumulators // nvec
+    elt = nest.out.type.element_type  # type: ignore[attr-defined]
+    ub = last.bounds[1]
+    before = Builder(InsertPoint.before(last))
+    acc = before.insert(loop.AllocOp(MemRefType(elt, [n_rows, ub + width]), "local")).result
+    if packed is None and nvec == 1:
+        vec = before.insert(loop.ForOp(0, ub, 1, "vectorized"))
+        vec.iv.name_hint = last.iv.name_hint
+        b = Builder(InsertPoint.at_end(vec.body.block))
+        lvals: list[SSAValue] = [vec.iv]
+        panels: list[SSAValue | None] = [None]
+    else:  # the column loop walks panels of `width` lanes, nvec of them per step
+        jo = before.insert(loop.ForOp(0, ub // width, nvec))
+        jo.iv.name_hint = last.iv.name_hint + "p"
+        vec = Builder(InsertPoint.at_end(jo.body.block)).insert(loop.ForOp(0, width, 1, "vectorized"))
+        vec.iv.name_hint = last.iv.name_hint + "l"
+        b = Builder(InsertPoint.at_end(vec.body.block))
+        w = b.insert(arith.ConstantOp(IntegerAttr(width, IndexType()))).result
+        lvals, panels = [], []
+        for c in range(nvec):
+            pj = jo.iv
+            if c:
+                k = b.insert(arith.ConstantOp(IntegerAttr(c, IndexType()))).result
+                pj = b.insert(arith.AddiOp(jo.iv, k)).result
+            panels.append(pj)
+            lvals.append(b.insert(arith.AddiOp(b.insert(arith.MuliOp(pj, w)).result, vec.iv)).result)
+    base = [f.iv for f in nest.spatial[:-1]]
+    rows: list[list[SSAValue]] = [list(base)]
+    for d, u in p.tile:
+        grown = []
+        for c in range(u):
+            off = base[d]
+            if c:
+                k = b.insert(arith.ConstantOp(IntegerAttr(c, IndexType()))).result
+                off = b.insert(arith.AddiOp(base[d], k)).result
+            grown += [r[:d] + [off] + r[d + 1:] for r in rows]
+        rows = grown
+    # Tile points: acc row r holds the nvec vectors of row r side by side.
+    points = [(r, rows[r] + [lvals[c]], c) for r in range(len(rows)) for c in range(nvec)]
+    for r, ivs, _ in points:
+        if kb is None:
+            _clone_redirected(nest.init, b, ivs, nest.out, acc, r, n - 1)
+            continue
+        lb = b.insert(loop.BlockOp(f"{tag}_load", "S" * n, ivs))
+        bb = Builder(InsertPoint.at_end(lb.body.block))
+        row = bb.insert(arith.ConstantOp(IntegerAttr(r, IndexType()))).result
+        v = bb.insert(loop.LoadOp(nest.out, list(lb.vars))).result
+        bb.insert(loop.StoreOp(v, acc, [row, lb.vars[-1]]))
+    rb = b
+    red_ivs: list[SSAValue] = []
+    for k, f in enumerate(nest.reduction):
+        bounds = (0, kc, 1) if kb is not None and k == 0 else f.bounds
+        g = rb.insert(loop.ForOp(*bounds, "serial"))
+        g.iv.name_hint = f.iv.name_hint
+        red_ivs.append(g.iv)
+        rb = Builder(InsertPoint.at_end(g.body.block))
+    depth = red_ivs[0]
+    if kb is not None:
+        red_ivs[0] = rb.insert(arith.AddiOp(kb.iv, red_ivs[0])).result
+    for r, ivs, c in points:
+        if packed is None:
+            _clone_redirected(nest.update, rb, ivs + red_ivs, nest.out, acc, r, n - 1)
+        else:
+            _clone_redirected(nest.update, rb, ivs + red_ivs + [panels[c], vec.iv, depth], nest.out, acc, r,
+                              n - 1, packed=packed)
+    for r, ivs, _ in points:
+        wb = b.insert(loop.BlockOp(f"{tag}_store", "S" * n, ivs))
+        bb = Builder(InsertPoint.at_end(wb.body.block))
+        row = bb.insert(arith.ConstantOp(IntegerAttr(r, IndexType()))).result
+        v = bb.insert(loop.LoadOp(acc, [row, wb.vars[-1]])).result
+        bb.insert(loop.StoreOp(v, nest.out, list(wb.vars)))
+    last.detach()
+    last.erase()
