@@ -15,6 +15,7 @@ from xdsl.rewriter import InsertPoint
 from ziggurat.dialects import loop
 from ziggurat.errors import ScheduleError
 from ziggurat.lowering.qgemm import schedule_qgemm
+from ziggurat.transforms.schedule_pad import pad_clamped_reads
 from ziggurat.transforms.schedule_plan import plan_narrow, schedule_block
 
 BLOCKING = (8, 6, 4, 3, 2)
@@ -461,6 +462,8 @@ class LoopDefaultSchedulePass(ModulePass):
                     if self.int8_dot != "none":
                         schedule_qgemm(fn, "qgemm", require=self.int8_dot == "vnni")
                     continue
+                if self.vector_width < 16:
+                    pad_clamped_reads(nest)  # padded conv input: no tests in the register block
                 if self.vector_width < 16 and (parts := _plan_parts(nest)) is not None:
                     block = plan_narrow(nest, self.vector_width, *parts)
                     if block is not None:  # 16 registers: rows x 2 vectors (transforms/schedule_plan.py)

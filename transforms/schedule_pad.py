@@ -1,0 +1,175 @@
+"""Explicit zero padding for loop-default-schedule: clamped reads (a padded conv's input) become plain reads.
+
+convert-te-to-loop writes a padded conv's input read as
+`select(c, load B[.., select(c_h, h', 0), select(c_w, w', 0), ..], 0.0)` with
+`c_d = (x_d >= 0) & (x_d < dim_d)` and `c = c_h & c_w`. In a register block
+every row repeats those tests and LLVM turns the selects into branches
+around each broadcast. `pad_clamped_reads` gives such a read a zero-padded
+copy `P` of `B` (a `loop.alloc "local"` filled by two nests in front of the
+reduction nest: zeros, then `B` at offset `lo_d`) and reads `P[.., x_d + lo_d,
+..]` unconditionally: the same values, no tests in the reduction loops.
+`lo_d` / `hi_d` come from the index ranges of `x_d` over the loop bounds.
+"""
+
+from __future__ import annotations
+
+from xdsl.builder import Builder
+from xdsl.dialects import arith, builtin
+from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType
+from xdsl.ir import Operation, SSAValue
+from xdsl.rewriter import InsertPoint
+
+from ziggurat.dialects import loop
+
+
+def _const(v: SSAValue) -> int | float | None:
+    op = v.owner
+    if isinstance(op, arith.ConstantOp) and isinstance(op.value, (IntegerAttr, builtin.FloatAttr)):
+        return op.value.value.data  # type: ignore[union-attr]
+    return None
+
+
+def _range(v: SSAValue, ranges: dict[SSAValue, tuple[int, int]]) -> tuple[int, int] | None:
+    """Inclusive [min, max] of an index built from the block variables by +, - and * constant."""
+    if v in ranges:
+        return ranges[v]
+    c = _const(v)
+    if isinstance(c, int):
+        return c, c
+    op = v.owner
+    if isinstance(op, (arith.AddiOp, arith.SubiOp, arith.MuliOp)):
+        a, b = _range(op.lhs, ranges), _range(op.rhs, ranges)
+        if a is None or b is None:
+            return None
+        if isinstance(op, arith.AddiOp):
+            return a[0] + b[0], a[1] + b[1]
+        if isinstance(op, arith.SubiOp):
+            return a[0] - b[1], a[1] - b[0]
+        prods = [x * y for x in a for y in b]
+        return min(prods), max(prods)
+    return None
+
+
+def _in_bounds_test(c: SSAValue, x: SSAValue, dim: int) -> bool:
+    """`c` is `(x >= 0) & (x < dim)` (either order)."""
+    op = c.owner
+    if not isinstance(op, arith.AndIOp):
+        return False
+    preds = set()
+    for t in (op.lhs, op.rhs):
+        cmp = t.owner
+        if not isinstance(cmp, arith.CmpiOp) or cmp.lhs is not x:
+            return False
+        preds.add((arith.CMPI_COMPARISON_OPERATIONS[cmp.predicate.value.data], _const(cmp.rhs)))
+    return preds == {("sge", 0), ("slt", dim)}
+
+
+def _leaves(c: SSAValue) -> set[SSAValue] | None:
+    op = c.owner
+    if isinstance(op, arith.AndIOp) and not isinstance(op.lhs.owner, arith.CmpiOp):
+        a, b = _leaves(op.lhs), _leaves(op.rhs)
+        return None if a is None or b is None else a | b
+    return {c}
+
+
+def _match(read: loop.LoadOp) -> tuple[arith.SelectOp, dict[int, SSAValue]] | None:
+    """(the value select, {dim: unclamped index}) of a clamped, zero-selected read."""
+    uses = list(read.result.uses)
+    if len(uses) != 1 or not isinstance(sel := uses[0].operation, arith.SelectOp) or sel.lhs is not read.result:
+        return None
+    if _const(sel.rhs) != 0.0:
+        return None
+    shape = read.buffer.type.get_shape()  # type: ignore[attr-defined]
+    clamped: dict[int, SSAValue] = {}
+    conds = set()
+    for d, idx in enumerate(read.indices):
+        s = idx.owner
+        if isinstance(s, arith.SelectOp) and isinstance(idx.type, IndexType) and _const(s.rhs) == 0:
+            if not _in_bounds_test(s.cond, s.lhs, shape[d]):
+                return None
+            clamped[d] = s.lhs
+            conds.add(s.cond)
+    if not clamped or _leaves(sel.cond) != conds:
+        return None
+    return sel, clamped
+
+
+def _fill_nest(b: Builder, shape, name: str, body) -> None:
+    ivs = []
+    for extent in shape:
+        f = b.insert(loop.ForOp(0, extent))
+        ivs.append(f.iv)
+        b = Builder(InsertPoint.at_end(f.body.block))
+    blk = b.insert(loop.BlockOp(name, "S" * len(shape), ivs))
+    body(Builder(InsertPoint.at_end(blk.body.block)), list(blk.vars))
+
+
+def pad_clamped_reads(nest) -> int:
+    """Rewrites every clamped, zero-selected read of `nest`'s update block to
+    read a zero-padded copy; returns how many reads it rewrote."""
+    loops = nest.spatial + nest.reduction
+    if any(f.bounds[2] != 1 for f in loops):
+        return 0
+    ranges = {v: (f.bounds[0], f.bounds[1] - 1) for v, f in zip(nest.update.vars, loops)}
+    done = 0
+    for read in [o for o in nest.update.body.walk() if isinstance(o, loop.LoadOp) and o.buffer != nest.out]:
+        m = _match(read)
+        if m is None:
+            continue
+        sel, clamped = m
+        src = read.buffer
+        shape = list(src.type.get_shape())  # type: ignore[attr-defined]
+        pads = {}
+        for d, x in clamped.items():
+            r = _range(x, ranges)
+            if r is None:
+                break
+            pads[d] = (max(0, -r[0]), max(0, r[1] - (shape[d] - 1)))
+        else:
+            elt = src.type.element_type  # type: ignore[attr-defined]
+            padded = [s + sum(pads.get(d, (0, 0))) for d, s in enumerate(shape)]
+            b = Builder(InsertPoint.before(nest.spatial[0]))
+            buf = b.insert(loop.AllocOp(MemRefType(elt, padded), "local")).result
+            tag = nest.update.block_name.data
+
+            def zero(bb: Builder, ivs: list[SSAValue]) -> None:
+                z = bb.insert(arith.ConstantOp(builtin.FloatAttr(0.0, elt))).result  # type: ignore[arg-type]
+                bb.insert(loop.StoreOp(z, buf, ivs))
+
+            def copy(bb: Builder, ivs: list[SSAValue]) -> None:
+                v = bb.insert(loop.LoadOp(src, ivs)).result
+                out = list(ivs)
+                for d, (lo, _) in pads.items():
+                    if lo:
+                        out[d] = bb.insert(arith.AddiOp(ivs[d], bb.insert(arith.ConstantOp(IntegerAttr(lo, IndexType()))).result)).result
+                bb.insert(loop.StoreOp(v, buf, out))
+
+            _fill_nest(b, padded, f"{tag}_pad_zero", zero)
+            _fill_nest(b, shape, f"{tag}_pad_copy", copy)
+            rb = Builder(InsertPoint.before(read))
+            idx = list(read.indices)
+            for d, x in clamped.items():
+                lo = pads[d][0]
+                idx[d] = x if not lo else rb.insert(arith.AddiOp(x, rb.insert(arith.ConstantOp(IntegerAttr(lo, IndexType()))).result)).result
+            new = rb.insert(loop.LoadOp(buf, idx)).result
+            sel.result.replace_all_uses_with(new)
+            sel.detach()
+            sel.erase()
+            read.detach()
+            read.erase()
+            _erase_dead(nest.update)
+            done += 1
+    return done
+
+
+def _erase_dead(blk: loop.BlockOp) -> None:
+    """Drops the now unused index tests and clamps (pure arith ops) of `blk`."""
+    changed = True
+    while changed:
+        changed = False
+        for op in reversed(list(blk.body.block.ops)):
+            if isinstance(op, Operation) and op.name.startswith("arith.") and all(not r.uses for r in op.results):
+                op.detach()
+                op.erase()
+                changed = True
+
