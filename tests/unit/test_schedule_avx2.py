@@ -1,0 +1,121 @@
+"""The 8-lane (AVX2, 16 ymm) register blocks of loop-default-schedule against numpy / onnxruntime.
+
+The target is pinned to AVX2 features (`-mattr`), so these run the 8-lane
+schedule on AVX-512 hosts too: rows x 2 vectors (transforms/schedule_plan.py)
+and the zero-padded conv input (transforms/schedule_pad.py), with sizes the
+blocks do not divide.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from onnx import TensorProto, helper, numpy_helper
+
+import ziggurat
+from tests.helpers import graph_model, tensor
+from tests.unit.test_lowering_properties import np_conv, rand
+from ziggurat.dialects import graph
+from ziggurat.target import Target
+
+AVX2 = "+avx,+avx2,+fma,+f16c,+sse4.2"
+pytestmark = pytest.mark.skipif("+avx2" not in Target.parse("llvm").features(), reason="needs an AVX2 host")
+SETTINGS = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def run8(model, inputs, threads):
+    """Runs `model` for an 8-lane target; also returns the IR after loop-default-schedule."""
+    seen = {}
+
+    def grab(p, module, seconds):
+        if p.name == "loop-default-schedule":
+            seen["ir"] = str(module)
+
+    target = Target.parse(f"llvm -mattr={AVX2} -num-cores={threads}")
+    assert target.vector_width == 8
+    compiled = ziggurat.compile(model, target=target, after_pass=grab)
+    return compiled(*inputs), seen["ir"]
+
+
+@SETTINGS
+@given(m=st.one_of(st.integers(1, 26), st.sampled_from([12, 24, 36])), n=st.one_of(st.integers(8, 70), st.sampled_from([16, 32, 48, 64])),
+       k=st.sampled_from([1, 7, 300, 512, 768]), threads=st.sampled_from([1, 2]))
+def test_avx2_matmul_block_matches_numpy(m, n, k, threads):
+    """Rows (6, 4, 3 or 2, dividing m) x 2 vectors when 16 divides n, else one vector; k-blocked and packed
+    from k = 512 (a multiple of 256); otherwise the one-vector schedule (k-blocked from 768)."""
+    rng = np.random.default_rng(m * 1000 + n * 10 + k)
+    model = graph_model([(m, k), (k, n)], lambda b, x: b.insert(graph.MatmulOp(x[0], x[1], tensor((m, n)))).result)
+    a, w = rand(rng, (m, k)), rand(rng, (k, n))
+    (got,), ir = run8(model, [a, w], threads)
+    assert '"matmul_store"' in ir
+    two_vectors = n % 16 == 0 and any(m % u == 0 for u in (6, 4, 3, 2))
+    assert (f"%i1p = 0 to {n // 8} step 2 serial" in ir) == two_vectors
+    assert ('"matmul_load"' in ir) == (k == 768 or (two_vectors and k == 512))
+    np.testing.assert_allclose(got, a.astype(np.float64) @ w.astype(np.float64), rtol=1e-4, atol=1e-3)
+
+
+@SETTINGS
+@given(c=st.sampled_from([1, 3, 8, 16]), cout=st.sampled_from([2, 8, 16, 24]), h=st.integers(3, 13), w=st.integers(8, 35),
+       k=st.sampled_from([1, 3, 5]), s=st.sampled_from([1, 2]), pads=st.lists(st.integers(0, 2), min_size=4, max_size=4),
+       threads=st.sampled_from([1, 2]))
+def test_avx2_conv_block_matches_onnxruntime(c, cout, h, w, k, s, pads, threads):
+    """ONNX conv (O3: NCHW8c when the channels allow) with asymmetric padding, the padded-copy input."""
+    import onnxruntime as ort
+
+    if h + pads[0] + pads[2] < k or w + pads[1] + pads[3] < k:
+        return
+    rng = np.random.default_rng(c * 7 + cout * 11 + h * 13 + w)
+    ho, wo = (h + pads[0] + pads[2] - k) // s + 1, (w + pads[1] + pads[3] - k) // s + 1
+    wt = rand(rng, (cout, c, k, k))
+    node = helper.make_node("Conv", ["x", "w"], ["y"], pads=pads, kernel_shape=[k, k], strides=[s, s])
+    g = helper.make_graph([node], "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, c, h, w))],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, (1, cout, ho, wo))],
+                          [numpy_helper.from_array(wt, "w")])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    x = rand(rng, (1, c, h, w))
+    (got,), ir = run8(model, [x], threads)
+    if any(pads) and k > 1:
+        assert "_pad_copy" in ir
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@SETTINGS
+@given(groups=st.sampled_from([1, 2]), cin=st.integers(1, 3), cout=st.integers(1, 5), k=st.integers(1, 3),
+       s=st.integers(1, 2), p=st.integers(0, 2), h=st.integers(3, 9), w=st.integers(16, 40))
+def test_avx2_nchw_conv_matches_numpy(groups, cin, cout, k, s, p, h, w):
+    """Graph-level NCHW conv (L = output columns): 2 vectors along the columns when 16 divides them."""
+    cin, cout = cin * groups, cout * groups
+    if h + 2 * p < k:
+        return
+    rng = np.random.default_rng(cin * 100 + cout * 7 + h * 3 + w)
+    x_shape, w_shape = (1, cin, h, w), (cout, cin // groups, k, k)
+    x, wt = rand(rng, x_shape), rand(rng, w_shape)
+    want = np_conv(x, wt, (s, s), [p] * 4, (1, 1), groups)
+    model = graph_model(
+        [x_shape, w_shape],
+        lambda b, v: b.insert(graph.Conv2dOp(v[0], v[1], tensor(want.shape), (s, s), [p] * 4, (1, 1), groups)).result,
+    )
+    (got,), _ = run8(model, [x, wt], 1)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_avx2_plans():
+    """The planned blocks: 1024^3 matmul 4 rows x 2 vectors, k-blocked by 256 and packed; the NCHW8c
+    conv of 64 channels 4 rows x 2 output-channel blocks."""
+    from ziggurat.benchmarks.workloads import BUILDERS
+
+    for key, rows, block in (("matmul_1024", "0 to 1024 step 4 parallel", "memref<4x1032xf32>"),
+                             ("conv3x3", "0 to 56 step 4 serial", "memref<8x16xf32>")):
+        _, model, inputs, _ = BUILDERS[key]()
+        seen = {}
+
+        def grab(p, module, seconds):
+            if p.name == "loop-parallelize-outer":
+                seen["ir"] = str(module)
+
+        ziggurat.compile(model, target=f"llvm -mattr={AVX2} -num-cores=2", after_pass=grab)
+        assert rows in seen["ir"] and block in seen["ir"], key
