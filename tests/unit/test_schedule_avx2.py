@@ -119,3 +119,16 @@ def test_avx2_plans():
 
         ziggurat.compile(model, target=f"llvm -mattr={AVX2} -num-cores=2", after_pass=grab)
         assert rows in seen["ir"] and block in seen["ir"], key
+
+
+@SETTINGS
+@given(m=st.integers(1, 13), n=st.integers(1, 13), k=st.sampled_from([8, 40, 100]), threads=st.sampled_from([1, 2]))
+def test_avx2_dot_tile_matches_numpy(m, n, k, threads):
+    """Dense with a transposed weight: the dot-product tile keeps at most 4 x 2 accumulators on 8 lanes."""
+    rng = np.random.default_rng(m * 100 + n * 10 + k)
+    model = graph_model([(m, k), (n, k)],
+                        lambda b, x: b.insert(graph.MatmulOp(x[0], x[1], tensor((m, n)), transpose_b=True)).result)
+    a, w = rand(rng, (m, k)), rand(rng, (n, k))
+    (got,), ir = run8(model, [a, w], threads)
+    assert ir.count('loop.block "matmul" [') <= 8
+    np.testing.assert_allclose(got, a.astype(np.float64) @ w.T.astype(np.float64), rtol=1e-4, atol=1e-4)
