@@ -50,7 +50,7 @@ NATIVE: dict[str, frozenset[str]] = {
     "Mean": frozenset({"f64"}),
     **dict.fromkeys(("Neg", "Abs", "Relu"), SIGNED),
     **dict.fromkeys(_FLOAT_MATH, frozenset({"f64"})),
-    **dict.fromkeys(("ReduceSum", "ReduceProd"), NUMERIC),
+    **dict.fromkeys(("ReduceSum", "ReduceProd", "CumProd"), NUMERIC),
     **dict.fromkeys(("Less", "LessOrEqual", "Greater", "GreaterOrEqual"), NUMERIC),
     "Equal": NUMERIC | {"bool"},
     **dict.fromkeys(("And", "Or", "Xor", "Not"), frozenset({"bool"})),

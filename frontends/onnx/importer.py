@@ -97,6 +97,7 @@ from ziggurat.frontends.onnx.convert_index_runtime import RUNTIME_INDEX_CONVERTE
 from ziggurat.frontends.onnx.convert_quant import QUANT_CONVERTERS
 from ziggurat.frontends.onnx.convert_qdq import QDQ_CONVERTERS
 from ziggurat.frontends.onnx.convert_window import WINDOW_CONVERTERS
+from ziggurat.frontends.onnx.convert_cumprod import CUMPROD_CONVERTERS
 from ziggurat.frontends.onnx.convert_tensor import (
     REDUCE_KINDS,
     convert_cast,
@@ -169,6 +170,7 @@ CONVERTERS: dict[str, Converter] = {
     **SCAN_CONVERTERS,
     **ROI_ALIGN_CONVERTERS,
     **DEFORM_CONV_CONVERTERS,
+    **CUMPROD_CONVERTERS,
 }
 """ONNX op type (default domain) -> converter."""
 
