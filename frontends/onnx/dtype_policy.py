@@ -61,6 +61,7 @@ NATIVE: dict[str, frozenset[str]] = {
     "Mod": NUMERIC,
     "Pow": NUMERIC,
     "Where": ALL,
+    **dict.fromkeys(("Adagrad", "Adam", "Momentum"), frozenset({"f64", "int"})),  # int64 step count T
     # convert_index.py / convert_index_runtime.py: integer indices (and data) natively
     **dict.fromkeys(("GatherND", "ScatterElements", "Scatter", "ScatterND"), frozenset({"int", "uint"})),
     "Trilu": frozenset({"int", "uint", "bool"}),
@@ -115,7 +116,7 @@ def convert_typed(ctx: ConversionContext, node: onnx.NodeProto, convert: Callabl
         kind = kind_of(elt) if elt is not None else None
         if kind is None or kind in native:
             continue
-        if kind in ("f64", "f16"):
+        if kind in ("f64", "f16", "bf16"):
             wrap.append((name, elt))  # type: ignore[arg-type]
         elif runtime and refused is None:
             refused = (name, elt)  # type: ignore[assignment]

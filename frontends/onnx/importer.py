@@ -98,6 +98,7 @@ from ziggurat.frontends.onnx.convert_quant import QUANT_CONVERTERS
 from ziggurat.frontends.onnx.convert_qdq import QDQ_CONVERTERS
 from ziggurat.frontends.onnx.convert_window import WINDOW_CONVERTERS
 from ziggurat.frontends.onnx.convert_cumprod import CUMPROD_CONVERTERS
+from ziggurat.frontends.onnx.convert_training import TRAINING_CONVERTERS, TRAINING_DEFAULT_OPSET, TRAINING_DOMAIN
 from ziggurat.frontends.onnx.convert_tensor import (
     REDUCE_KINDS,
     convert_cast,
@@ -179,6 +180,15 @@ MIN_OPSET = 7
 
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 
+DOMAIN_CONVERTERS: dict[tuple[str, str], Converter] = {**TRAINING_CONVERTERS}
+"""(domain, op type) -> converter for ops of other domains."""
+
+
+def _converter(node: onnx.NodeProto) -> Converter | None:
+    if node.domain in _DEFAULT_DOMAINS:
+        return CONVERTERS.get(node.op_type)
+    return DOMAIN_CONVERTERS.get((node.domain, node.op_type))
+
 
 class ShapeMismatchWarning(UserWarning):
     """A computed shape differs from the model's declared or ONNX-inferred one."""
@@ -220,6 +230,8 @@ def _node_label(node: onnx.NodeProto, index: int) -> str:
 
 def _default_opset(model: onnx.ModelProto, label: str) -> int:
     versions = [entry.version for entry in model.opset_import if entry.domain in _DEFAULT_DOMAINS]
+    if not versions and {entry.domain for entry in model.opset_import} == {TRAINING_DOMAIN}:
+        return TRAINING_DEFAULT_OPSET  # an optimizer model: its ops were defined against this opset
     if not versions:
         raise ModelLoadError(f"{label} imports no opset of the default ONNX domain; re-export it with an ONNX opset.")
     if versions[0] < MIN_OPSET:
@@ -234,14 +246,14 @@ def _check_supported(graph: onnx.GraphProto, opset: int) -> None:
     """Raises for the first node without a converter, naming the other missing op types."""
     unsupported = [
         (index, node) for index, node in enumerate(graph.node)
-        if node.domain not in _DEFAULT_DOMAINS
-        or (node.op_type not in CONVERTERS and not has_reference_impl(node.op_type, opset)
+        if (node.domain not in _DEFAULT_DOMAINS and _converter(node) is None)
+        or (node.domain in _DEFAULT_DOMAINS and node.op_type not in CONVERTERS and not has_reference_impl(node.op_type, opset)
             and not has_function_body(node.op_type, opset))
     ]
     if not unsupported:
         return
     index, node = unsupported[0]
-    reasons = [f"it belongs to domain '{node.domain}'"] if node.domain not in _DEFAULT_DOMAINS else []
+    reasons = [f"it belongs to domain '{node.domain}'"] if _converter(node) is None and node.domain not in _DEFAULT_DOMAINS else []
     others = sorted({n.op_type for _, n in unsupported} - {node.op_type})
     if others:
         reasons.append(f"the model also uses the unsupported op(s) {', '.join(others)}")
@@ -369,7 +381,7 @@ def _convert(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
     folded = fold_node(ctx, node)
     if folded is not None:
         return folded
-    converter = CONVERTERS.get(node.op_type)
+    converter = _converter(node)
     if converter is None:
         body = function_body(ctx, node)
         if body is not None:
