@@ -422,6 +422,16 @@ class LoopDefaultSchedulePass(ModulePass):
     rows by 32 columns, the k loop outside the block, and every 16-column x
     4-k step tensorized onto `x86_vnni_u8s8_16x4` (docs/hw-level.md).
 
+    With 8 lanes (`vector-width=8`, AVX2: 16 registers) the block is 2-D
+    instead (transforms/schedule_plan.py): `U` rows (6, 4, 3 or 2) times two
+    vectors, along `L` (`L` walks 8-lane panels two at a time) or, when `L`
+    is one vector (a conv in NCHW8c), over a second output-channel block, at
+    most 12 accumulators; matmuls are k-blocked and packed from k = 512 (k =
+    256 as one block with >= 32 rows). A padded conv's clamped input read
+    becomes a read of a zero-padded local copy (transforms/schedule_pad.py),
+    and a dot-product tile keeps at most 4 x 2 points. Vector width 16 keeps
+    the schedule above.
+
     **Options:** `vector-width` (default 16); `int8-dot` (`auto`: VNNI when
     the host has AVX512-VNNI; `vnni`; `none`: leave qgemm nests scalar).
 
