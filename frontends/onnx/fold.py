@@ -3,8 +3,13 @@
 A node whose inputs are all import-time constants (initializers, `Constant`
 nodes, or results of earlier folded nodes) is evaluated here with ONNX's own
 numpy reference semantics (`onnx.reference`), at the model's opset, and its
-outputs stay import-time constants. `Shape` and `Size` need only the static
-shape of their input, so they fold even on run-time tensors. Together this
+outputs stay import-time constants. `Shape`, `Size` and `EyeLike` need only
+the static shape (and element type) of their input, so they fold even on
+run-time tensors. Generator ops (`ConstantOfShape`, `Range`, the window
+functions, `MelWeightMatrix`) have only shape-parameter inputs: given
+run-time ones, they raise an error that names the graph inputs to bind
+(`ctx.shape_parameter`, frontends/onnx/specialize.py), and a compile bound to
+their values folds them. Together this
 makes the shape arithmetic that PyTorch and HuggingFace exports carry
 (Shape -> Gather -> Unsqueeze -> Concat -> Reshape, ConstantOfShape, Range,
 Equal, Where, ...) disappear at import time: only tensor compute reaches the
@@ -20,6 +25,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
+from ziggurat import dtypes
 from ziggurat.errors import ZigguratError
 from ziggurat.frontends.onnx.context import ConversionContext, attributes
 
@@ -27,6 +33,12 @@ NONDETERMINISTIC = frozenset(
     {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"}
 )
 """Ops that must not be evaluated at import time even on known inputs."""
+
+GENERATOR_OPS = frozenset(
+    {"ConstantOfShape", "Range", "HannWindow", "HammingWindow", "BlackmanWindow", "MelWeightMatrix"}
+)
+"""Ops whose every input is a shape parameter: their output (values and
+shape) is fully decided by those values, so it is a compile-time constant."""
 
 MAX_FOLDED_ELEMENTS = 1 << 24
 """Results larger than this stay run-time computations (guards against blow-ups)."""
@@ -37,11 +49,15 @@ def fold_node(ctx: ConversionContext, node: onnx.NodeProto) -> list[np.ndarray] 
     is only known at run time (or the op must not be folded)."""
     if node.op_type in ("Shape", "Size"):
         return [_shape_op(ctx, node)]
+    if node.op_type == "EyeLike" and ctx.constant(node.input[0]) is None:
+        return evaluate(ctx, node, {node.input[0]: _placeholder(ctx, node.input[0])})
     if node.op_type in NONDETERMINISTIC or node.op_type == "Constant":
         return None
     if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute):
         return None
     names = [name for name in node.input if name]
+    if node.op_type in GENERATOR_OPS:
+        return _generate(ctx, node, names)
     arrays = [ctx.constant(name) for name in names]
     if any(a is None for a in arrays):
         return None
@@ -63,6 +79,32 @@ def _shape_op(ctx: ConversionContext, node: onnx.NodeProto) -> np.ndarray:
     start, end = attrs.get("start", 0), attrs.get("end", rank)
     start, end = [min(max(v + rank if v < 0 else v, 0), rank) for v in (start, end)]
     return np.array(shape[start:end], np.int64)
+
+
+def _placeholder(ctx: ConversionContext, name: str) -> np.ndarray:
+    """Zeros of the static shape and element type of run-time tensor `name`
+    (for ops that read only those)."""
+    value = ctx.value(name)
+    return np.zeros(ctx.shape(name), dtypes.to_numpy(dtypes.element_of(value.type)))
+
+
+def _generate(ctx: ConversionContext, node: onnx.NodeProto, names: list[str]) -> list[np.ndarray]:
+    """A generator op evaluated on its shape-parameter inputs; raises (noting
+    the run-time ones for specialization) when some are not known."""
+    arrays = [ctx.shape_parameter(name) for name in names]
+    runtime = [name for name, array in zip(names, arrays) if array is None]
+    if runtime:
+        listed = ", ".join(f"'{n}'" for n in runtime)
+        raise ctx.unsupported(
+            f"its input(s) {listed} decide the output's shape and values, so they must be known at compile "
+            "time (constants, shapes, or bound graph inputs); here they are run-time tensors"
+        )
+    if not has_reference_impl(node.op_type, ctx.opset):
+        raise ctx.unsupported(f"it cannot be evaluated at import time at opset {ctx.opset}")
+    outputs = evaluate(ctx, node, dict(zip(names, arrays)))  # type: ignore[arg-type]
+    if any(np.asarray(o).size > MAX_FOLDED_ELEMENTS for o in outputs):
+        raise ctx.unsupported(f"its output has more than {MAX_FOLDED_ELEMENTS} elements")
+    return outputs
 
 
 @lru_cache(maxsize=None)
