@@ -88,6 +88,7 @@ class ConversionContext:
         self.value_types: dict[str, Attribute] = {}  # element types from ONNX type inference, by name
         self._materialized: dict[tuple[str, Shape], SSAValue] = {}
         self.runtime_reads: list[str] = []  # names asked for as constants but known only at run time
+        self.reads: dict[str, tuple[str, ...]] = {}  # value name -> the names its node read (bodies, branches too)
 
     # -- bindings ------------------------------------------------------------
 
@@ -125,6 +126,12 @@ class ConversionContext:
     def shape(self, name: str) -> Shape:
         value = self.lookup(name)
         return tuple(value.shape) if isinstance(value, np.ndarray) else shape_of(value)
+
+    def forget_materialized(self, names: set[str]) -> None:
+        """Drops the graph.constant ops cached for `names`: a subgraph converted
+        once per iteration binds its names to new arrays each time."""
+        for key in [key for key in self._materialized if key[0] in names]:
+            del self._materialized[key]
 
     def value(self, name: str) -> SSAValue:
         """`name` as an SSA value, materializing a constant at its first use."""

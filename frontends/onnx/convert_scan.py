@@ -107,6 +107,7 @@ def convert_scan(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value
         for name, array in initializers.items():
             ctx.bind(name, array)
         for t in range(steps):
+            ctx.forget_materialized(body_names)  # each iteration binds its names to new values
             for info, value in zip(body.input[:n_state], states):
                 ctx.bind(info.name, value)
             for info, x, axis, direction in zip(body.input[n_state:], scan_values, in_axes, in_dirs):
@@ -121,6 +122,7 @@ def convert_scan(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value
                 collected[j].append(results[n_state + j])
     finally:
         ctx.begin_node(*outer)
+        ctx.forget_materialized(body_names)
         for name, value in saved.items():
             ctx.bind(name, value)
     outputs: list[Value] = list(states)

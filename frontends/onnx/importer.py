@@ -98,6 +98,7 @@ from ziggurat.frontends.onnx.convert_quant import QUANT_CONVERTERS
 from ziggurat.frontends.onnx.convert_qdq import QDQ_CONVERTERS
 from ziggurat.frontends.onnx.convert_window import WINDOW_CONVERTERS
 from ziggurat.frontends.onnx.convert_cumprod import CUMPROD_CONVERTERS
+from ziggurat.frontends.onnx.convert_control import CONTROL_CONVERTERS, node_reads
 from ziggurat.frontends.onnx.convert_training import TRAINING_CONVERTERS, TRAINING_DEFAULT_OPSET, TRAINING_DOMAIN
 from ziggurat.frontends.onnx.convert_tensor import (
     REDUCE_KINDS,
@@ -172,6 +173,7 @@ CONVERTERS: dict[str, Converter] = {
     **ROI_ALIGN_CONVERTERS,
     **DEFORM_CONV_CONVERTERS,
     **CUMPROD_CONVERTERS,
+    **CONTROL_CONVERTERS,
 }
 """ONNX op type (default domain) -> converter."""
 
@@ -356,6 +358,7 @@ def _bind_outputs(
     ctx: ConversionContext, node: onnx.NodeProto, values: Sequence[Value], inferred: dict[str, Shape]
 ) -> None:
     """Binds the node's outputs, cross-checking their shapes with `inferred`."""
+    reads = node_reads(node)
     for index, name in enumerate(node.output):
         if not name:
             continue
@@ -374,6 +377,25 @@ def _bind_outputs(
         if not isinstance(value, np.ndarray) and value.name_hint is None:
             value.name_hint = name_hint(name)
         ctx.bind(name, value)
+        ctx.reads[name] = reads
+
+
+def _sources(ctx: ConversionContext, names: Sequence[str]) -> list[str]:
+    """`names` traced back through the nodes that computed them (function
+    bodies, If branches and Loop bodies too) to the names no node computed."""
+    found: list[str] = []
+    seen: set[str] = set()
+    stack = list(names)
+    while stack:
+        name = stack.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        if name in ctx.reads:
+            stack.extend(ctx.reads[name])
+        elif name not in found:
+            found.append(name)
+    return found
 
 
 def _convert(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
@@ -444,7 +466,7 @@ def _import_graph(graph: onnx.GraphProto, opset: int, inferred: dict[str, Shape]
         try:
             _bind_outputs(ctx, node, _convert(ctx, node), inferred)
         except (UnsupportedOpError, ShapeError) as err:
-            note_needed(err, graph, index, ctx.runtime_reads, sizes)
+            note_needed(err, graph, index, _sources(ctx, ctx.runtime_reads), sizes)
             raise
     ctx.begin_node(None)
 
