@@ -21,8 +21,10 @@ cmpi slt/ult, extsi/extui, sitofp/uitofp) from the graph op's operand types,
 and `scalar_type`/`signless_tensor` drop the signedness for the levels below.
 A bool is `i1` in registers and one byte (0 or 1, numpy's layout) in memory.
 A bfloat16 is a storage type: its bits are an `i16` below the graph level, and
-`graph.cast` converts it to and from float32 (round to nearest even); only
-Cast, Where and data movement take it (the frontend's element-type policy). The 4- and
+`graph.cast` converts it to and from float32 (round to nearest even); Cast,
+Where and data movement take it as is, and every other op computes in float32
+with its result rounded to bfloat16 (the frontend's element-type policy,
+`frontends/onnx/dtype_policy.py` and `bf16_math.py`). The 4- and
 2-bit integers are storage types too: one byte per element holding the value
 in its low bits (ml_dtypes' layout, an `i8` below the graph level); only data
 movement, Where and Cast handle them. So do the float8 formats (one byte,

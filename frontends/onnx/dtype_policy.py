@@ -5,15 +5,16 @@ Every converter handles float32. `NATIVE` lists, per ONNX op type, the other
 element kinds its converter builds IR for directly (`f64`, `f16`, `int`
 (signed), `uint`, `bool`). For an op converted outside that list:
 
-* float16/float64 inputs of an op that has no native form for them are
+* float16/float64/bfloat16 inputs of an op that has no native form for them are
   computed in float32: the inputs are cast to float32 (`graph.cast`), the op is
   converted as usual, and each float32 result is cast back to the type ONNX
-  type inference gives the output (else the first float input's type);
-* integer, bool, bfloat16, float8 and 4-/2-bit integer run-time inputs give a clean
-  `UnsupportedOpError` that names the op, the input and its type. (bfloat16
-  computed in float32 and rounded once differs from ONNX's reference, which
-  rounds after every step, by one bfloat16 ulp: more than the conformance
-  tolerance, so bfloat16 is a storage type: Cast, Where and data movement.)
+  type inference gives the output (else the first float input's type). For
+  bfloat16 that rounds each node's result once, as onnx's reference (numpy on
+  ml_dtypes) does for elementwise ops and MatMul; ops the reference computes
+  in several rounded steps (Softmax) are rebuilt step by step in
+  `bf16_math.py`;
+* integer, bool, float8 and 4-/2-bit integer run-time inputs give a clean
+  `UnsupportedOpError` that names the op, the input and its type.
 
 After each node, the ops it emitted are verified; an element-type mismatch
 that slipped through is reported as an `UnsupportedOpError` for that node, not
@@ -33,6 +34,7 @@ from xdsl.utils.exceptions import VerifyException
 from ziggurat import dtypes
 from ziggurat.dialects.graph_dtype import CastOp
 from ziggurat.errors import ZigguratError
+from ziggurat.frontends.onnx import bf16_math
 from ziggurat.frontends.onnx.context import ConversionContext, Value, element_type, shape_of, tensor_type
 
 ALL = frozenset({"f64", "f16", "bf16", "int", "uint", "bool", "sub-byte", "fp8"})
@@ -135,6 +137,9 @@ def convert_typed(ctx: ConversionContext, node: onnx.NodeProto, convert: Callabl
                               f"{_supported(native)} run-time tensors")
     if not wrap:
         return _verified(ctx, convert)
+    stepwise = bf16_math.STEPWISE.get(node.op_type)
+    if stepwise is not None and ctx.opset >= stepwise[0] and any(isinstance(e, BFloat16Type) for _, e in wrap):
+        return _verified(ctx, lambda: stepwise[1](ctx, node))
     return _in_float32(ctx, node, convert, wrap, out_types)
 
 
