@@ -237,11 +237,30 @@ def _default_opset(model: onnx.ModelProto, label: str) -> int:
     if not versions:
         raise ModelLoadError(f"{label} imports no opset of the default ONNX domain; re-export it with an ONNX opset.")
     if versions[0] < MIN_OPSET:
+        changed = _changed_since(model.graph, versions[0])
+        if not changed:
+            return MIN_OPSET  # every op it uses means the same at MIN_OPSET
         raise ModelLoadError(
-            f"{label} uses opset {versions[0]}; ziggurat supports opset {MIN_OPSET} and newer. "
-            "Upgrade it with onnx.version_converter.convert_version(model, 17)."
+            f"{label} uses opset {versions[0]}; ziggurat supports opset {MIN_OPSET} and newer, and the op(s) "
+            f"{', '.join(changed)} changed since. Upgrade it with onnx.version_converter.convert_version(model, 17)."
         )
     return versions[0]
+
+
+def _changed_since(graph: onnx.GraphProto, opset: int) -> list[str]:
+    """The op types of `graph` whose definition at `opset` is not the one at
+    MIN_OPSET (or that carry subgraphs, which are not checked)."""
+    changed = set()
+    for node in graph.node:
+        try:
+            old = onnx.defs.get_schema(node.op_type, opset, node.domain).since_version
+            new = onnx.defs.get_schema(node.op_type, MIN_OPSET, node.domain).since_version
+        except onnx.defs.SchemaError:
+            old, new = -1, 0
+        if old != new or any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+                             for a in node.attribute):
+            changed.add(node.op_type)
+    return sorted(changed)
 
 
 def _check_supported(graph: onnx.GraphProto, opset: int) -> None:

@@ -575,8 +575,13 @@ def test_declared_shape_mismatch_warns_and_computed_shape_wins():
 
 
 def test_old_opset_is_a_load_error():
-    with pytest.raises(ModelLoadError, match="opset 6"):
-        import_onnx(single_op("Relu", [(2,)], opset=6))
+    # Add changed at opset 7 (numpy broadcasting replaced the `broadcast` attribute)
+    with pytest.raises(ModelLoadError, match="opset 6.*Add changed since"):
+        import_onnx(single_op("Add", [(2,), (2,)], opset=6))
+
+
+def test_old_opset_with_unchanged_ops_imports():
+    assert import_onnx(single_op("Relu", [(2,)], opset=6)).output_shapes == [(2,)]
 
 
 # ---------------------------------------------------------------------------
