@@ -151,7 +151,10 @@ def convert_batch_norm(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence
     running statistics. training_mode=1 (14+) and spatial=0 (7-8) are unsupported."""
     attrs = attributes(node)
     if attrs.get("training_mode", 0):
-        raise ctx.unsupported("training_mode=1 is not supported; export the model in eval mode")
+        return _batch_norm_training(ctx, node, attrs)
+    if ctx.opset < 14 and len([o for o in node.output if o]) > 1:
+        raise ctx.unsupported("the training outputs of opset < 14 (is_test=0) are not supported; use opset 14+ "
+                              "with training_mode=1")
     if not attrs.get("spatial", 1):
         raise ctx.unsupported("spatial=0 (per-element statistics) is not supported")
     x = ctx.value(node.input[0])
@@ -163,6 +166,41 @@ def convert_batch_norm(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence
         raise ctx.shape_error(f"scale, bias, mean and var must all have shape ({xs[1]},)")
     epsilon = float32_literal(attrs.get("epsilon", 1e-5))
     return [ctx.emit(graph.BatchNormOp(x, *params, epsilon=epsilon))]
+
+
+def _batch_norm_training(ctx: ConversionContext, node: onnx.NodeProto, attrs: dict[str, Any]) -> Sequence[Value]:
+    """BatchNormalization training_mode=1 (opsets 14+): normalizes with the batch
+    statistics (mean and population variance over every axis but 1) and returns
+    the running statistics updated with `momentum`: r' = r * momentum + b * (1 - momentum)."""
+    x = ctx.value(node.input[0])
+    xs = shape_of(x)
+    if len(xs) < 2:
+        raise ctx.shape_error(f"input shape {xs} needs rank >= 2")
+    params = [ctx.value(name) for name in node.input[1:5]]
+    if any(shape_of(p) != (xs[1],) for p in params):
+        raise ctx.shape_error(f"scale, bias, mean and var must all have shape ({xs[1]},)")
+    axes = [d for d in range(len(xs)) if d != 1]
+    kept = tuple(1 if d != 1 else n for d, n in enumerate(xs))
+    mean = ctx.emit(graph.ReduceOp(x, "mean", axes, True, tensor_type(kept, x.type.element_type)))
+    centered = ctx.emit(graph.SubOp(x, mean, x.type))
+    var = ctx.emit(graph.ReduceOp(ctx.emit(graph.MulOp(centered, centered, x.type)), "mean", axes, True, mean.type))
+    batch_mean, batch_var = ctx.reshape(mean, [xs[1]]), ctx.reshape(var, [xs[1]])
+    epsilon = float32_literal(attrs.get("epsilon", 1e-5))
+    y = ctx.emit(graph.BatchNormOp(x, params[0], params[1], batch_mean, batch_var, epsilon=epsilon))
+    momentum = float(attrs.get("momentum", 0.9))
+    weights = [np.array([momentum], np.float32), np.array([1.0 - momentum], np.float32)]
+    keep, take = (ctx.add_constant(w.astype(_np_dtype(x)), f"{ctx.node_label}.{n}")
+                  for w, n in zip(weights, ("momentum", "one_minus_momentum")))
+    updated = [ctx.emit(graph.AddOp(ctx.emit(graph.MulOp(running, keep, running.type)),
+                                    ctx.emit(graph.MulOp(batch, take, batch.type)), batch.type))
+               for running, batch in ((params[2], batch_mean), (params[3], batch_var))]
+    return [y, *updated]
+
+
+def _np_dtype(value: SSAValue) -> np.dtype:
+    from ziggurat import dtypes
+
+    return dtypes.to_numpy(value.type.element_type)  # type: ignore[attr-defined]
 
 
 # ---------------------------------------------------------------------------

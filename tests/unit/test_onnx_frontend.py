@@ -439,10 +439,10 @@ def test_max_pool_indices_output_is_unsupported():
         import_onnx(model)
 
 
-def test_batch_norm_training_mode_is_unsupported():
+def test_batch_norm_training_mode_uses_batch_statistics():
+    # numerics against onnx's reference: tests/unit/test_onnx_batchnorm_training.py
     model = single_op("BatchNormalization", [(1, 3, 4, 4)], {"training_mode": 1}, PARAMS["bn"], ["s", "b", "m", "v"])
-    with pytest.raises(UnsupportedOpError, match="training_mode"):
-        import_onnx(model)
+    assert "graph.reduce" in op_names(imported_ok(model))
 
 
 # ---------------------------------------------------------------------------
