@@ -98,6 +98,7 @@ from ziggurat.frontends.onnx.convert_quant import QUANT_CONVERTERS
 from ziggurat.frontends.onnx.convert_qdq import QDQ_CONVERTERS
 from ziggurat.frontends.onnx.convert_window import WINDOW_CONVERTERS
 from ziggurat.frontends.onnx.convert_cumprod import CUMPROD_CONVERTERS
+from ziggurat.frontends.onnx.convert_col2im import COL2IM_CONVERTERS
 from ziggurat.frontends.onnx.convert_control import CONTROL_CONVERTERS, node_reads
 from ziggurat.frontends.onnx.convert_training import TRAINING_CONVERTERS, TRAINING_DEFAULT_OPSET, TRAINING_DOMAIN
 from ziggurat.frontends.onnx.convert_tensor import (
@@ -174,6 +175,7 @@ CONVERTERS: dict[str, Converter] = {
     **DEFORM_CONV_CONVERTERS,
     **CUMPROD_CONVERTERS,
     **CONTROL_CONVERTERS,
+    **COL2IM_CONVERTERS,
 }
 """ONNX op type (default domain) -> converter."""
 

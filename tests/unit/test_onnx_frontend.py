@@ -209,6 +209,7 @@ SINGLE_OP_CASES |= {  # the converters of convert_window.py, convert_index.py an
     "LpPool": ("LpPool", [(1, 3, 5, 5, 5)], {"kernel_shape": [2, 2, 2]}, [], [], (1, 3, 4, 4, 4)),
     "CumSum": ("CumSum", [(2, 3)], {"reverse": 1}, [ints("ax", 1)], ["ax"], (2, 3)),
     "CumProd": ("CumProd", [(2, 3)], {"exclusive": 1}, [ints("ax", 1)], ["ax"], (2, 3)),
+    "Col2Im": ("Col2Im", [(1, 4, 16)], {}, [ints("im", [5, 5]), ints("bl", [2, 2])], ["im", "bl"], (1, 1, 5, 5)),
     "Hardmax": ("Hardmax", [(2, 3)], {}, [], [], (2, 3)),
     "Trilu": ("Trilu", [(3, 4)], {"upper": 0}, [], [], (3, 4)),
     "GatherND": ("GatherND", [(3, 4)], {}, [ints("i", [[0, 1], [2, 3]])], ["i"], (2,)),
@@ -245,7 +246,7 @@ def test_every_converter_has_a_single_op_case():
 @pytest.mark.parametrize("case", SINGLE_OP_CASES, ids=str)
 def test_single_op_imports(case):
     op_type, shapes, attrs, inits, extra, expected = SINGLE_OP_CASES[case]
-    opset = {"Mish": 18, "Gelu": 20, "RMSNormalization": 23, "Upsample": 9, "Scatter": 10, "DeformConv": 19, "CumProd": 26}.get(op_type, 17)  # ops newer than opset 17
+    opset = {"Mish": 18, "Gelu": 20, "RMSNormalization": 23, "Upsample": 9, "Scatter": 10, "DeformConv": 19, "CumProd": 26, "Col2Im": 18}.get(op_type, 17)  # ops newer than opset 17
     imported = imported_ok(single_op(op_type, shapes, attrs, inits, extra, opset=opset, rank=len(expected)))
     assert imported.output_shapes == [expected]
     assert imported.input_shapes == [tuple(s) for s in shapes]
