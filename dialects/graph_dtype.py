@@ -1,4 +1,4 @@
-"""Element-type ops of the `graph` dialect: casts, integer and bitwise arithmetic,
+"""Element-type ops of the `graph` dialect: casts and bitcasts, integer and bitwise arithmetic,
 and Gather with run-time indices.
 
 These ops belong to the `graph` dialect (`dialects/graph.py` imports them and
@@ -64,6 +64,43 @@ class CastOp(IRDLOperation):
 
     def verify_(self) -> None:
         _require(_shape(self.input) == _shape(self.result), self, "input and result shapes differ")
+
+
+def bit_width(elt: Attribute) -> int | None:
+    """The width in bits of an element type as ONNX counts it (bool: 8, one
+    byte; int4/uint4: 4; float8: 8), or None when it has none."""
+    if isinstance(elt, IntegerType):
+        return 8 if elt.width.data == 1 else elt.width.data
+    return getattr(elt, "bitwidth", None)
+
+
+@irdl_op_definition
+class BitcastOp(IRDLOperation):
+    """Elementwise reinterpretation of each element's bits as the result's
+    element type of the same width (ONNX BitCast): float32 <-> int32, float16
+    <-> bfloat16 <-> int16, float8 <-> (u)int8, int4 <-> uint4, ... A bool is
+    one byte: to bool reads `byte != 0`, from bool gives 0 or 1.
+
+    ```mlir
+    %y = graph.bitcast %x : tensor<4xf32> -> tensor<4xi32>
+    ```
+    """
+
+    name = "graph.bitcast"
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure(), OpPattern(PatternKind.ELEMWISE))
+    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
+
+    def __init__(self, x: SSAValue, result_type: Attribute):
+        super().__init__(operands=[x], result_types=[result_type])
+
+    def verify_(self) -> None:
+        _require(_shape(self.input) == _shape(self.result), self, "input and result shapes differ")
+        src, dst = _elt(self.input), _elt(self.result)
+        width = bit_width(src)
+        _require(width is not None and width == bit_width(dst), self,
+                 f"element types {describe(src)} and {describe(dst)} differ in bit width")
 
 
 def _int_operands(op: BinaryOp | UnaryOp, what: str, allow_bool: bool) -> None:
@@ -213,4 +250,4 @@ class GatherOp(IRDLOperation):
         _require(_elt(self.input) == _elt(self.result), self, "input and result element types differ")
 
 
-DTYPE_OPS: list[type[IRDLOperation]] = [CastOp, ModOp, BitShiftOp, BitAndOp, BitOrOp, BitXorOp, BitNotOp, GatherOp]
+DTYPE_OPS: list[type[IRDLOperation]] = [CastOp, BitcastOp, ModOp, BitShiftOp, BitAndOp, BitOrOp, BitXorOp, BitNotOp, GatherOp]

@@ -63,6 +63,7 @@ NATIVE: dict[str, frozenset[str]] = {
     "Mod": NUMERIC,
     "Pow": NUMERIC,
     "Where": ALL,
+    "BitCast": ALL,
     **dict.fromkeys(("If", "Loop"), ALL),  # control flow: the branches/body convert their own nodes
     **dict.fromkeys(("Adagrad", "Adam", "Momentum"), frozenset({"f64", "int"})),  # int64 step count T
     # convert_index.py / convert_index_runtime.py: integer indices (and data) natively
