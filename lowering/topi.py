@@ -519,3 +519,7 @@ COMPUTE_DEFS.update(LAYOUT_COMPUTE_DEFS)
 from ziggurat.lowering.topi_quant import QUANT_COMPUTE_DEFS  # noqa: E402
 
 COMPUTE_DEFS.update(QUANT_COMPUTE_DEFS)
+
+from ziggurat.lowering.topi_bitcast import BITCAST_COMPUTE_DEFS  # noqa: E402
+
+COMPUTE_DEFS.update(BITCAST_COMPUTE_DEFS)
