@@ -97,6 +97,7 @@ from ziggurat.frontends.onnx.convert_index_runtime import RUNTIME_INDEX_CONVERTE
 from ziggurat.frontends.onnx.convert_quant import QUANT_CONVERTERS
 from ziggurat.frontends.onnx.convert_qdq import QDQ_CONVERTERS
 from ziggurat.frontends.onnx.convert_window import WINDOW_CONVERTERS
+from ziggurat.frontends.onnx.convert_bitcast import BITCAST_CONVERTERS
 from ziggurat.frontends.onnx.convert_cumprod import CUMPROD_CONVERTERS
 from ziggurat.frontends.onnx.convert_col2im import COL2IM_CONVERTERS
 from ziggurat.frontends.onnx.convert_control import CONTROL_CONVERTERS, node_reads
@@ -174,6 +175,7 @@ CONVERTERS: dict[str, Converter] = {
     **ROI_ALIGN_CONVERTERS,
     **DEFORM_CONV_CONVERTERS,
     **CUMPROD_CONVERTERS,
+    **BITCAST_CONVERTERS,
     **CONTROL_CONVERTERS,
     **COL2IM_CONVERTERS,
 }
