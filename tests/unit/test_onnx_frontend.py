@@ -235,6 +235,7 @@ def test_every_converter_has_a_single_op_case():
     tested_elsewhere |= {"If", "Loop"}  # subgraphs: tests/unit/test_onnx_control.py
     tested_elsewhere |= {"MaxUnpool", "TensorScatter"}  # integer inputs: tests/unit/test_onnx_index_ops.py
     tested_elsewhere |= {"RoiAlign"}  # integer batch indices: tests/unit/test_onnx_roi_align.py
+    tested_elsewhere |= {"BitCast"}  # every element type pair: tests/unit/test_onnx_bitcast.py
     # integer inputs: tests/unit/test_onnx_dtypes.py
     tested_elsewhere |= {"BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot", "Mod", "BitShift"}
     # 8-bit inputs against onnxruntime: tests/unit/test_onnx_quant.py
