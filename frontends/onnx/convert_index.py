@@ -47,6 +47,7 @@ from xdsl.ir import Attribute, SSAValue
 
 from ziggurat.dialects import graph
 from ziggurat.frontends.onnx.context import ConversionContext, Value, attributes, shape_of
+from ziggurat.frontends.onnx.convert_tensor import empty_like
 from ziggurat.frontends.onnx.convert_window import like, reshape
 
 MAX_PAIRWISE = 1 << 24
@@ -290,8 +291,8 @@ def convert_trilu(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Valu
     shape = shape_of(x)
     if len(shape) < 2:
         raise ctx.shape_error(f"input shape {shape} needs rank >= 2")
-    if 0 in shape:
-        raise ctx.unsupported(f"the input shape {shape} is empty; zero-size tensors are not supported")
+    if 0 in shape:  # an empty result is known at import time, whatever k is
+        return [empty_like(ctx, node.input[0], shape)]
     rows, cols = shape[-2:]
     diff = np.arange(cols)[None, :] - np.arange(rows)[:, None]
     upper = bool(attributes(node).get("upper", 1))

@@ -170,6 +170,13 @@ def convert_gather(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Val
     return [ctx.reshape(_take(ctx, ctx.value(node.input[0]), axis, flat), out)]
 
 
+def empty_like(ctx: ConversionContext, name: str, shape: Sequence[int]) -> np.ndarray:
+    """A zero-size import-time array of `shape` with the element type of `name`."""
+    value = ctx.lookup(name)
+    dtype = value.dtype if isinstance(value, np.ndarray) else dtypes.to_numpy(element_type(value))
+    return np.zeros(tuple(shape), dtype)
+
+
 def slice_window(n: int, start: int, end: int, step: int) -> tuple[int, int, int]:
     """ONNX Slice clamping on one dim of size n: (first index, step, count)."""
     window = range(n)[slice(start, end, step)]
@@ -199,8 +206,8 @@ def convert_slice(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Valu
             raise ctx.shape_error("a step is 0")
         a = _axis(ctx, axis, rank, "axes entry")
         first[a], step_of[a], sizes[a] = slice_window(shape[a], start, end, step)
-    if 0 in sizes:
-        raise ctx.unsupported(f"the slice is empty (result shape {tuple(sizes)}); zero-size tensors are not supported")
+    if 0 in sizes:  # an empty result is known at import time: its shape and type are its value
+        return [empty_like(ctx, node.input[0], sizes)]
     return [slice_value(ctx, ctx.value(node.input[0]), first, step_of, sizes)]
 
 

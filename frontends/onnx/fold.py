@@ -5,7 +5,8 @@ nodes, or results of earlier folded nodes) is evaluated here with ONNX's own
 numpy reference semantics (`onnx.reference`), at the model's opset, and its
 outputs stay import-time constants. `Shape`, `Size` and `EyeLike` need only
 the static shape (and element type) of their input, so they fold even on
-run-time tensors. Generator ops (`ConstantOfShape`, `Range`, the window
+run-time tensors, and a zero-size run-time tensor is as known as a constant
+(a reduction over an empty axis folds to the reduction's identity). Generator ops (`ConstantOfShape`, `Range`, the window
 functions, `MelWeightMatrix`) have only shape-parameter inputs: given
 run-time ones, they raise an error that names the graph inputs to bind
 (`ctx.shape_parameter`, frontends/onnx/specialize.py), and a compile bound to
@@ -58,12 +59,12 @@ def fold_node(ctx: ConversionContext, node: onnx.NodeProto) -> list[np.ndarray] 
     names = [name for name in node.input if name]
     if node.op_type in GENERATOR_OPS:
         return _generate(ctx, node, names)
-    arrays = [ctx.constant(name) for name in names]
+    arrays = [_known(ctx, name) for name in names]
     if any(a is None for a in arrays):
         return None
     if not has_reference_impl(node.op_type, ctx.opset):
         return None
-    outputs = evaluate(ctx, node, dict(zip(names, arrays)))  # type: ignore[arg-type]
+    outputs = _as_declared(ctx, node, evaluate(ctx, node, dict(zip(names, arrays))))  # type: ignore[arg-type]
     if any(np.asarray(o).size > MAX_FOLDED_ELEMENTS for o in outputs):
         return None
     return outputs
@@ -79,6 +80,15 @@ def _shape_op(ctx: ConversionContext, node: onnx.NodeProto) -> np.ndarray:
     start, end = attrs.get("start", 0), attrs.get("end", rank)
     start, end = [min(max(v + rank if v < 0 else v, 0), rank) for v in (start, end)]
     return np.array(shape[start:end], np.int64)
+
+
+def _known(ctx: ConversionContext, name: str) -> np.ndarray | None:
+    """The import-time value of `name`: a constant, or a zero-size run-time
+    tensor (its value is its shape and type alone); None otherwise."""
+    array = ctx.constant(name)
+    if array is not None or 0 not in ctx.shape(name):
+        return array
+    return _placeholder(ctx, name)
 
 
 def _placeholder(ctx: ConversionContext, name: str) -> np.ndarray:
@@ -144,3 +154,21 @@ def _with_blanks(node: onnx.NodeProto, results: Sequence[np.ndarray]) -> list[np
     """One result per output slot of `node`, skipping the slots left empty."""
     it = iter(results)
     return [next(it) if name else np.zeros(0) for name in node.output]
+
+
+def _as_declared(ctx: ConversionContext, node: onnx.NodeProto, outputs: list[np.ndarray]) -> list[np.ndarray]:
+    """`outputs` in the element types ONNX type inference gives them: the
+    reference evaluator lets numpy promote some (the sum of squares of an
+    empty int32 tensor is int64 there; the spec keeps int32)."""
+    typed = []
+    for name, out in zip(node.output, outputs):
+        elt = ctx.value_types.get(name) if name else None
+        if elt is not None and out.dtype.kind in "biuf":
+            try:
+                want = dtypes.to_numpy(elt)
+            except KeyError:
+                want = out.dtype
+            if want != out.dtype and np.dtype(want).kind in "biuf":
+                out = out.astype(want)
+        typed.append(out)
+    return typed

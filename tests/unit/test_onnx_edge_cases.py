@@ -33,3 +33,50 @@ def test_opset_1_model_with_changed_ops_is_refused():
                      [("y", TensorProto.FLOAT, [3])], opset=1)
     with pytest.raises(ModelLoadError, match="Add changed since"):
         ziggurat.compile(model, target=TARGET)
+
+
+REDUCTIONS = ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+              "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp"]
+
+
+@pytest.mark.parametrize("op", REDUCTIONS)
+@pytest.mark.parametrize("elem,dtype", [(TensorProto.FLOAT, np.float32), (TensorProto.INT32, np.int32)])
+def test_reduction_over_an_empty_axis_is_its_identity(op, elem, dtype):
+    if dtype == np.int32 and op in ("ReduceMean", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp"):
+        pytest.skip("float-only result")
+    axes = helper.make_tensor("axes", TensorProto.INT64, [1], [1])
+    model = model_of([helper.make_node(op, ["x", "axes"], ["y"], keepdims=1)], [("x", elem, [2, 0, 4])],
+                     [("y", elem, [2, 1, 4])], opset=18, initializers=[axes])
+    x = np.zeros((2, 0, 4), dtype)
+    want = ReferenceEvaluator(model).run(None, {"x": x})[0]
+    got = ziggurat.compile(model, target=TARGET)(x=x)[0]
+    assert got.dtype == dtype and got.shape == want.shape  # the spec keeps T (the reference promotes int32 sums)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_empty_reduction_feeds_compute():
+    """The folded identity is used by a run-time op afterwards."""
+    axes = helper.make_tensor("axes", TensorProto.INT64, [1], [1])
+    nodes = [helper.make_node("ReduceProd", ["e", "axes"], ["p"], keepdims=0), helper.make_node("Add", ["x", "p"], ["y"])]
+    model = model_of(nodes, [("e", TensorProto.FLOAT, [3, 0]), ("x", TensorProto.FLOAT, [3])],
+                     [("y", TensorProto.FLOAT, [3])], opset=18, initializers=[axes])
+    x = np.arange(3, dtype=np.float32)
+    got = ziggurat.compile(model, target=TARGET)(e=np.zeros((3, 0), np.float32), x=x)[0]
+    np.testing.assert_array_equal(got, x + 1)
+
+
+@pytest.mark.parametrize("upper", [0, 1])
+def test_trilu_of_an_empty_input_with_runtime_k(upper):
+    model = model_of([helper.make_node("Trilu", ["x", "k"], ["y"], upper=upper)],
+                     [("x", TensorProto.INT64, [3, 0, 5]), ("k", TensorProto.INT64, [])],
+                     [("y", TensorProto.INT64, [3, 0, 5])], opset=14)
+    got = ziggurat.compile(model, target=TARGET)(x=np.zeros((3, 0, 5), np.int64), k=np.array(6, np.int64))[0]
+    assert got.shape == (3, 0, 5) and got.dtype == np.int64
+
+
+def test_empty_slice_of_a_runtime_tensor():
+    inits = [helper.make_tensor(n, TensorProto.INT64, [1], [v]) for n, v in (("s", 1000), ("e", 1000), ("a", 1))]
+    model = model_of([helper.make_node("Slice", ["x", "s", "e", "a"], ["y"])], [("x", TensorProto.FLOAT, [4, 3])],
+                     [("y", TensorProto.FLOAT, [4, 0])], opset=13, initializers=inits)
+    got = ziggurat.compile(model, target=TARGET)(x=np.ones((4, 3), np.float32))[0]
+    assert got.shape == (4, 0) and got.dtype == np.float32
