@@ -254,9 +254,11 @@ def convert_reverse_sequence_any(ctx: ConversionContext, node: onnx.NodeProto) -
 
 
 def convert_max_unpool(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
-    """MaxUnpool (opsets 9+): the values scattered to their flat output
-    positions (run-time or compile-time indices) in zeros; the output shape from
-    a compile-time output_shape or from kernel_shape, strides and pads."""
+    """MaxUnpool (opsets 9+): the values scattered to their flat positions
+    (run-time or compile-time indices) in zeros of the shape that kernel_shape,
+    strides and pads give; a compile-time output_shape at least that large
+    places this block at its origin and zero-fills the rest (the ONNX
+    reference semantics, which the node tests follow)."""
     attrs = attributes(node)
     x = ctx.value(node.input[0])
     xs = shape_of(x)
@@ -264,25 +266,34 @@ def convert_max_unpool(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence
     dims = len(kernel)
     strides = list(attrs.get("strides", [1] * dims))
     pads = list(attrs.get("pads", [0] * 2 * dims))
+    inferred = [*xs[:2], *[(xs[2 + i] - 1) * strides[i] + kernel[i] - pads[i] - pads[dims + i] for i in range(dims)]]
+    out = inferred
     out_name = ctx.input(node, 2)
     if out_name is not None:
         target = ctx.shape_parameter(out_name)
         if target is None:
             raise ctx.unsupported(f"input 'output_shape' ('{out_name}') must be known at compile time")
         out = [int(v) for v in target.reshape(-1)]
-    else:
-        out = [*xs[:2], *[(xs[2 + i] - 1) * strides[i] + kernel[i] - pads[i] - pads[dims + i] for i in range(dims)]]
     if len(out) != len(xs) or out[:2] != list(xs[:2]) or ctx.shape(node.input[1]) != xs:
         raise ctx.shape_error(f"indices {ctx.shape(node.input[1])} and output shape {out} do not fit input {xs}")
-    size, m = math.prod(out), math.prod(xs)
+    if any(o < n for o, n in zip(out, inferred)):
+        raise ctx.unsupported(f"output_shape {out} is smaller than the unpooled shape {inferred} that kernel_shape, "
+                              "strides and pads give")
+    size, m = math.prod(inferred), math.prod(xs)
     zeros = const(ctx, x, np.zeros((1, size, 1)), "zeros")
     if _runtime(ctx, node.input[1]):
         pos = reshape(ctx, _positions(ctx, node.input[1], [size]), (1, 1, m, 1))
     else:
         flat = np.clip(ctx.constant(node.input[1]), 0, size - 1).reshape(1, 1, m, 1)  # type: ignore[union-attr]
         pos = ctx.add_constant(flat.astype(np.float32), f"{ctx.node_label}.indices")
-    y = _scatter_rows(ctx, zeros, reshape(ctx, x, (1, m, 1)), pos, "none")
-    return [reshape(ctx, y, out)]
+    y = reshape(ctx, _scatter_rows(ctx, zeros, reshape(ctx, x, (1, m, 1)), pos, "none"), inferred)
+    for axis in range(2, len(out)):  # zero-fill up to output_shape after the unpooled block
+        extra = out[axis] - shape_of(y)[axis]
+        if extra:
+            fill = [extra if d == axis else n for d, n in enumerate(shape_of(y))]
+            grown = [out[axis] if d == axis else n for d, n in enumerate(shape_of(y))]
+            y = ctx.emit(graph.ConcatOp([y, const(ctx, x, np.zeros(fill), f"fill{axis}")], axis, like(y, grown)))
+    return [y]
 
 
 def convert_tensor_scatter(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:

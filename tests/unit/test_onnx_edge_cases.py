@@ -10,7 +10,7 @@ from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 import ziggurat
-from ziggurat.errors import ModelLoadError
+from ziggurat.errors import ModelLoadError, UnsupportedOpError
 
 TARGET = "llvm -num-cores=1"
 
@@ -80,3 +80,26 @@ def test_empty_slice_of_a_runtime_tensor():
                      [("y", TensorProto.FLOAT, [4, 0])], opset=13, initializers=inits)
     got = ziggurat.compile(model, target=TARGET)(x=np.ones((4, 3), np.float32))[0]
     assert got.shape == (4, 0) and got.dtype == np.float32
+
+
+@pytest.mark.parametrize("out_shape", [(1, 2, 5, 5), (1, 2, 4, 6), (1, 2, 4, 4)])
+def test_max_unpool_output_shape_places_the_unpooled_block_at_the_origin(out_shape):
+    shape = helper.make_tensor("shape", TensorProto.INT64, [4], list(out_shape))
+    model = model_of([helper.make_node("MaxUnpool", ["x", "i", "shape"], ["y"], kernel_shape=[2, 2], strides=[2, 2])],
+                     [("x", TensorProto.FLOAT, [1, 2, 2, 2]), ("i", TensorProto.INT64, [1, 2, 2, 2])],
+                     [("y", TensorProto.FLOAT, list(out_shape))], opset=11, initializers=[shape])
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((1, 2, 2, 2)).astype(np.float32)
+    i = rng.permutation(32)[:8].reshape(1, 2, 2, 2).astype(np.int64)  # flat positions in the 1x2x4x4 unpooled block
+    want = ReferenceEvaluator(model).run(None, {"x": x, "i": i})[0]
+    got = ziggurat.compile(model, target=TARGET)(x=x, i=i)[0]
+    np.testing.assert_array_equal(got, want)
+
+
+def test_max_unpool_output_shape_smaller_than_unpooled_is_refused():
+    shape = helper.make_tensor("shape", TensorProto.INT64, [4], [1, 1, 3, 4])
+    model = model_of([helper.make_node("MaxUnpool", ["x", "i", "shape"], ["y"], kernel_shape=[2, 2], strides=[2, 2])],
+                     [("x", TensorProto.FLOAT, [1, 1, 2, 2]), ("i", TensorProto.INT64, [1, 1, 2, 2])],
+                     [("y", TensorProto.FLOAT, [1, 1, 3, 4])], opset=11, initializers=[shape])
+    with pytest.raises(UnsupportedOpError, match="smaller than the unpooled shape"):
+        ziggurat.compile(model, target=TARGET)
