@@ -250,4 +250,5 @@ class GatherOp(IRDLOperation):
         _require(_elt(self.input) == _elt(self.result), self, "input and result element types differ")
 
 
-DTYPE_OPS: list[type[IRDLOperation]] = [CastOp, BitcastOp, ModOp, BitShiftOp, BitAndOp, BitOrOp, BitXorOp, BitNotOp, GatherOp]
+DTYPE_OPS: list[type[IRDLOperation]] = [CastOp, BitcastOp, ModOp, BitShiftOp, BitAndOp, BitOrOp, BitXorOp, BitNotOp,
+                                        GatherOp]

@@ -1,7 +1,8 @@
-"""float8 <-> float32 conversions as te scalar code (bit arithmetic on i32).
+"""float8/float4 <-> float32 conversions as te scalar code (bit arithmetic on i32).
 
-ONNX's four float8 formats are storage types (one byte, an `i8` below the
-graph level); `graph.cast` converts them with these two routines:
+ONNX's four float8 formats and FLOAT4E2M1 are storage types (one byte, an
+`i8` below the graph level; float4 in the low 4 bits); `graph.cast` converts
+them with these two routines:
 
 | format      | exponent, mantissa bits | bias | specials                         | largest |
 |-------------|-------------------------|------|----------------------------------|---------|
@@ -9,11 +10,14 @@ graph level); `graph.cast` converts them with these two routines:
 | E4M3FNUZ    | 4, 3                    | 8    | NaN = 0x80, no inf, no -0        | 240     |
 | E5M2        | 5, 2                    | 15   | IEEE inf and NaN                 | 57344   |
 | E5M2FNUZ    | 5, 2                    | 16   | NaN = 0x80, no inf, no -0        | 57344   |
+| float4 E2M1 | 2, 1 (4 bits)           | 1    | no NaN, no inf                   | 6       |
 
 Encoding rounds to nearest even. With saturate=1 (ONNX Cast's default) values
 beyond the largest finite one, infinities included, become that value with
 their sign; with saturate=0 they become NaN (E5M2: inf). NaN becomes the
-format's NaN. A normal float32
+format's NaN. float4 has neither: out of range always saturates, and NaN
+becomes a zero of the opposite sign (ml_dtypes' conversion, which onnx's
+reference uses). A normal float32
 rounds on its bits (add the half-ulp minus one plus the kept lsb, shift, and
 rebias the exponent, a carry moving into the exponent as it should); a value
 below the format's normal range is scaled by a power of two (exact) and
@@ -34,6 +38,7 @@ from xdsl.dialects.builtin import (
     Float8E4M3FNUZType,
     Float8E5M2FNUZType,
     Float8E5M2Type,
+    Float4E2M1FNType,
     IntegerType,
     f32,
     i32,
@@ -48,8 +53,13 @@ class Fp8Format:
     exponent: int
     mantissa: int
     bias: int
-    kind: str  # "fn" (NaN = S.all-ones), "ieee" (inf and NaN), "fnuz" (NaN = 0x80)
+    kind: str  # "fn" (NaN = S.all-ones), "ieee" (inf and NaN), "fnuz" (NaN = 0x80), "finite" (neither)
     max_code: int  # the largest finite value's bits, without the sign
+    bits: int = 8  # the width; the sign is the top bit
+
+    @property
+    def sign(self) -> int:
+        return 1 << (self.bits - 1)
 
 
 FORMATS: dict[type, Fp8Format] = {
@@ -57,6 +67,7 @@ FORMATS: dict[type, Fp8Format] = {
     Float8E4M3FNUZType: Fp8Format(4, 3, 8, "fnuz", 0x7F),
     Float8E5M2Type: Fp8Format(5, 2, 15, "ieee", 0x7B),
     Float8E5M2FNUZType: Fp8Format(5, 2, 16, "fnuz", 0x7F),
+    Float4E2M1FNType: Fp8Format(2, 1, 1, "finite", 0x7, bits=4),
 }
 
 
@@ -84,22 +95,28 @@ def encode(e, x: SSAValue, fmt: Fp8Format, saturate: bool = True) -> SSAValue:
     code = e.select(is_normal, normal, sub)
     too_big = e._add(arith.CmpiOp(a, c(0x7F800000), "sge"))  # inf (and NaN, handled last)
     too_big = e._add(arith.OrIOp(too_big, e._add(arith.CmpiOp(code, c(fmt.max_code), "sgt"))))
-    overflow = fmt.max_code if saturate else {"fn": 0x7F, "fnuz": 0x80, "ieee": 0x7C}[fmt.kind]
+    overflow = fmt.max_code if saturate or fmt.kind == "finite" else {"fn": 0x7F, "fnuz": 0x80, "ieee": 0x7C}[fmt.kind]
     code = e.select(too_big, c(overflow), code)
-    signed = e._add(arith.OrIOp(code, c(0x80)))
+    signed = e._add(arith.OrIOp(code, c(fmt.sign)))
     if fmt.kind == "fnuz":  # no negative zero, and 0x80 (NaN) has no sign
         sign = e._add(arith.AndIOp(sign, e._add(arith.CmpiOp(code, c(0), "ne"))))
         sign = e._add(arith.AndIOp(sign, e._add(arith.CmpiOp(code, c(0x80), "ne"))))
     code = e.select(sign, signed, code)
     nan = e._add(arith.CmpiOp(a, c(0x7F800000), "sgt"))
-    code = e.select(nan, c({"fn": 0x7F, "ieee": 0x7E, "fnuz": 0x80}[fmt.kind]), code)
+    if fmt.kind == "finite":  # no NaN: a zero of the opposite sign, as ml_dtypes
+        nan_code = e.select(e._add(arith.CmpiOp(bits, c(0), "slt")), c(0), c(fmt.sign))
+    else:
+        nan_code = c({"fn": 0x7F, "ieee": 0x7E, "fnuz": 0x80}[fmt.kind])
+    code = e.select(nan, nan_code, code)
     return e._add(arith.TruncIOp(code, I8))
 
 
 def decode(e, byte: SSAValue, fmt: Fp8Format) -> SSAValue:
-    """float8 bits (an i8) -> the float32 value."""
+    """float8 (float4) bits, an i8 -> the float32 value."""
     c = lambda v: e.const(v, i32)  # noqa: E731
     b = e._add(arith.ExtUIOp(byte, i32))
+    if fmt.bits < 8:
+        b = e._add(arith.AndIOp(b, c((1 << fmt.bits) - 1)))
     exp = e._add(arith.AndIOp(e._add(arith.ShRUIOp(b, c(fmt.mantissa))), c((1 << fmt.exponent) - 1)))
     man = e._add(arith.AndIOp(b, c((1 << fmt.mantissa) - 1)))
     f_exp = e._add(arith.ShLIOp(e._add(arith.AddiOp(exp, c(127 - fmt.bias))), c(23)))
@@ -107,8 +124,10 @@ def decode(e, byte: SSAValue, fmt: Fp8Format) -> SSAValue:
     normal = e._add(arith.BitcastOp(f_bits, f32))
     sub = e.mul(e._add(arith.SIToFPOp(man, f32)), e.const(2.0 ** (1 - fmt.bias - fmt.mantissa), f32))
     v = e.select(e._add(arith.CmpiOp(exp, c(0), "eq")), sub, normal)
-    negative = e._add(arith.CmpiOp(e._add(arith.AndIOp(b, c(0x80))), c(0), "ne"))
+    negative = e._add(arith.CmpiOp(e._add(arith.AndIOp(b, c(fmt.sign))), c(0), "ne"))
     v = e.select(negative, e._add(arith.NegfOp(v)), v)
+    if fmt.kind == "finite":
+        return v
     nan = e.const(float("nan"), f32)
     if fmt.kind == "fn":
         return e.select(e._add(arith.CmpiOp(e._add(arith.AndIOp(b, c(0x7F))), c(0x7F), "eq")), nan, v)
