@@ -11,6 +11,7 @@ import numpy as np
 import onnx
 from xdsl.ir import SSAValue
 
+from ziggurat import dtypes
 from ziggurat.dialects import graph
 from ziggurat.frontends.onnx.context import ConversionContext, Value, attributes, like, shape_of, tensor_type
 from ziggurat.frontends.onnx.convert_tensor import reduce_value, scalar
@@ -134,13 +135,31 @@ def convert_clip(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value
 
 
 def convert_dropout(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
-    """Dropout in inference: the identity (training_mode must be a constant false)."""
+    """Dropout where it is deterministic: in inference (no or a false
+    training_mode) or with ratio 0, the identity with an all-true mask (a
+    compile-time constant; bool from opset 10, the input's type before).
+    training_mode and ratio are shape parameters (bound by value when they are
+    graph inputs); training with a ratio > 0 is random and refused."""
     mode = ctx.input(node, 2)
-    if mode is not None and (ctx.shape_parameter(mode) is None or bool(ctx.constant(mode))):
-        raise ctx.unsupported("training_mode must be a constant false; export the model in eval mode")
+    if mode is not None:
+        training = ctx.shape_parameter(mode)
+        if training is None:
+            raise ctx.unsupported("training_mode must be known at compile time; export the model in eval mode")
+        if bool(training.reshape(-1)[0]):
+            name = ctx.input(node, 1)
+            ratio = np.array(0.5) if name is None else ctx.shape_parameter(name)
+            if ratio is None:
+                raise ctx.unsupported("in training mode the ratio must be known at compile time")
+            if float(ratio.reshape(-1)[0]) != 0.0:
+                raise ctx.unsupported(f"training_mode is true with ratio {float(ratio.reshape(-1)[0])}: random "
+                                      "dropout is not supported; export the model in eval mode")
+    outputs: list[Value] = [ctx.value(node.input[0])]
     if len(node.output) > 1 and node.output[1]:
-        raise ctx.unsupported("the mask output is not supported")
-    return [ctx.value(node.input[0])]
+        x = ctx.lookup(node.input[0])
+        dtype = np.dtype(bool) if ctx.opset >= 10 else (
+            x.dtype if isinstance(x, np.ndarray) else dtypes.to_numpy(dtypes.element_of(x.type)))
+        outputs.append(np.ones(ctx.shape(node.input[0]), dtype))
+    return outputs
 
 
 def convert_log_softmax(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:

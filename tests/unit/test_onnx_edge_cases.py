@@ -103,3 +103,28 @@ def test_max_unpool_output_shape_smaller_than_unpooled_is_refused():
                      [("y", TensorProto.FLOAT, [1, 1, 3, 4])], opset=11, initializers=[shape])
     with pytest.raises(UnsupportedOpError, match="smaller than the unpooled shape"):
         ziggurat.compile(model, target=TARGET)
+
+
+def dropout_model(opset=22):
+    model = model_of([helper.make_node("Dropout", ["x", "r", "t"], ["y", "mask"], seed=0)],
+                     [("x", TensorProto.FLOAT, [3, 4]), ("r", TensorProto.FLOAT, []), ("t", TensorProto.BOOL, [])],
+                     [("y", TensorProto.FLOAT, [3, 4]), ("mask", TensorProto.BOOL, [3, 4])], opset=opset)
+    return model
+
+
+@pytest.mark.parametrize("ratio,training", [(0.5, False), (0.0, True)])
+def test_deterministic_dropout_is_identity_with_a_true_mask(ratio, training):
+    from ziggurat.frontends.onnx.specialize import SpecializingModel
+
+    x = np.random.default_rng(4).standard_normal((3, 4)).astype(np.float32)
+    feeds = {"x": x, "r": np.array(ratio, np.float32), "t": np.array(training)}
+    want = ReferenceEvaluator(dropout_model()).run(None, feeds)
+    got = SpecializingModel(dropout_model(), lambda m, b: ziggurat.compile(m, bind=b, target=TARGET))(**feeds)
+    np.testing.assert_array_equal(got[0], want[0])
+    assert got[1].dtype == np.bool_
+    np.testing.assert_array_equal(got[1], want[1])
+
+
+def test_random_training_dropout_is_refused():
+    with pytest.raises(UnsupportedOpError, match="random dropout is not supported"):
+        ziggurat.compile(dropout_model(), bind={"r": np.array(0.5, np.float32), "t": np.array(True)}, target=TARGET)
