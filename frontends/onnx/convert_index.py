@@ -42,7 +42,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 import onnx
-from xdsl.dialects.builtin import Float16Type, Float32Type, Float64Type, IntegerType, Signedness, TensorType, i64
+from xdsl.dialects.builtin import Float16Type, Float32Type, Float64Type, IntegerType, Signedness, TensorType, f32, i64
 from xdsl.ir import Attribute, SSAValue
 
 from ziggurat.dialects import graph
@@ -243,10 +243,9 @@ def convert_arg(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]
 def convert_topk(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
     """TopK: k as attribute (opsets 1-9) or compile-time input (10+), axis,
     largest and sorted (11+; the result is always sorted). Ties keep the lower
-    position first, as ONNX says. Values and int64 indices."""
+    position first, as ONNX says. Float or integer values and int64 indices."""
     attrs = attributes(node)
     x = ctx.value(node.input[0])
-    require_float(ctx, x)
     shape = shape_of(x)
     axis = norm_axis(ctx, attrs.get("axis", -1), len(shape))
     if ctx.opset < 10:
@@ -266,20 +265,31 @@ def convert_topk(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value
     # rank[i] = #{j : x[j] beats x[i]} + #{j < i : x[j] == x[i]}
     xi = reshape(ctx, x, (pre, n, 1, post))
     xj = reshape(ctx, x, (pre, 1, n, post))
-    beats = compare(ctx, xj, xi, "gt" if largest else "lt")
+    from ziggurat.dialects.graph_dtype import CastOp
+
+    # integer inputs compare exactly in their own type; the masks and ranks are float32 (exact below 2**24)
+    def cmp(kind: str) -> SSAValue:
+        if _is_float(x):
+            return compare(ctx, xj, xi, kind)
+        out = [pre, n, n, post]
+        flag = ctx.emit(graph.CompareOp(xj, xi, kind, TensorType(IntegerType(1), out)))
+        return ctx.emit(CastOp(flag, TensorType(f32, out)))
+
+    beats = cmp("gt" if largest else "lt")
     earlier = mask(ctx, (np.arange(n)[None, :] < np.arange(n)[:, None]).reshape(1, n, n, 1), "earlier")
-    ties = ctx.emit(graph.MulOp(compare(ctx, xj, xi, "eq"), earlier, beats.type))
+    ties = ctx.emit(graph.MulOp(cmp("eq"), earlier, beats.type))
     rank = reduce(ctx, ctx.emit(graph.AddOp(beats, ties, beats.type)), "sum", [2], False)  # [pre, n, post]
     # slot r takes the element whose rank is r
-    slots = const(ctx, x, np.arange(k).reshape(1, k, 1, 1), "slots")
+    slots = const(ctx, rank, np.arange(k).reshape(1, k, 1, 1), "slots")
     chosen = compare(ctx, reshape(ctx, rank, (pre, 1, n, post)), slots, "eq")  # [pre, k, n, post]
     zero = const(ctx, x, np.zeros(1), "zero")
-    values = reduce(ctx, where(ctx, chosen, xj, zero), "sum", [2], False)
+    values = reduce(ctx, where(ctx, chosen, xj, zero), "sum", [2], False)  # one term: exact for any type
     out_shape = [k if d == axis else s for d, s in enumerate(shape)]
     results: list[Value] = [reshape(ctx, values, out_shape)]
     if len(node.output) > 1 and node.output[1]:
-        positions = const(ctx, x, np.arange(n).reshape(1, 1, n, 1), "positions")
-        indices = reduce(ctx, where(ctx, chosen, positions, zero), "sum", [2], False)
+        positions = const(ctx, rank, np.arange(n).reshape(1, 1, n, 1), "positions")
+        rank_zero = const(ctx, rank, np.zeros(1), "rank_zero")
+        indices = reduce(ctx, where(ctx, chosen, positions, rank_zero), "sum", [2], False)
         results.append(to_int64(ctx, reshape(ctx, indices, out_shape)))
     return results
 

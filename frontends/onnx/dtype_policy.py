@@ -69,6 +69,7 @@ NATIVE: dict[str, frozenset[str]] = {
     # convert_index.py / convert_index_runtime.py: integer indices (and data) natively
     **dict.fromkeys(("GatherND", "ScatterElements", "Scatter", "ScatterND"), frozenset({"int", "uint"})),
     "Trilu": frozenset({"int", "uint", "bool"}),
+    "TopK": frozenset({"int", "uint"}),
     **dict.fromkeys(("CumSum", "ReverseSequence", "MaxUnpool", "TensorScatter", "RoiAlign"),
                     frozenset({"int", "uint"})),
     # 8-bit quantized ops on the VNNI GEMM (convert_quant.py); their scales may be float16

@@ -128,3 +128,21 @@ def test_deterministic_dropout_is_identity_with_a_true_mask(ratio, training):
 def test_random_training_dropout_is_refused():
     with pytest.raises(UnsupportedOpError, match="random dropout is not supported"):
         ziggurat.compile(dropout_model(), bind={"r": np.array(0.5, np.float32), "t": np.array(True)}, target=TARGET)
+
+
+@pytest.mark.parametrize("elem,dtype", [(TensorProto.INT64, np.int64), (TensorProto.INT32, np.int32),
+                                        (TensorProto.UINT8, np.uint8), (TensorProto.UINT64, np.uint64)])
+@pytest.mark.parametrize("largest,axis", [(1, -1), (0, 0)])
+def test_integer_top_k_with_ties(elem, dtype, largest, axis):
+    k = helper.make_tensor("k", TensorProto.INT64, [1], [3])
+    model = model_of([helper.make_node("TopK", ["x", "k"], ["v", "i"], axis=axis, largest=largest)],
+                     [("x", elem, [4, 6])], [("v", elem, [3, 6] if axis == 0 else [4, 3]), ("i", TensorProto.INT64, [3, 6] if axis == 0 else [4, 3])], opset=11,
+                     initializers=[k])
+    x = np.random.default_rng(5).integers(0, 4, (4, 6)).astype(dtype)  # many ties
+    if dtype == np.uint64:
+        x[0, 0] = np.uint64(2**63 + 5)  # beyond int64: compared unsigned
+    want = ReferenceEvaluator(model).run(None, {"x": x})
+    got = ziggurat.compile(model, target=TARGET)(x=x)
+    assert got[0].dtype == dtype
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
