@@ -557,8 +557,8 @@ def test_dynamic_input_is_a_shape_error():
 
 def test_unsupported_input_type_is_rejected():
     node = helper.make_node("Identity", ["x"], ["y"])
-    model = make_model([node], [value_info("x", (2,), TensorProto.FLOAT4E2M1)], [output("y", 1)])
-    with pytest.raises(ShapeError, match="FLOAT4E2M1"):
+    model = make_model([node], [value_info("x", (2,), TensorProto.COMPLEX64)], [output("y", 1)])
+    with pytest.raises(ShapeError, match="COMPLEX64"):
         import_onnx(model)
 
 
