@@ -173,21 +173,28 @@ def convert_scatter_nd_any(ctx: ConversionContext, node: onnx.NodeProto) -> Sequ
 
 
 def convert_gather_nd_any(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
-    """GatherND: run-time indices here (batch_dims = 0), compile-time ones in convert_index."""
+    """GatherND: run-time indices here, compile-time ones in convert_index.
+    With batch_dims b, each index tuple of batch element n reads the rows of
+    data[n]: its flat row plus n times the rows per batch element."""
     if not _runtime(ctx, node.input[1]):
         return convert_gather_nd(ctx, node)
-    if attributes(node).get("batch_dims", 0):
-        raise ctx.unsupported("batch_dims > 0 with run-time indices is not supported")
+    b = int(attributes(node).get("batch_dims", 0))
     data = ctx.value(node.input[0])
     shape, ishape = shape_of(data), ctx.shape(node.input[1])
     q = ishape[-1] if ishape else 0
-    if not ishape or not 1 <= q <= len(shape):
-        raise ctx.shape_error(f"indices shape {ishape} does not fit data shape {shape}")
-    r, s, u = math.prod(shape[:q]), math.prod(shape[q:]), math.prod(ishape[:-1])
-    rows = reshape(ctx, _rows(ctx, _positions(ctx, node.input[1], shape[:q]), shape), (u, 1))
+    if not ishape or b < 0 or b >= len(ishape) or ishape[:b] != shape[:b] or not 1 <= q <= len(shape) - b:
+        raise ctx.shape_error(f"indices shape {ishape} does not fit data shape {shape} with batch_dims {b}")
+    batches, per_batch = math.prod(shape[:b]), math.prod(shape[b:b + q])
+    r, s, u = batches * per_batch, math.prod(shape[b + q:]), math.prod(ishape[:-1])
+    rows = _rows(ctx, _positions(ctx, node.input[1], shape[b:b + q]), shape[b:])
+    if b:
+        rows = reshape(ctx, rows, (batches, u // batches))
+        offsets = const(ctx, rows, (np.arange(batches) * per_batch).reshape(batches, 1), "batch_rows")
+        rows = ctx.emit(graph.AddOp(rows, offsets, rows.type))
+    rows = reshape(ctx, rows, (u, 1))
     table = ctx.emit(graph.BroadcastToOp(rows, like(rows, (u, s))))
     gathered = ctx.emit(graph.GatherElementsOp(reshape(ctx, data, (r, s)), table, 0, like(data, (u, s))))
-    return [reshape(ctx, gathered, (*ishape[:-1], *shape[q:]))]
+    return [reshape(ctx, gathered, (*ishape[:-1], *shape[b + q:]))]
 
 
 def _runtime_scalar(ctx: ConversionContext, name: str) -> SSAValue:
