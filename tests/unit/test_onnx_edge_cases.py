@@ -162,3 +162,23 @@ def test_gather_nd_batch_dims_with_runtime_indices(dshape, ishape, b):
     want = ReferenceEvaluator(model).run(None, {"x": x, "i": i})[0]
     got = ziggurat.compile(model, target=TARGET)(x=x, i=i)[0]
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("elem,dtype", [(TensorProto.UINT8, np.uint8), (TensorProto.INT8, np.int8),
+                                        (TensorProto.INT16, np.int16), (TensorProto.UINT16, np.uint16)])
+def test_integer_max_pool_is_exact(elem, dtype):
+    model = model_of([helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])],
+                     [("x", elem, [1, 2, 7, 7])], [("y", elem, [1, 2, 4, 4])], opset=12)
+    info = np.iinfo(dtype)
+    x = np.random.default_rng(7).integers(info.min, info.max, (1, 2, 7, 7), endpoint=True).astype(dtype)
+    want = ReferenceEvaluator(model).run(None, {"x": x})[0]
+    got = ziggurat.compile(model, target=TARGET)(x=x)[0]
+    assert got.dtype == dtype
+    np.testing.assert_array_equal(got, want)
+
+
+def test_wide_integer_max_pool_is_refused():
+    model = model_of([helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2])],
+                     [("x", TensorProto.INT32, [1, 1, 4, 4])], [("y", TensorProto.INT32, [1, 1, 3, 3])], opset=12)
+    with pytest.raises(UnsupportedOpError, match="up to 16 bits"):
+        ziggurat.compile(model, target=TARGET)
