@@ -100,8 +100,9 @@ def _match(read: loop.LoadOp) -> tuple[arith.SelectOp, dict[int, SSAValue]] | No
 
 def _fill_nest(b: Builder, shape, name: str, body) -> None:
     ivs = []
-    for extent in shape:
+    for d, extent in enumerate(shape):
         f = b.insert(loop.ForOp(0, extent))
+        f.iv.name_hint = f"q{d}"
         ivs.append(f.iv)
         b = Builder(InsertPoint.at_end(f.body.block))
     blk = b.insert(loop.BlockOp(name, "S" * len(shape), ivs))
