@@ -11,7 +11,8 @@ import onnx
 from xdsl.ir import SSAValue
 
 from ziggurat.dialects import graph
-from ziggurat.frontends.onnx.context import ConversionContext, Value, attributes, shape_of, tensor_type
+from ziggurat import dtypes
+from ziggurat.frontends.onnx.context import ConversionContext, Value, attributes, element_type, like, shape_of, tensor_type
 from ziggurat.frontends.onnx.convert_tensor import _axis, _const_ints, slice_value
 
 
@@ -20,7 +21,7 @@ def _concat(ctx: ConversionContext, parts: list[SSAValue], axis: int) -> SSAValu
         return parts[0]
     shape = list(shape_of(parts[0]))
     shape[axis] = sum(shape_of(p)[axis] for p in parts)
-    return ctx.emit(graph.ConcatOp(parts, axis, tensor_type(shape)))
+    return ctx.emit(graph.ConcatOp(parts, axis, like(parts[0], shape)))
 
 
 def _along(x: SSAValue, axis: int, start: int, step: int, count: int, ctx: ConversionContext) -> SSAValue:
@@ -37,12 +38,12 @@ def _pad_part(ctx: ConversionContext, x: SSAValue, axis: int, count: int, before
     n = shape_of(x)[axis]
     shape = [count if d == axis else s for d, s in enumerate(shape_of(x))]
     if mode == "constant" and isinstance(value, SSAValue):
-        return ctx.emit(graph.BroadcastToOp(value, tensor_type(shape)))
+        return ctx.emit(graph.BroadcastToOp(value, like(x, shape)))
     if mode == "constant":
-        return ctx.add_constant(np.full(shape, value, np.float32), f"{ctx.node_label}.pad")
+        return ctx.add_constant(np.full(shape, value, dtypes.to_numpy(element_type(x))), f"{ctx.node_label}.pad")
     if mode == "edge":
         edge = _along(x, axis, 0 if before else n - 1, 1, 1, ctx)
-        return edge if count == 1 else ctx.emit(graph.BroadcastToOp(edge, tensor_type(shape)))
+        return edge if count == 1 else ctx.emit(graph.BroadcastToOp(edge, like(x, shape)))
     if mode == "reflect":
         if count > n - 1:
             raise ctx.unsupported(f"reflect padding of {count} exceeds the dim size {n} minus 1")
@@ -70,7 +71,7 @@ def convert_pad(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]
         if value_array is None:  # a run-time scalar, broadcast into the pads
             value = ctx.reshape(ctx.value(name), [1] * rank)
         else:
-            value = float(value_array.reshape(-1)[0]) if value_array.size else 0.0
+            value = value_array.reshape(-1)[0] if value_array.size else 0.0
         axes = _const_ints(ctx, node, 3, "axes")
     axes = list(range(rank)) if axes is None else [_axis(ctx, a, rank, "axes entry") for a in axes]
     if len(pads) != 2 * len(axes):
@@ -107,7 +108,7 @@ def convert_tile(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value
         return [x]
     spread = [v for n in shape for v in (1, n)]
     tiled = [v for r, n in zip(repeats, shape) for v in (r, n)]
-    y = ctx.emit(graph.BroadcastToOp(ctx.reshape(x, spread), tensor_type(tiled)))
+    y = ctx.emit(graph.BroadcastToOp(ctx.reshape(x, spread), like(x, tiled)))
     return [ctx.reshape(y, [r * n for r, n in zip(repeats, shape)])]
 
 
@@ -135,7 +136,7 @@ def convert_depth_to_space(ctx: ConversionContext, node: onnx.NodeProto) -> Sequ
             tmp, perm = (n, b, b, c // (b * b), h, w), (0, 3, 4, 1, 5, 2)
         out = (n, c // (b * b), h * b, w * b)
     y = ctx.reshape(x, tmp)
-    y = ctx.emit(graph.TransposeOp(y, perm, tensor_type([tmp[p] for p in perm])))
+    y = ctx.emit(graph.TransposeOp(y, perm, like(y, [tmp[p] for p in perm])))
     return [ctx.reshape(y, out)]
 
 
