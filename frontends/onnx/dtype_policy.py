@@ -63,6 +63,7 @@ NATIVE: dict[str, frozenset[str]] = {
     "Mod": NUMERIC,
     "Pow": NUMERIC,
     "Where": ALL,
+    "Pad": NUMERIC | {"f16", "bool"},  # data movement; the pad value takes the input's type
     "BitCast": ALL,
     **dict.fromkeys(("If", "Loop"), ALL),  # control flow: the branches/body convert their own nodes
     **dict.fromkeys(("Adagrad", "Adam", "Momentum"), frozenset({"f64", "int"})),  # int64 step count T

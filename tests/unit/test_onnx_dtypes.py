@@ -341,3 +341,38 @@ def test_float8_cast_without_saturation(code):
                           [helper.make_tensor_value_info("q", code, [12])])
     (q,) = ziggurat.compile(helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)]))(x=x)
     np.testing.assert_array_equal(q.view(np.uint8), x.astype(fp8).view(np.uint8))
+
+
+@pytest.mark.parametrize("mode", ["constant", "edge", "reflect", "wrap"])
+@pytest.mark.parametrize("dtype", [np.int32, np.uint8, np.int64, np.float16, np.bool_])
+def test_pad_tile_and_depth_to_space_keep_the_element_type(mode, dtype):
+    """Data movement on integer, bool and float16 tensors: Pad (the pad value
+    takes the input's type; int64 beyond float32's precision stays exact), Tile
+    and DepthToSpace."""
+    if dtype == np.bool_:
+        x = RNG.integers(0, 2, (1, 4, 3, 3)).astype(bool)
+    elif dtype == np.float16:
+        x = RNG.normal(size=(1, 4, 3, 3)).astype(np.float16)
+    else:
+        x = ints(dtype, (1, 4, 3, 3))
+    if dtype == np.int64:
+        x[0, 0, 0, 0] = (1 << 60) + 1
+    pads = helper.make_tensor("pads", T.INT64, [8], [0, 0, 1, 2, 0, 0, 2, 1])
+    value = helper.make_tensor("v", ONNX_TYPE[np.dtype(dtype)], [], [1 if dtype == np.bool_ else 7])
+    reps = helper.make_tensor("reps", T.INT64, [4], [1, 2, 1, 2])
+    nodes = [helper.make_node("Pad", ["x", "pads", "v"], ["p"], mode=mode),
+             helper.make_node("Tile", ["x", "reps"], ["t"]),
+             helper.make_node("DepthToSpace", ["x"], ["d"], blocksize=2)]
+    elt = ONNX_TYPE[np.dtype(dtype)]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", elt, x.shape)],
+                          [helper.make_tensor_value_info("p", elt, [1, 4, 6, 6]),
+                           helper.make_tensor_value_info("t", elt, [1, 8, 3, 6]),
+                           helper.make_tensor_value_info("d", elt, [1, 1, 6, 6])], [pads, value, reps])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)])
+    from onnx.reference import ReferenceEvaluator
+
+    want = ReferenceEvaluator(m).run(None, {"x": x})
+    got = ziggurat.compile(m, target="llvm -num-cores=1")(x=x)
+    for g_, w in zip(got, want):
+        assert g_.dtype == w.dtype
+        np.testing.assert_array_equal(g_, w)
