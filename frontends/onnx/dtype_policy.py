@@ -13,7 +13,9 @@ element kinds its converter builds IR for directly (`f64`, `f16`, `int`
   ml_dtypes) does for elementwise ops and MatMul; ops the reference computes
   in several rounded steps (Softmax) are rebuilt step by step in
   `bf16_math.py`;
-* integer, bool, float8 and 4-/2-bit integer run-time inputs give a clean
+* 8- and 16-bit integer inputs of ops that only select elements (`SELECTING`:
+  MaxPool) run in float32 too, which holds them exactly;
+* other integer, bool, float8 and 4-/2-bit integer run-time inputs give a clean
   `UnsupportedOpError` that names the op, the input and its type.
 
 After each node, the ops it emitted are verified; an element-type mismatch
@@ -80,6 +82,10 @@ NATIVE: dict[str, frozenset[str]] = {
 }
 """ONNX op type -> element kinds besides float32 that its converter handles natively."""
 
+SELECTING = frozenset({"MaxPool", "GlobalMaxPool"})
+"""Ops whose results are input elements (or their maximum): on integers of at
+most 16 bits, which float32 holds exactly, they run in float32 and cast back."""
+
 _KIND = {"float": None, "int": "int", "uint": "uint", "bool": "bool"}
 
 
@@ -124,6 +130,9 @@ def convert_typed(ctx: ConversionContext, node: onnx.NodeProto, convert: Callabl
         if kind is None or kind in native:
             continue
         if kind in ("f64", "f16", "bf16"):
+            wrap.append((name, elt))  # type: ignore[arg-type]
+        elif (kind in ("int", "uint") and node.op_type in SELECTING and runtime
+              and elt.width.data <= 16):  # type: ignore[union-attr]
             wrap.append((name, elt))  # type: ignore[arg-type]
         elif runtime and refused is None:
             refused = (name, elt)  # type: ignore[assignment]
@@ -175,7 +184,8 @@ def _in_float32(ctx: ConversionContext, node: onnx.NodeProto, convert: Callable[
         want = out_types.get(name, fallback)
         if isinstance(value, np.ndarray):
             out.append(value.astype(dtypes.to_numpy(want)) if value.dtype == np.float32 and dtypes.is_float(want) else value)
-        elif isinstance(value, SSAValue) and element_type(value) == f32 and dtypes.is_float(want) and want != f32:
+        elif isinstance(value, SSAValue) and element_type(value) == f32 and want != f32 and (
+                dtypes.is_float(want) or want in (e for _, e in wrap)):
             out.append(ctx.emit(CastOp(value, tensor_type(shape_of(value), want))))
         else:
             out.append(value)

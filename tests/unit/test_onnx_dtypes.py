@@ -376,3 +376,20 @@ def test_pad_tile_and_depth_to_space_keep_the_element_type(mode, dtype):
     for g_, w in zip(got, want):
         assert g_.dtype == w.dtype
         np.testing.assert_array_equal(g_, w)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.int16, np.uint16])
+def test_max_pool_on_small_integers(dtype):
+    """8-/16-bit integers are exact in float32: MaxPool runs there and casts back."""
+    x = ints(dtype, (1, 2, 5, 5))
+    nodes = [helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2]),
+             helper.make_node("GlobalMaxPool", ["x"], ["g"])]
+    check(nodes, {"x": x}, {"y": (dtype, (1, 2, 3, 3)), "g": (dtype, (1, 2, 1, 1))})
+
+
+def test_max_pool_on_int32_is_refused():
+    x = ints(np.int32, (1, 1, 4, 4))
+    m = model([helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2])], {"x": x},
+              {"y": (np.int32, (1, 1, 3, 3))})
+    with pytest.raises(UnsupportedOpError, match="element type int32"):
+        ziggurat.compile(m)
