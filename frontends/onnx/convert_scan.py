@@ -1,4 +1,4 @@
-"""Scan (opsets 9+) unrolled at import time.
+"""Scan (opsets 8+) unrolled at import time.
 
 Shapes are static, so the number of iterations is known when the model is
 imported: the body graph is converted once per iteration with its state
@@ -26,7 +26,6 @@ import onnx
 from xdsl.ir import SSAValue
 
 from ziggurat.dialects import graph
-from ziggurat.errors import ModelLoadError
 from ziggurat.frontends.onnx.context import ConversionContext, Value, attributes, shape_of
 from ziggurat.frontends.onnx.convert_index import norm_axis
 from ziggurat.frontends.onnx.convert_window import like, reshape
@@ -65,14 +64,44 @@ def _as_ssa(ctx: ConversionContext, value: Value, label: str) -> SSAValue:
     return value
 
 
+def _unroll(ctx: ConversionContext, body: onnx.GraphProto, states: list[Value], scan_values: list[Value],
+            in_axes: list[int], in_dirs: list[int], label: str) -> tuple[list[Value], list[list[Value]]]:
+    """Runs `body` once per step: (final states, the scan outputs of each step per output)."""
+    from ziggurat.frontends.onnx.convert_control import run_subgraph
+
+    n_state = len(states)
+    k = len(body.output) - n_state
+    lengths = {(v.shape if isinstance(v, np.ndarray) else shape_of(v))[a] for v, a in zip(scan_values, in_axes)}
+    if len(lengths) != 1:
+        raise ctx.shape_error(f"the scan inputs have different lengths {sorted(lengths)} along their scan axes")
+    steps = lengths.pop()
+    if steps == 0:
+        raise ctx.unsupported("a scan of 0 iterations (zero-size outputs) is not supported")
+    if steps * max(len(body.node), 1) > MAX_UNROLLED_NODES:
+        raise ctx.unsupported(f"unrolling {steps} iterations of a {len(body.node)}-node body exceeds "
+                              f"{MAX_UNROLLED_NODES} nodes")
+    collected: list[list[Value]] = [[] for _ in range(k)]
+    for t in range(steps):
+        steps_in = [_step(ctx, x, axis, steps - 1 - t if direction else t)
+                    for x, axis, direction in zip(scan_values, in_axes, in_dirs)]
+        results = run_subgraph(ctx, body, [*states, *steps_in], f"{label}/iter{t}")
+        states = results[:n_state]
+        for j in range(k):
+            collected[j].append(results[n_state + j])
+    return states, collected
+
+
+def _rank(value: Value) -> int:
+    return len(value.shape) if isinstance(value, np.ndarray) else len(shape_of(value))
+
+
 def convert_scan(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
     """Scan (opsets 9+): N state variables and M scan inputs; axes and
-    directions per scan input and output. Opset 8 (batch axis and
-    sequence_lens) is refused."""
-    from ziggurat.frontends.onnx.importer import _bind_outputs, _convert
-
+    directions per scan input and output. Opset 8: a leading batch axis on
+    every input and output, unrolled per batch entry; sequence_lens must be
+    left out or known at import time and equal to the full length."""
     if ctx.opset < 9:
-        raise ctx.unsupported("opset-8 Scan (batched, with sequence_lens) is not supported; use opset 9+")
+        return _convert_scan8(ctx, node)
     attrs = attributes(node)
     body: onnx.GraphProto = attrs["body"]
     m = int(attrs["num_scan_inputs"])
@@ -82,64 +111,54 @@ def convert_scan(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value
         raise ctx.shape_error(f"the body takes {len(body.input)} inputs for {len(inputs)} node inputs")
     k = len(body.output) - n_state
     scan_values = [ctx.lookup(name) for name in inputs[n_state:]]
-    ranks = [len(v.shape) if isinstance(v, np.ndarray) else len(shape_of(v)) for v in scan_values]
-    in_axes = [norm_axis(ctx, a, r) for a, r in zip(attrs.get("scan_input_axes", [0] * m), ranks)]
+    in_axes = [norm_axis(ctx, a, _rank(v)) for a, v in zip(attrs.get("scan_input_axes", [0] * m), scan_values)]
     in_dirs = list(attrs.get("scan_input_directions", [0] * m))
     out_dirs = list(attrs.get("scan_output_directions", [0] * k))
-    lengths = {(v.shape if isinstance(v, np.ndarray) else shape_of(v))[a] for v, a in zip(scan_values, in_axes)}
-    if len(lengths) != 1:
-        raise ctx.shape_error(f"the scan inputs have different lengths {sorted(lengths)} along their scan axes")
-    steps = lengths.pop() if m else 0
-    if steps == 0:
-        raise ctx.unsupported("a scan of 0 iterations (zero-size outputs) is not supported")
-    if steps * max(len(body.node), 1) > MAX_UNROLLED_NODES:
-        raise ctx.unsupported(f"unrolling {steps} iterations of a {len(body.node)}-node body exceeds "
-                              f"{MAX_UNROLLED_NODES} nodes")
-    outer = (ctx.node, ctx.node_label)
-    from onnx import numpy_helper
-
-    initializers = {t.name: numpy_helper.to_array(t) for t in body.initializer}
-    body_names = {i.name for i in body.input} | {o for n in body.node for o in n.output if o} | set(initializers)
-    saved = {name: ctx.lookup(name) for name in body_names if _bound(ctx, name)}
-    states: list[Value] = [ctx.lookup(name) for name in inputs[:n_state]]
-    collected: list[list[Value]] = [[] for _ in range(k)]
-    try:
-        for name, array in initializers.items():
-            ctx.bind(name, array)
-        for t in range(steps):
-            ctx.forget_materialized(body_names)  # each iteration binds its names to new values
-            for info, value in zip(body.input[:n_state], states):
-                ctx.bind(info.name, value)
-            for info, x, axis, direction in zip(body.input[n_state:], scan_values, in_axes, in_dirs):
-                ctx.bind(info.name, _step(ctx, x, axis, steps - 1 - t if direction else t))
-            for index, inner in enumerate(body.node):
-                ctx.begin_node(inner, f"{outer[1]}/iter{t}/{inner.op_type}#{index}")
-                _bind_outputs(ctx, inner, _convert(ctx, inner), {})
-            ctx.begin_node(*outer)
-            results = [ctx.lookup(o.name) for o in body.output]
-            states = results[:n_state]
-            for j in range(k):
-                collected[j].append(results[n_state + j])
-    finally:
-        ctx.begin_node(*outer)
-        ctx.forget_materialized(body_names)
-        for name, value in saved.items():
-            ctx.bind(name, value)
+    if not m:
+        raise ctx.unsupported("a scan without scan inputs (0 iterations) is not supported")
+    states, collected = _unroll(ctx, body, [ctx.lookup(name) for name in inputs[:n_state]], scan_values,
+                                in_axes, in_dirs, ctx.node_label)
     outputs: list[Value] = list(states)
     out_axes = attrs.get("scan_output_axes", [0] * k)
     for j in range(k):
         parts = collected[j][::-1] if out_dirs[j] else collected[j]
-        rank = (len(parts[0].shape) if isinstance(parts[0], np.ndarray) else len(shape_of(parts[0]))) + 1
-        outputs.append(_stack(ctx, parts, norm_axis(ctx, out_axes[j], rank)))
+        outputs.append(_stack(ctx, parts, norm_axis(ctx, out_axes[j], _rank(parts[0]) + 1)))
     return outputs
 
 
-def _bound(ctx: ConversionContext, name: str) -> bool:
-    try:
-        ctx.lookup(name)
-    except ModelLoadError:  # not bound (yet)
-        return False
-    return True
+def _convert_scan8(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
+    """Opset-8 Scan: inputs sequence_lens (optional), states [B, ...], scan
+    inputs [B, T, ...]; each batch entry is scanned along axis 1 on its own."""
+    attrs = attributes(node)
+    body: onnx.GraphProto = attrs["body"]
+    m = int(attrs["num_scan_inputs"])
+    inputs = list(node.input[1:])
+    n_state = len(inputs) - m
+    if n_state < 0 or m < 1 or len(body.input) != len(inputs):
+        raise ctx.shape_error(f"the body takes {len(body.input)} inputs for {len(inputs)} node inputs")
+    values = [ctx.lookup(name) for name in inputs]
+    shapes = [tuple(v.shape) if isinstance(v, np.ndarray) else shape_of(v) for v in values]
+    if any(len(sh) < 1 for sh in shapes) or any(len(sh) < 2 for sh in shapes[n_state:]):
+        raise ctx.shape_error(f"opset-8 Scan needs a batch axis on every input, got shapes {shapes}")
+    batches = {sh[0] for sh in shapes}
+    if len(batches) != 1:
+        raise ctx.shape_error(f"the inputs have different batch sizes {sorted(batches)}")
+    batch = batches.pop()
+    lens_name = ctx.input(node, 0)
+    if lens_name is not None:
+        lens = ctx.shape_parameter(lens_name)
+        full = shapes[n_state][1]
+        if lens is None or lens.shape != (batch,) or np.any(lens != full):
+            raise ctx.unsupported(f"sequence_lens ('{lens_name}') must be left out or known at import time and "
+                                  f"equal to the full length {full} for every batch entry")
+    in_dirs = list(attrs.get("directions", [0] * m))
+    per_batch: list[list[Value]] = []
+    for b in range(batch):
+        entry = [_step(ctx, v, 0, b) for v in values]
+        states, collected = _unroll(ctx, body, entry[:n_state], entry[n_state:], [0] * m, in_dirs,
+                                    f"{ctx.node_label}/batch{b}")
+        per_batch.append([*states, *(_stack(ctx, parts, 0) for parts in collected)])
+    return [_stack(ctx, [entry[j] for entry in per_batch], 0) for j in range(len(per_batch[0]))]
 
 
 SCAN_CONVERTERS = {"Scan": convert_scan}

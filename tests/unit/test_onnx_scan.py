@@ -51,15 +51,33 @@ def test_scan_matches_onnxruntime(in_dir, in_axis, out_dir, out_axis):
         np.testing.assert_allclose(g, w, rtol=RTOL, atol=ATOL)
 
 
-def test_opset8_scan_is_refused():
+def scan8_model(sequence_lens=None):
+    """Opset-8 Scan over a batch of 2: s' = s + x_t, scanned out."""
     body = helper.make_graph(
-        [helper.make_node("Add", ["s_in", "x_t"], ["s_out"])], "body",
-        [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2]) for n in ("s_in", "x_t")],
-        [helper.make_tensor_value_info("s_out", TensorProto.FLOAT, [2])])
-    node = helper.make_node("Scan", ["", "s0", "x"], ["s"], body=body, num_scan_inputs=1)
-    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("s0", TensorProto.FLOAT, [1, 2]),
-                                            helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 2])],
-                              [helper.make_tensor_value_info("s", TensorProto.FLOAT, [1, 2])])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 8)], ir_version=8)
-    with pytest.raises(UnsupportedOpError, match="opset-8"):
-        ziggurat.compile(model)
+        [helper.make_node("Add", ["s_in", "x_t"], ["s_out"]), helper.make_node("Identity", ["s_out"], ["y_t"])],
+        "body", [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2]) for n in ("s_in", "x_t")],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2]) for n in ("s_out", "y_t")])
+    node = helper.make_node("Scan", ["lens" if sequence_lens is not None else "", "s0", "x"], ["s", "y"], body=body,
+                            num_scan_inputs=1, directions=[1])
+    inits = [] if sequence_lens is None else [onnx.numpy_helper.from_array(np.array(sequence_lens, np.int64), "lens")]
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("s0", TensorProto.FLOAT, [2, 2]),
+                                            helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 2])],
+                              [helper.make_tensor_value_info("s", TensorProto.FLOAT, [2, 2]),
+                               helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 2])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 8)], ir_version=8)
+
+
+def test_opset8_scan_matches_onnxruntime():
+    model = scan8_model(sequence_lens=[3, 3])
+    rng = np.random.default_rng(0)
+    feeds = {"s0": rng.standard_normal((2, 2)).astype(np.float32),
+             "x": rng.standard_normal((2, 3, 2)).astype(np.float32)}
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    got = ziggurat.compile(model, target="llvm -num-cores=1", opt_level=2)(**feeds)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=RTOL, atol=ATOL)
+
+
+def test_opset8_scan_with_short_sequences_is_refused():
+    with pytest.raises(UnsupportedOpError, match="sequence_lens"):
+        ziggurat.compile(scan8_model(sequence_lens=[3, 2]))
