@@ -15,6 +15,7 @@ from xdsl.rewriter import InsertPoint
 from ziggurat.autotune.cost_oracle import CostEstimate, CostOracle, oracle_from_options
 from ziggurat.autotune.database import WorkloadKey
 from ziggurat.dialects import graph
+from ziggurat.dtypes import signless_tensor
 from ziggurat.errors import CompileError
 from ziggurat.lowering.convert_graph_to_te import build_fused_kernel, build_kernel
 from ziggurat.lowering.te_inline import inline_computes
@@ -33,7 +34,7 @@ def kernel_of_ops(ops: list[Operation], name: str = _KERNEL) -> func.FuncOp:
         for v in op.operands:
             if v.owner not in inside and v not in inputs:
                 inputs.append(v)
-    block = Block(arg_types=[v.type for v in inputs])
+    block = Block(arg_types=[signless_tensor(v.type) for v in inputs])  # as convert-graph-to-te's kernels
     mapping: dict[SSAValue, SSAValue] = dict(zip(inputs, block.args))
     b = Builder(InsertPoint.at_end(block))
     for op in ops:
@@ -42,7 +43,7 @@ def kernel_of_ops(ops: list[Operation], name: str = _KERNEL) -> func.FuncOp:
         mapping[op.results[0]] = COMPUTE_DEFS[type(op)](op, b, mapping.__getitem__)
     last = ops[-1].results[0]
     b.insert(func.ReturnOp(mapping[last]))
-    kernel = func.FuncOp(name, ([v.type for v in inputs], [last.type]), Region(block))
+    kernel = func.FuncOp(name, (list(block.arg_types), [signless_tensor(last.type)]), Region(block))
     inline_computes(kernel)
     return kernel
 
