@@ -4,7 +4,10 @@
   type (or `output_dtype`), per tensor, per axis (1-D scale) or per block
   (`block_size`: the scale holds one value per block along `axis`);
 - `QuantizeLinear(x, scale, zp)`: `saturate(round_half_even(x / scale) + zp)`
-  to the zero point's type (or `output_dtype`, default uint8), 8- and 16-bit;
+  to the zero point's type (or `output_dtype`, default uint8), 2-, 4-, 8- and
+  16-bit; to float8 (float4) `x / scale` (`+ zp`) is cast, rounding to nearest
+  even and saturating (float8 with `saturate = 0`: to NaN/inf), as onnx's
+  reference does;
 - `DynamicQuantizeLinear(x)`: uint8 with `scale = (max(x, 0) - min(x, 0)) / 255`
   and `zp = saturate(round(-min(x, 0) / scale))`.
 
@@ -22,16 +25,24 @@ from xdsl.dialects.builtin import IntegerType, Signedness, f32
 
 from ziggurat import dtypes
 from ziggurat.dialects import graph
+from ziggurat.dialects.graph_dtype import CastOp
 from ziggurat.frontends.onnx.context import ConversionContext, Value, attributes, element_type, shape_of
 from ziggurat.frontends.onnx.convert_quant import _bin, _cast, _const, _t
 
-_RANGES = {(8, False): (-128, 127), (8, True): (0, 255), (16, False): (-32768, 32767), (16, True): (0, 65535)}
+_RANGES = {(8, False): (-128, 127), (8, True): (0, 255), (16, False): (-32768, 32767), (16, True): (0, 65535),
+           (4, False): (-8, 7), (4, True): (0, 15), (2, False): (-2, 1), (2, True): (0, 3)}
 
 
 def _int_range(ctx: ConversionContext, elt) -> tuple[int, int]:
     if not isinstance(elt, IntegerType) or (elt.width.data, elt.signedness.data == Signedness.UNSIGNED) not in _RANGES:
-        raise ctx.unsupported(f"quantized type {elt} is not supported; 8- and 16-bit integers are")
+        raise ctx.unsupported(f"quantized type {dtypes.describe(elt)} is not supported; 2-, 4-, 8- and 16-bit "
+                              "integers, float8 and float4 are")
     return _RANGES[(elt.width.data, elt.signedness.data == Signedness.UNSIGNED)]
+
+
+def _is_float_quant(elt) -> bool:
+    """float8 and float4 quantized types: x / scale is cast (rounding to nearest even), not rounded and clipped."""
+    return dtypes.is_float8(elt) or dtypes.is_float4(elt)
 
 
 def _params(ctx: ConversionContext, node: onnx.NodeProto, x_shape: Sequence[int], index: int):
@@ -70,8 +81,9 @@ def _split_blocks(ctx: ConversionContext, x, axis: int, block: int):
 def convert_dequantize_linear(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
     x = ctx.value(node.input[0])
     elt = element_type(x)
-    if not isinstance(elt, IntegerType) or elt.width.data not in (8, 16, 32):
-        raise ctx.unsupported(f"input 'x' has element type {elt}; 8-, 16- and 32-bit integers are supported")
+    if not (_is_float_quant(elt) or (isinstance(elt, IntegerType) and elt.width.data in (2, 4, 8, 16, 32))):
+        raise ctx.unsupported(f"input 'x' has element type {dtypes.describe(elt)}; 2-, 4-, 8-, 16- and 32-bit "
+                              "integers, float8 and float4 are supported")
     xs = list(shape_of(x))
     axis, block = _params(ctx, node, xs, 1)
     scale = ctx.value(node.input[1])
@@ -79,13 +91,21 @@ def convert_dequantize_linear(ctx: ConversionContext, node: onnx.NodeProto) -> S
     out_elt = dtypes.from_onnx(out_code) if out_code else element_type(scale)
     xv = _split_blocks(ctx, _cast(ctx, x, f32), axis, block)
     zp_name = ctx.input(node, 2)
-    if zp_name is not None:
+    if zp_name is not None and not _is_float_quant(elt):  # float8/float4: no zero point (onnx's reference)
         xv = _bin(ctx, graph.SubOp, xv, _broadcast(ctx, _cast(ctx, ctx.value(zp_name), f32), xs, axis, block))
     y = _bin(ctx, graph.MulOp, xv, _broadcast(ctx, _cast(ctx, scale, f32), xs, axis, block))
     return [_cast(ctx, ctx.reshape(y, xs), out_elt)]
 
 
-def _quantize(ctx: ConversionContext, x, scale, zp, out_elt, xs, axis: int, block: int, label: str):
+def _quantize(ctx: ConversionContext, x, scale, zp, out_elt, xs, axis: int, block: int, label: str,
+              saturate: bool = True):
+    if _is_float_quant(out_elt):  # as onnx's reference: float8 ignores the zero point, float4 adds it
+        xv = _split_blocks(ctx, _cast(ctx, x, f32), axis, block)
+        y = _bin(ctx, graph.DivOp, xv, _broadcast(ctx, _cast(ctx, scale, f32), xs, axis, block))
+        if zp is not None and dtypes.is_float4(out_elt):
+            y = _bin(ctx, graph.AddOp, y, _broadcast(ctx, _cast(ctx, zp, f32), xs, axis, block))
+        y = ctx.reshape(y, xs)
+        return ctx.emit(CastOp(y, _t(shape_of(y), out_elt), saturate or not dtypes.is_float8(out_elt)))
     lo, hi = _int_range(ctx, out_elt)
     xv = _split_blocks(ctx, _cast(ctx, x, f32), axis, block)
     y = ctx.emit(graph.RoundOp(_bin(ctx, graph.DivOp, xv, _broadcast(ctx, _cast(ctx, scale, f32), xs, axis, block))))
@@ -106,7 +126,9 @@ def convert_quantize_linear(ctx: ConversionContext, node: onnx.NodeProto) -> Seq
     out_elt = dtypes.from_onnx(out_code) if out_code else (element_type(zp) if zp is not None else IntegerType(8, Signedness.UNSIGNED))
     if out_elt is None:
         raise ctx.unsupported(f"output_dtype {out_code} is not supported")
-    return [_quantize(ctx, x, ctx.value(node.input[1]), zp, out_elt, xs, axis, block, ctx.node_label or "q")]
+    saturate = bool(attributes(node).get("saturate", 1))
+    return [_quantize(ctx, x, ctx.value(node.input[1]), zp, out_elt, xs, axis, block, ctx.node_label or "q",
+                      saturate)]
 
 
 def convert_dynamic_quantize_linear(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
