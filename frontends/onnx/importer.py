@@ -102,6 +102,7 @@ from ziggurat.frontends.onnx.convert_cumprod import CUMPROD_CONVERTERS
 from ziggurat.frontends.onnx.convert_col2im import COL2IM_CONVERTERS
 from ziggurat.frontends.onnx.convert_control import CONTROL_CONVERTERS, node_reads
 from ziggurat.frontends.onnx.convert_training import TRAINING_CONVERTERS, TRAINING_DEFAULT_OPSET, TRAINING_DOMAIN
+from ziggurat.frontends.onnx.convert_ml import ML_CONVERTERS, ML_DEFAULT_OPSET, ML_DOMAIN
 from ziggurat.frontends.onnx.convert_tensor import (
     REDUCE_KINDS,
     convert_cast,
@@ -186,7 +187,10 @@ MIN_OPSET = 7
 
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 
-DOMAIN_CONVERTERS: dict[tuple[str, str], Converter] = {**TRAINING_CONVERTERS}
+DOMAIN_CONVERTERS: dict[tuple[str, str], Converter] = {**TRAINING_CONVERTERS, **ML_CONVERTERS}
+
+_DOMAIN_ONLY_OPSETS = {TRAINING_DOMAIN: TRAINING_DEFAULT_OPSET, ML_DOMAIN: ML_DEFAULT_OPSET}
+"""Default-domain opset assumed for a model that imports only these domains."""
 """(domain, op type) -> converter for ops of other domains."""
 
 
@@ -236,8 +240,9 @@ def _node_label(node: onnx.NodeProto, index: int) -> str:
 
 def _default_opset(model: onnx.ModelProto, label: str) -> int:
     versions = [entry.version for entry in model.opset_import if entry.domain in _DEFAULT_DOMAINS]
-    if not versions and {entry.domain for entry in model.opset_import} == {TRAINING_DOMAIN}:
-        return TRAINING_DEFAULT_OPSET  # an optimizer model: its ops were defined against this opset
+    domains = {entry.domain for entry in model.opset_import}
+    if not versions and domains and domains <= set(_DOMAIN_ONLY_OPSETS):
+        return max(_DOMAIN_ONLY_OPSETS[d] for d in domains)  # the opset these domains' ops were defined with
     if not versions:
         raise ModelLoadError(f"{label} imports no opset of the default ONNX domain; re-export it with an ONNX opset.")
     if versions[0] < MIN_OPSET:
