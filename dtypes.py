@@ -14,6 +14,7 @@ ziggurat's run-time tensors have one of these element types:
 | INT4, INT2 / UINT4, UINT2 | i4, i2 / ui4, ui2 | int4, int2 / uint4, uint2 (ml_dtypes) |
 | FLOAT8E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ | f8E4M3FN, ... | float8_* (ml_dtypes) |
 | FLOAT4E2M1 | f4E2M1FN              | float4_e2m1fn (ml_dtypes) |
+| FLOAT8E8M0 | f8E8M0FNU             | float8_e8m0fnu (ml_dtypes) |
 
 Signedness lives in the *tensor* types of the graph level only. Below it (te
 bodies, loop buffers, LLVM) every integer is signless: the compute definitions
@@ -28,9 +29,9 @@ with its result rounded to bfloat16 (the frontend's element-type policy,
 `frontends/onnx/dtype_policy.py` and `bf16_math.py`). The 4- and
 2-bit integers are storage types too: one byte per element holding the value
 in its low bits (ml_dtypes' layout, an `i8` below the graph level); only data
-movement, Where and Cast handle them. So do the float8 formats and float4
-e2m1 (one byte each, float4 in the low 4 bits; `lowering/te_fp8.py` converts
-them).
+movement, Where and Cast handle them. So do the float8 formats, float4
+e2m1 and float8 e8m0 (one byte each, float4 in the low 4 bits;
+`lowering/te_fp8.py` converts them).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from xdsl.dialects.builtin import (
     Float8E4M3FNUZType,
     Float8E5M2FNUZType,
     Float8E5M2Type,
+    Float8E8M0FNUType,
     Float16Type,
     Float32Type,
     Float64Type,
@@ -82,13 +84,16 @@ FLOAT8 = {17: Float8E4M3FNType(), 18: Float8E4M3FNUZType(), 19: Float8E5M2Type()
 """ONNX FLOAT8E4M3FN, FLOAT8E4M3FNUZ, FLOAT8E5M2, FLOAT8E5M2FNUZ: one byte per element."""
 FLOAT4 = {23: Float4E2M1FNType()}
 """ONNX FLOAT4E2M1: one element per byte, its 4 bits in the low half (ml_dtypes' layout)."""
+E8M0 = {24: Float8E8M0FNUType()}
+"""ONNX FLOAT8E8M0: a power of two 2^(e - 127) per byte (0xFF is NaN), for scales."""
 _ONNX.update(SUB_BYTE)
 _ONNX.update(FLOAT8)
 _ONNX.update(FLOAT4)
+_ONNX.update(E8M0)
 try:  # bfloat16 and the sub-byte integers have no numpy dtypes of their own; onnx brings ml_dtypes' ones
     import onnx
 
-    for _code, _elt in {16: bf16, **SUB_BYTE, **FLOAT8, **FLOAT4}.items():
+    for _code, _elt in {16: bf16, **SUB_BYTE, **FLOAT8, **FLOAT4, **E8M0}.items():
         _NUMPY[np.dtype(onnx.helper.tensor_dtype_to_np_dtype(_code))] = _elt
 except (ImportError, KeyError, TypeError, ValueError):  # pragma: no cover - older onnx
     pass
@@ -133,6 +138,11 @@ def is_float4(elt: Attribute) -> bool:
     return isinstance(elt, Float4E2M1FNType)
 
 
+def is_e8m0(elt: Attribute) -> bool:
+    """ONNX's FLOAT8E8M0 (a storage type: an exponent byte)."""
+    return isinstance(elt, Float8E8M0FNUType)
+
+
 def is_sub_byte(elt: Attribute) -> bool:
     """A 2- or 4-bit integer (stored one per byte)."""
     return isinstance(elt, IntegerType) and elt.width.data in (2, 4)
@@ -162,7 +172,7 @@ def kind(elt: Attribute) -> str:
 def scalar_type(elt: Attribute) -> Attribute:
     """`elt` without signedness: what te bodies, loop buffers and LLVM compute on
     (bfloat16: its bits, an i16)."""
-    if (isinstance(elt, IntegerType) and elt.width.data in (2, 4)) or is_float8(elt) or is_float4(elt):
+    if (isinstance(elt, IntegerType) and elt.width.data in (2, 4)) or is_float8(elt) or is_float4(elt) or is_e8m0(elt):
         return IntegerType(8)
     if isinstance(elt, IntegerType) and elt.signedness.data != Signedness.SIGNLESS:
         return IntegerType(elt.width.data)

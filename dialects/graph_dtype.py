@@ -38,24 +38,35 @@ class CastOp(IRDLOperation):
     """Elementwise conversion to the result's element type (ONNX Cast):
     float -> integer truncates toward zero (saturating), integer -> integer
     wraps, anything -> bool is `x != 0`, bool -> number is 0 or 1; float8
-    results round to nearest even and saturate unless `saturate = 0`.
+    results round to nearest even and saturate unless `saturate = 0`;
+    float8 e8m0 results keep the exponent, rounded by `round_mode` ("up",
+    the default, "down" or "nearest").
 
     ```mlir
     %y = graph.cast %x : tensor<4xf32> -> tensor<4xi64>
+    %e = graph.cast %x {round_mode = "nearest"} : tensor<4xf32> -> tensor<4xf8E8M0FNU>
     ```
     """
 
     name = "graph.cast"
     input = operand_def(TensorType)
     saturate = opt_prop_def(IntegerAttr)
+    round_mode = opt_prop_def(StringAttr)
     result = result_def(TensorType)
     traits = traits_def(Pure(), OpPattern(PatternKind.ELEMWISE))
     irdl_options = (ParsePropInAttrDict(),)
     assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
 
-    def __init__(self, x: SSAValue, result_type: Attribute, saturate: bool = True):
-        props = {} if saturate else {"saturate": IntegerAttr(0, i64)}
+    def __init__(self, x: SSAValue, result_type: Attribute, saturate: bool = True, round_mode: str = "up"):
+        props: dict[str, Attribute] = {} if saturate else {"saturate": IntegerAttr(0, i64)}
+        if round_mode != "up":
+            props["round_mode"] = StringAttr(round_mode)
         super().__init__(operands=[x], properties=props, result_types=[result_type])
+
+    @property
+    def rounding(self) -> str:
+        """float8 e8m0 results: "up" (default), "down" or "nearest"."""
+        return "up" if self.round_mode is None else self.round_mode.data
 
     @property
     def saturates(self) -> bool:
@@ -64,6 +75,8 @@ class CastOp(IRDLOperation):
 
     def verify_(self) -> None:
         _require(_shape(self.input) == _shape(self.result), self, "input and result shapes differ")
+        _require(self.rounding in ("up", "down", "nearest"), self,
+                 f"round_mode must be 'up', 'down' or 'nearest', got '{self.rounding}'")
 
 
 def bit_width(elt: Attribute) -> int | None:

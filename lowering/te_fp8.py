@@ -26,6 +26,13 @@ bits of a normal value, scales a subnormal mantissa, and maps the specials.
 Both agree bit for bit with onnx.numpy_helper.saturate_cast and ml_dtypes
 over every byte, every tie between neighbours and random values
 (tests/unit/test_onnx_dtypes.py).
+
+FLOAT8E8M0 is an unsigned exponent byte: 2^(e - 127), 0xFF is NaN. Encoding
+keeps float32's exponent field (the sign is dropped) and rounds it as
+`onnx.numpy_helper.to_float8e8m0` does: "up" adds one for any nonzero
+mantissa, "down" truncates, "nearest" adds one when the guard bit is set and
+the round or sticky bit or the exponent is nonzero; with saturate the largest
+exponent (0xFE) does not round up into NaN; inf and NaN become 0xFF.
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ from xdsl.dialects.builtin import (
     Float8E5M2FNUZType,
     Float8E5M2Type,
     Float4E2M1FNType,
+    Float8E8M0FNUType,
     IntegerType,
     f32,
     i32,
@@ -68,6 +76,7 @@ FORMATS: dict[type, Fp8Format] = {
     Float8E5M2Type: Fp8Format(5, 2, 15, "ieee", 0x7B),
     Float8E5M2FNUZType: Fp8Format(5, 2, 16, "fnuz", 0x7F),
     Float4E2M1FNType: Fp8Format(2, 1, 1, "finite", 0x7, bits=4),
+    Float8E8M0FNUType: Fp8Format(8, 0, 127, "e8m0", 0xFE),
 }
 
 
@@ -75,10 +84,13 @@ def fp8_format(elt: Attribute) -> Fp8Format | None:
     return FORMATS.get(type(elt))
 
 
-def encode(e, x: SSAValue, fmt: Fp8Format, saturate: bool = True) -> SSAValue:
+def encode(e, x: SSAValue, fmt: Fp8Format, saturate: bool = True, round_mode: str = "up") -> SSAValue:
     """float32 `x` -> the float8 bits (an i8), round to nearest even. Out of
     range (infinities included): the largest finite value with `saturate`,
-    else NaN (inf for E5M2), as ml_dtypes' plain conversion."""
+    else NaN (inf for E5M2), as ml_dtypes' plain conversion. E8M0 rounds by
+    `round_mode` instead (`encode_e8m0`)."""
+    if fmt.kind == "e8m0":
+        return encode_e8m0(e, x, saturate, round_mode)
     c = lambda v: e.const(v, i32)  # noqa: E731
     add = lambda a, b: e._add(arith.AddiOp(a, b))  # noqa: E731
     bits = e._add(arith.BitcastOp(x, i32))
@@ -113,6 +125,8 @@ def encode(e, x: SSAValue, fmt: Fp8Format, saturate: bool = True) -> SSAValue:
 
 def decode(e, byte: SSAValue, fmt: Fp8Format) -> SSAValue:
     """float8 (float4) bits, an i8 -> the float32 value."""
+    if fmt.kind == "e8m0":
+        return decode_e8m0(e, byte)
     c = lambda v: e.const(v, i32)  # noqa: E731
     b = e._add(arith.ExtUIOp(byte, i32))
     if fmt.bits < 8:
@@ -137,3 +151,34 @@ def decode(e, byte: SSAValue, fmt: Fp8Format) -> SSAValue:
     inf = e.select(negative, e.const(float("-inf"), f32), e.const(float("inf"), f32))
     special = e.select(e._add(arith.CmpiOp(man, c(0), "eq")), inf, nan)
     return e.select(top, special, v)
+
+
+def encode_e8m0(e, x: SSAValue, saturate: bool, round_mode: str) -> SSAValue:
+    """float32 `x` -> the FLOAT8E8M0 byte (onnx.numpy_helper.to_float8e8m0)."""
+    c = lambda v: e.const(v, i32)  # noqa: E731
+    nonzero = lambda v, mask: e._add(arith.CmpiOp(e._add(arith.AndIOp(v, c(mask))), c(0), "ne"))  # noqa: E731
+    bits = e._add(arith.BitcastOp(x, i32))
+    exp = e._add(arith.AndIOp(e._add(arith.ShRUIOp(bits, c(23))), c(0xFF)))
+    if round_mode == "up":
+        up = nonzero(bits, 0x7FFFFF)
+    elif round_mode == "nearest":
+        rest = e._add(arith.OrIOp(nonzero(bits, 0x1FFFFF), e._add(arith.CmpiOp(exp, c(0), "ne"))))
+        up = e._add(arith.AndIOp(nonzero(bits, 0x400000), rest))
+    else:
+        up = None
+    code = exp
+    if up is not None:
+        if saturate:
+            up = e._add(arith.AndIOp(up, e._add(arith.CmpiOp(exp, c(0xFE), "ne"))))
+        code = e._add(arith.AddiOp(exp, e._add(arith.ExtUIOp(up, i32))))
+    code = e.select(e._add(arith.CmpiOp(exp, c(0xFF), "eq")), c(0xFF), code)
+    return e._add(arith.TruncIOp(code, I8))
+
+
+def decode_e8m0(e, byte: SSAValue) -> SSAValue:
+    """FLOAT8E8M0 byte -> 2^(e - 127) as float32 (0: the subnormal 2^-127; 0xFF: NaN)."""
+    c = lambda v: e.const(v, i32)  # noqa: E731
+    b = e._add(arith.ExtUIOp(byte, i32))
+    bits = e.select(e._add(arith.CmpiOp(b, c(0), "eq")), c(0x00400000), e._add(arith.ShLIOp(b, c(23))))
+    v = e._add(arith.BitcastOp(bits, f32))
+    return e.select(e._add(arith.CmpiOp(b, c(0xFF), "eq")), e.const(float("nan"), f32), v)

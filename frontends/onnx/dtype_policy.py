@@ -99,7 +99,7 @@ def kind_of(elt: Attribute) -> str | None:
         return "bf16"
     if dtypes.is_sub_byte(elt):
         return "sub-byte"
-    if dtypes.is_float8(elt) or dtypes.is_float4(elt):
+    if dtypes.is_float8(elt) or dtypes.is_float4(elt) or dtypes.is_e8m0(elt):
         return "fp8"
     if dtypes.is_float(elt):
         return "f64" if elt == dtypes.from_numpy(np.dtype(np.float64)) else "f16"

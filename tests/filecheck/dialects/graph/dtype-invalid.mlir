@@ -13,3 +13,11 @@ func.func @bad_shape(%x: tensor<4xf32>) {
   func.return
 }
 // CHECK: 'graph.bitcast' op input and result shapes differ
+
+// -----
+
+func.func @bad_round_mode(%x: tensor<4xf32>) {
+  %y = graph.cast %x {round_mode = "sideways"} : tensor<4xf32> -> tensor<4xf8E8M0FNU>
+  func.return
+}
+// CHECK: 'graph.cast' op round_mode must be 'up', 'down' or 'nearest', got 'sideways'
