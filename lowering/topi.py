@@ -473,7 +473,8 @@ def define_cast(op: CastOp, b: Builder, x: Lookup) -> SSAValue:
         if isinstance(dst_elt, BFloat16Type):
             return e.f32_to_bf16(e.cast(v, f32, src_uns))
         if fp8_format(dst_elt) is not None:
-            return fp8_encode(e, e.cast(v, f32, src_uns), fp8_format(dst_elt), op.saturates)  # type: ignore[arg-type]
+            return fp8_encode(e, e.cast(v, f32, src_uns), fp8_format(dst_elt), op.saturates,  # type: ignore[arg-type]
+                              op.rounding)
         if is_sub_byte(dst_elt):  # truncate (floats) and wrap into the low bits
             wide = e.cast(v, i64, src_uns, False)
             return e.pack_bits(e.cast(wide, to), dst_elt.width.data)  # type: ignore[attr-defined]
