@@ -288,15 +288,20 @@ def convert_cast(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value
         raise ctx.unsupported(f"casts to {label} are not supported; run-time tensors can be float16/32/64, "
                               "(u)int8-64 or bool")
     saturate = bool(attributes(node).get("saturate", 1))
+    round_mode = attributes(node).get("round_mode", "up")
+    round_mode = round_mode.decode() if isinstance(round_mode, bytes) else round_mode
     array = ctx.constant(node.input[0])
     if array is not None:
+        if dtypes.is_e8m0(to):
+            return [onnx.numpy_helper.to_float8e8m0(array.astype(np.float32), saturate, round_mode)]
         if dtypes.is_float8(to) and saturate:
             return [onnx.numpy_helper.saturate_cast(array.astype(np.float32), dtypes.to_numpy(to))]
         return [array.astype(dtypes.to_numpy(to))]
     x = ctx.value(node.input[0])
     if element_type(x) == to:
         return [x]
-    return [ctx.emit(CastOp(x, tensor_type(shape_of(x), to), saturate or not dtypes.is_float8(to)))]
+    honours = dtypes.is_float8(to) or dtypes.is_e8m0(to)  # saturate applies to these only
+    return [ctx.emit(CastOp(x, tensor_type(shape_of(x), to), saturate or not honours, round_mode))]
 
 
 # ---------------------------------------------------------------------------
