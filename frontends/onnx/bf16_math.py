@@ -20,6 +20,10 @@ that are rounded to bfloat16 after each step:
   ulps over long axes, so those results differ from it beyond the
   conformance tolerance.
 
+Other multi-step ops on bfloat16 (LogSoftmax, ReduceSum/Mean, the
+normalizations, ...) are still computed in float32 and rounded once: more
+accurate than the reference, and possibly a bfloat16 ulp away from it.
+
 Example: `Softmax(x: bfloat16[2,6])` becomes `cast -> reduce max -> sub ->
 round -> exp -> round -> 6 slices, 5 rounded adds -> div -> cast to bf16`.
 """
