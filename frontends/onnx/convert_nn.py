@@ -12,9 +12,7 @@ import onnx
 from xdsl.dialects.builtin import BoolAttr
 from xdsl.ir import SSAValue
 
-from ziggurat import dtypes
 from ziggurat.dialects import graph
-from ziggurat.dialects.graph_dtype import CastOp
 from ziggurat.frontends.onnx.context import (
     ConversionContext,
     Value,
@@ -128,22 +126,8 @@ def _convert_pool(
 
 
 def convert_max_pool(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
-    """MaxPool (opsets 1+; dilations and ceil_mode from 10), 2-D, without the
-    Indices output. Integers of up to 16 bits pool exactly in float32 (cast
-    there and back); wider ones are refused."""
-    x = ctx.lookup(node.input[0])
-    if isinstance(x, np.ndarray) or not dtypes.is_int(x.type.element_type):  # type: ignore[attr-defined]
-        return _convert_pool(ctx, node, graph.MaxPool2dOp, {})
-    elt = x.type.element_type  # type: ignore[attr-defined]
-    if elt.width.data > 16:
-        raise ctx.unsupported(f"input of element type {dtypes.describe(elt)} is not supported; integers of up to "
-                              "16 bits are (they pool exactly in float32)")
-    ctx.bind(node.input[0], ctx.emit(CastOp(x, tensor_type(shape_of(x)))))
-    try:
-        (y,) = _convert_pool(ctx, node, graph.MaxPool2dOp, {})
-    finally:
-        ctx.bind(node.input[0], x)
-    return [ctx.emit(CastOp(y, tensor_type(shape_of(y), elt)))]  # type: ignore[arg-type]
+    """MaxPool (opsets 1+; dilations and ceil_mode from 10), 2-D, without the Indices output."""
+    return _convert_pool(ctx, node, graph.MaxPool2dOp, {})
 
 
 def convert_average_pool(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:

@@ -75,7 +75,6 @@ NATIVE: dict[str, frozenset[str]] = {
     **dict.fromkeys(("GatherND", "ScatterElements", "Scatter", "ScatterND"), frozenset({"int", "uint"})),
     "Trilu": frozenset({"int", "uint", "bool"}),
     "TopK": frozenset({"int", "uint"}),
-    "MaxPool": frozenset({"int", "uint"}),  # up to 16 bits, exactly in float32 (convert_nn.py)
     **dict.fromkeys(("CumSum", "ReverseSequence", "MaxUnpool", "TensorScatter", "RoiAlign"),
                     frozenset({"int", "uint"})),
     # 8-bit quantized ops on the VNNI GEMM (convert_quant.py); their scales may be float16
