@@ -190,13 +190,21 @@ def _pool_3d(ctx: ConversionContext, node: onnx.NodeProto, convert: Converter, x
 
 def _check_pool_outputs(ctx: ConversionContext, node: onnx.NodeProto) -> None:
     if len(node.output) > 1 and any(node.output[1:]):
-        raise ctx.unsupported(f"output #1 ('{node.output[1]}', the Indices) is not supported; only the pooled values")
+        raise ctx.unsupported(f"output #1 ('{node.output[1]}', the Indices) is supported for 2-D pools only")
 
 
 def convert_max_pool_nd(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
-    """MaxPool, 1-D to 3-D (2-D by convert_nn.convert_max_pool); no Indices output.
-    MaxPool of the storage_order attribute is ignored (it concerns Indices only)."""
+    """MaxPool, 1-D to 3-D (2-D by convert_nn.convert_max_pool); the Indices
+    output in 2-D only (convert_pool_indices.py, which reads storage_order)."""
     rank = len(ctx.shape(node.input[0]))
+    if rank == 4 and len(node.output) > 1 and node.output[1]:
+        from ziggurat.frontends.onnx.convert_pool_indices import max_pool_indices
+
+        x = ctx.value(node.input[0])
+        kernel = list(attributes(node)["kernel_shape"])
+        strides, dilations, pads = window_attrs(ctx, attributes(node), shape_of(x)[2:], kernel)
+        (y,) = convert_max_pool(ctx, node)
+        return [y, max_pool_indices(ctx, node, x, y, kernel, strides, pads, dilations)]  # type: ignore[arg-type]
     _check_pool_outputs(ctx, node)
     if rank == 3:
         return _lift_1d(ctx, node, convert_max_pool, False)

@@ -5,6 +5,7 @@ evaluator."""
 from __future__ import annotations
 
 import numpy as np
+import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
@@ -182,3 +183,25 @@ def test_wide_integer_max_pool_is_refused():
                      [("x", TensorProto.INT32, [1, 1, 4, 4])], [("y", TensorProto.INT32, [1, 1, 3, 3])], opset=12)
     with pytest.raises(UnsupportedOpError, match="element type int32"):
         ziggurat.compile(model, target=TARGET)
+
+
+@pytest.mark.parametrize("attrs", [
+    {"kernel_shape": [2, 2], "strides": [2, 2]},
+    {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "storage_order": 1},
+    {"kernel_shape": [2, 3], "strides": [2, 1], "dilations": [2, 1], "ceil_mode": 1},
+    {"kernel_shape": [3, 2], "strides": [2, 2], "auto_pad": "SAME_UPPER", "storage_order": 1},
+])
+@pytest.mark.parametrize("elem,dtype", [(TensorProto.FLOAT, np.float32), (TensorProto.UINT8, np.uint8)])
+def test_max_pool_indices(attrs, elem, dtype):
+    node = helper.make_node("MaxPool", ["x"], ["y", "i"], **attrs)
+    model = model_of([node], [("x", elem, [2, 3, 7, 6])], [("y", elem, list("nchw")), ("i", TensorProto.INT64, list("nchw"))],
+                     opset=12)
+    x = np.random.default_rng(8).integers(0, 5, (2, 3, 7, 6)).astype(dtype)  # ties: the first maximum wins
+    # onnxruntime, on float32 (onnx's reference ignores storage_order when padding)
+    as_float = model_of([node], [("x", TensorProto.FLOAT, [2, 3, 7, 6])],
+                        [("y", TensorProto.FLOAT, list("nchw")), ("i", TensorProto.INT64, list("nchw"))], opset=12)
+    want = ort.InferenceSession(as_float.SerializeToString()).run(None, {"x": x.astype(np.float32)})
+    got = ziggurat.compile(model, target=TARGET)(x=x)
+    np.testing.assert_array_equal(got[0], want[0].astype(dtype))
+    assert got[1].dtype == np.int64
+    np.testing.assert_array_equal(got[1], want[1])
