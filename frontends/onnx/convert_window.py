@@ -242,9 +242,14 @@ def convert_conv_nd(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Va
 
 
 def convert_conv_transpose_nd(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
-    """ConvTranspose, 1-D lifted onto the 2-D converter; 2-D by convert_layout."""
+    """ConvTranspose, 1-D lifted onto the 2-D converter; 2-D by convert_layout;
+    3-D as a stride-1 3-D Conv (convert_conv_transpose_3d.py)."""
     if len(ctx.shape(node.input[0])) == 3:
         return _lift_1d(ctx, node, convert_conv_transpose, True)
+    if len(ctx.shape(node.input[0])) == 5:
+        from ziggurat.frontends.onnx.convert_conv_transpose_3d import conv_transpose_3d
+
+        return conv_transpose_3d(ctx, node, _conv_3d)
     return convert_conv_transpose(ctx, node)
 
 

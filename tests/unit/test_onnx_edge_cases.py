@@ -205,3 +205,30 @@ def test_max_pool_indices(attrs, elem, dtype):
     np.testing.assert_array_equal(got[0], want[0].astype(dtype))
     assert got[1].dtype == np.int64
     np.testing.assert_array_equal(got[1], want[1])
+
+
+@pytest.mark.parametrize("attrs,group", [
+    ({}, 1),
+    ({"strides": [2, 1, 2], "pads": [1, 0, 1, 0, 1, 1], "output_padding": [1, 0, 0]}, 1),
+    ({"dilations": [2, 1, 1], "strides": [1, 2, 1]}, 2),
+    ({"strides": [2, 2, 2], "output_shape": [7, 8, 9]}, 1),
+    ({"strides": [2, 1, 1], "auto_pad": "SAME_UPPER"}, 1),
+])
+@pytest.mark.parametrize("weight_at_runtime", [False, True])
+def test_conv_transpose_3d(attrs, group, weight_at_runtime):
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((2, 4, 3, 4, 5)).astype(np.float32)
+    w = rng.standard_normal((4, 3, 2, 3, 2)).astype(np.float32)
+    b = rng.standard_normal((3 * group,)).astype(np.float32)
+    inits = [helper.make_tensor("b", TensorProto.FLOAT, b.shape, b)]
+    inputs = [("x", TensorProto.FLOAT, list(x.shape))]
+    if weight_at_runtime:
+        inputs.append(("w", TensorProto.FLOAT, list(w.shape)))
+    else:
+        inits.append(helper.make_tensor("w", TensorProto.FLOAT, w.shape, w.reshape(-1)))
+    node = helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], group=group, **attrs)
+    model = model_of([node], inputs, [("y", TensorProto.FLOAT, list("ncdhw"))], opset=17, initializers=inits)
+    feeds = {"x": x, "w": w} if weight_at_runtime else {"x": x}
+    want = ort.InferenceSession(model.SerializeToString()).run(None, feeds)[0]
+    got = ziggurat.compile(model, target=TARGET)(**feeds)[0]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
