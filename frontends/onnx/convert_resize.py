@@ -59,13 +59,18 @@ def convert_resize(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Val
     out_shape = _run(ctx, node, np.zeros(shape, np.float32), params, attrs).shape
     axes = attrs.pop("axes", None)
     axes = list(range(rank)) if axes is None else [a + rank if a < 0 else a for a in axes]
-    if attrs.get("keep_aspect_ratio_policy", "stretch") != "stretch" and params.get("sizes") is not None:
-        scale = out_shape[axes[0]] / shape[axes[0]]
-        params = {"roi": params.get("roi"), "scales": np.full(len(axes), scale, np.float32), "sizes": None}
-        attrs.pop("keep_aspect_ratio_policy")
+    policy = attrs.get("keep_aspect_ratio_policy", "stretch")
+    keep_aspect = policy != "stretch" and params.get("sizes") is not None
     y = x
     for k, axis in enumerate(axes):
         n, m = shape[axis], out_shape[axis]
+        if keep_aspect:
+            matrix, offset = _keep_aspect_axis(ctx, node, attrs, params, shape, axes, k)
+            if matrix.shape != (m, n):
+                raise ctx.unsupported(f"axis {axis}: the per-axis interpolation gives {matrix.shape}, expected {(m, n)}")
+            if not (m == n and np.array_equal(matrix, np.eye(n, dtype=np.float32)) and not offset.any()):
+                y = _apply(ctx, y, axis, matrix.astype(np.float32), offset.astype(np.float32))
+            continue
         one = {"roi": None, "scales": None, "sizes": None}
         roi = params.get("roi")
         if roi is not None:
@@ -85,6 +90,29 @@ def convert_resize(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Val
             continue
         y = _apply(ctx, y, axis, matrix.astype(np.float32), offset.astype(np.float32))
     return [y]
+
+
+def _keep_aspect_axis(ctx: ConversionContext, node: onnx.NodeProto, attrs: dict, params: dict,
+                      shape: Sequence[int], axes: list[int], k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(matrix, offset) of axis `axes[k]` under keep_aspect_ratio_policy: one
+    scale, decided by the axis whose sizes/shape ratio is the largest
+    (not_smaller) or smallest (not_larger), rounds every axis's size. The
+    reference runs on a 3-D probe [n, K, n] resizing axes 0 and 1, where axis
+    1 (extent K) repeats the deciding axis, so the same scale is chosen."""
+    sizes = [int(v) for v in params["sizes"].reshape(-1)]
+    ratios = [size / shape[a] for size, a in zip(sizes, axes)]
+    j = int(np.argmax(ratios) if attrs["keep_aspect_ratio_policy"] == "not_smaller" else np.argmin(ratios))
+    n, extent = shape[axes[k]], shape[axes[j]]
+    one: dict[str, np.ndarray | None] = {"roi": None, "scales": None,
+                                         "sizes": np.array([sizes[k], sizes[j]], np.int64)}
+    roi = params.get("roi")
+    if roi is not None:
+        one["roi"] = np.array([roi[k], roi[j], roi[k + len(axes)], roi[j + len(axes)]], roi.dtype)
+    probe = {**attrs, "axes": [0, 1]}
+    offset = _run(ctx, node, np.zeros((n, extent, 1), np.float32), one, probe)[:, 0, 0]
+    basis = np.ascontiguousarray(np.broadcast_to(np.eye(n, dtype=np.float32)[:, None, :], (n, extent, n)))
+    matrix = _run(ctx, node, basis, one, probe)[:, 0, :] - offset[:, None]
+    return matrix, offset
 
 
 def _apply(ctx: ConversionContext, y: SSAValue, axis: int, matrix: np.ndarray, offset: np.ndarray) -> SSAValue:

@@ -232,3 +232,19 @@ def test_conv_transpose_3d(attrs, group, weight_at_runtime):
     want = ort.InferenceSession(model.SerializeToString()).run(None, feeds)[0]
     got = ziggurat.compile(model, target=TARGET)(**feeds)[0]
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("policy", ["not_smaller", "not_larger"])
+@pytest.mark.parametrize("mode", ["nearest", "linear", "cubic"])
+@pytest.mark.parametrize("sizes,axes", [([1, 3], [2, 3]), ([7, 3], [2, 3]), ([1, 1, 5, 9], None)])
+def test_resize_keep_aspect_ratio(policy, mode, sizes, axes):
+    attrs = {"mode": mode, "keep_aspect_ratio_policy": policy} | ({"axes": axes} if axes else {})
+    inits = [helper.make_tensor("sizes", TensorProto.INT64, [len(sizes)], sizes)]
+    model = model_of([helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], **attrs)],
+                     [("x", TensorProto.FLOAT, [1, 2, 4, 6])], [("y", TensorProto.FLOAT, list("nchw"))], opset=19,
+                     initializers=inits)
+    x = np.random.default_rng(10).standard_normal((1, 2, 4, 6)).astype(np.float32)
+    want = ReferenceEvaluator(model).run(None, {"x": x})[0]
+    got = ziggurat.compile(model, target=TARGET)(x=x)[0]
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
