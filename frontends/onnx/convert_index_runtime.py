@@ -51,6 +51,7 @@ from ziggurat.frontends.onnx.convert_index import (
     reduce,
     where,
 )
+from ziggurat.frontends.onnx.convert_tfidf import convert_tfidf_vectorizer
 from ziggurat.frontends.onnx.convert_window import like, reshape
 
 
@@ -341,5 +342,6 @@ RUNTIME_INDEX_CONVERTERS = {
     "ScatterElements": convert_scatter_elements_any,
     "Scatter": convert_scatter_elements_any,
     "ScatterND": convert_scatter_nd_any,
+    "TfIdfVectorizer": convert_tfidf_vectorizer,
 }
 """ONNX op type -> converter, merged into the importer's table after convert_index's."""

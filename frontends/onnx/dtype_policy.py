@@ -75,6 +75,7 @@ NATIVE: dict[str, frozenset[str]] = {
     **dict.fromkeys(("GatherND", "ScatterElements", "Scatter", "ScatterND"), frozenset({"int", "uint"})),
     "Trilu": frozenset({"int", "uint", "bool"}),
     "TopK": frozenset({"int", "uint"}),
+    "TfIdfVectorizer": frozenset({"int"}),  # int32/int64 tokens (convert_tfidf.py)
     **dict.fromkeys(("CumSum", "ReverseSequence", "MaxUnpool", "TensorScatter", "RoiAlign"),
                     frozenset({"int", "uint"})),
     # 8-bit quantized ops on the VNNI GEMM (convert_quant.py); their scales may be float16

@@ -248,3 +248,28 @@ def test_resize_keep_aspect_ratio(policy, mode, sizes, axes):
     got = ziggurat.compile(model, target=TARGET)(x=x)[0]
     assert got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("mode,weights", [("TF", None), ("IDF", None), ("IDF", [0.5, 2, 3, 1, 4, 1.5, 2.5]),
+                                          ("TFIDF", [0.5, 2, 3, 1, 4, 1.5, 2.5])])
+@pytest.mark.parametrize("lo,hi,skip", [(1, 1, 0), (1, 2, 2), (2, 3, 1), (3, 3, 0)])
+@pytest.mark.parametrize("shape,elem,dtype", [((2, 9), TensorProto.INT32, np.int32), ((11,), TensorProto.INT64, np.int64)])
+def test_tfidf_vectorizer(mode, weights, lo, hi, skip, shape, elem, dtype):
+    # unigrams 2, 3; bigrams (5,4) (5,6) (7,8) (6,7); trigram (5,6,7); two n-grams share output 1
+    attrs = dict(mode=mode, min_gram_length=lo, max_gram_length=hi, max_skip_count=skip, ngram_counts=[0, 2, 10],
+                 ngram_indexes=[0, 1, 1, 2, 3, 4, 5], pool_int64s=[2, 3, 5, 4, 5, 6, 7, 8, 6, 7, 5, 6, 7])
+    if weights:
+        attrs["weights"] = weights[:6]
+    out = [shape[0], 6] if len(shape) == 2 else [6]
+    model = model_of([helper.make_node("TfIdfVectorizer", ["x"], ["y"], **attrs)], [("x", elem, list(shape))],
+                     [("y", TensorProto.FLOAT, out)], opset=9)
+    x = np.random.default_rng(11).integers(2, 9, shape).astype(dtype)
+    if mode == "IDF" and not weights:  # the reference needs weights here: 1 where the TF count is > 0
+        tf = model_of([helper.make_node("TfIdfVectorizer", ["x"], ["y"], **(attrs | {"mode": "TF"}))],
+                      [("x", elem, list(shape))], [("y", TensorProto.FLOAT, out)], opset=9)
+        want = (ReferenceEvaluator(tf).run(None, {"x": x})[0] > 0).astype(np.float32)
+    else:
+        want = ReferenceEvaluator(model).run(None, {"x": x})[0]
+    got = ziggurat.compile(model, target=TARGET)(x=x)[0]
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-6)

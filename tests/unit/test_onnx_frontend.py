@@ -235,6 +235,7 @@ def test_every_converter_has_a_single_op_case():
     tested_elsewhere |= {"Scan"}  # a body graph: tests/unit/test_onnx_scan.py
     tested_elsewhere |= {"If", "Loop"}  # subgraphs: tests/unit/test_onnx_control.py
     tested_elsewhere |= {"MaxUnpool", "TensorScatter"}  # integer inputs: tests/unit/test_onnx_index_ops.py
+    tested_elsewhere |= {"TfIdfVectorizer"}  # integer tokens: tests/unit/test_onnx_edge_cases.py
     tested_elsewhere |= {"RoiAlign"}  # integer batch indices: tests/unit/test_onnx_roi_align.py
     tested_elsewhere |= {"BitCast"}  # every element type pair: tests/unit/test_onnx_bitcast.py
     # integer inputs: tests/unit/test_onnx_dtypes.py
