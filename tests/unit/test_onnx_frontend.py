@@ -435,12 +435,12 @@ def test_max_pool_auto_pad_same_upper():
     assert imported_ok(single_op("MaxPool", [(1, 2, 5, 5)], attrs)).output_shapes == [(1, 2, 3, 3)]
 
 
-def test_max_pool_indices_output_is_unsupported():
+def test_max_pool_indices_output_imports():
+    # 2-D Indices are computed (values vs onnxruntime: tests/unit/test_onnx_edge_cases.py)
     node = helper.make_node("MaxPool", ["x"], ["y", "idx"], name="pool", kernel_shape=[2, 2])
-    outputs = [output("y", 4), value_info("idx", (1, 1, 2, 2), TensorProto.INT64)]
+    outputs = [output("y", 4), value_info("idx", (1, 1, 3, 3), TensorProto.INT64)]
     model = make_model([node], [value_info("x", (1, 1, 4, 4))], outputs)
-    with pytest.raises(UnsupportedOpError, match="idx"):
-        import_onnx(model)
+    assert import_onnx(model).output_shapes == [(1, 1, 3, 3), (1, 1, 3, 3)]
 
 
 def test_batch_norm_training_mode_uses_batch_statistics():
