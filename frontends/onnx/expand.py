@@ -72,11 +72,12 @@ def function_body(ctx: ConversionContext, node: onnx.NodeProto) -> tuple[list[on
     return function_expand_helper(full, function, prefix), opset
 
 
-def has_function_body(op_type: str, opset: int) -> bool:
-    """Whether the default-domain op `op_type` has a (static or context-dependent)
-    function body at `opset`."""
+def has_function_body(op_type: str, opset: int, domain: str = "") -> bool:
+    """Whether the op `op_type` (of the default domain unless `domain` says
+    otherwise, e.g. ai.onnx.preview's FlexAttention) has a (static or
+    context-dependent) function body at `opset`."""
     try:
-        schema = onnx.defs.get_schema(op_type, opset, "")
+        schema = onnx.defs.get_schema(op_type, opset, domain)
     except onnx.defs.SchemaError:
         return False
     return bool(schema.has_function or schema.has_context_dependent_function)

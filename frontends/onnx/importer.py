@@ -278,7 +278,8 @@ def _check_supported(graph: onnx.GraphProto, opset: int) -> None:
     """Raises for the first node without a converter, naming the other missing op types."""
     unsupported = [
         (index, node) for index, node in enumerate(graph.node)
-        if (node.domain not in _DEFAULT_DOMAINS and _converter(node) is None)
+        if (node.domain not in _DEFAULT_DOMAINS and _converter(node) is None
+            and not has_function_body(node.op_type, opset, node.domain))
         or (node.domain in _DEFAULT_DOMAINS and node.op_type not in CONVERTERS and not has_reference_impl(node.op_type, opset)
             and not has_function_body(node.op_type, opset))
     ]

@@ -273,3 +273,22 @@ def test_tfidf_vectorizer(mode, weights, lo, hi, skip, shape, elem, dtype):
     got = ziggurat.compile(model, target=TARGET)(x=x)[0]
     assert got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_preview_domain_op_expands_through_its_function_body():
+    """FlexAttention (ai.onnx.preview) has no converter: its context-dependent body is converted."""
+    node = helper.make_node("FlexAttention", ["q", "k", "v"], ["y"], domain="ai.onnx.preview")
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("q", TensorProto.FLOAT, [1, 2, 4, 8]),
+                                        helper.make_tensor_value_info("k", TensorProto.FLOAT, [1, 2, 5, 8]),
+                                        helper.make_tensor_value_info("v", TensorProto.FLOAT, [1, 2, 5, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 4, 8])])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 26), helper.make_opsetid("ai.onnx.preview", 1)])
+    rng = np.random.default_rng(12)
+    feeds = {n: rng.standard_normal(s).astype(np.float32) for n, s in (("q", (1, 2, 4, 8)), ("k", (1, 2, 5, 8)),
+                                                                        ("v", (1, 2, 5, 8)))}
+    q, k, v = feeds["q"], feeds["k"], feeds["v"]
+    scores = q @ k.transpose(0, 1, 3, 2) / np.sqrt(8)
+    p = np.exp(scores - scores.max(-1, keepdims=True))
+    want = (p / p.sum(-1, keepdims=True)) @ v
+    got = ziggurat.compile(model, target=TARGET)(**feeds)[0]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
