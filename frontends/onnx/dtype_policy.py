@@ -70,6 +70,7 @@ NATIVE: dict[str, frozenset[str]] = {
     **dict.fromkeys(("If", "Loop"), ALL),  # control flow: the branches/body convert their own nodes
     **dict.fromkeys(("Binarizer", "ArrayFeatureExtractor"), frozenset({"f64", "int"})),  # ai.onnx.ml (convert_ml.py)
     "TreeEnsemble": frozenset({"f64"}),
+    "OneHot": NUMERIC,  # convert_onehot.py: integer or float indices, values of any numeric type
     **dict.fromkeys(("Adagrad", "Adam", "Momentum"), frozenset({"f64", "int"})),  # int64 step count T
     # convert_index.py / convert_index_runtime.py: integer indices (and data) natively
     **dict.fromkeys(("GatherND", "ScatterElements", "Scatter", "ScatterND"), frozenset({"int", "uint"})),

@@ -101,6 +101,7 @@ from ziggurat.frontends.onnx.convert_bitcast import BITCAST_CONVERTERS
 from ziggurat.frontends.onnx.convert_cumprod import CUMPROD_CONVERTERS
 from ziggurat.frontends.onnx.convert_col2im import COL2IM_CONVERTERS
 from ziggurat.frontends.onnx.convert_stft import STFT_CONVERTERS
+from ziggurat.frontends.onnx.convert_onehot import ONEHOT_CONVERTERS
 from ziggurat.frontends.onnx.convert_control import CONTROL_CONVERTERS, node_reads
 from ziggurat.frontends.onnx.convert_training import TRAINING_CONVERTERS, TRAINING_DEFAULT_OPSET, TRAINING_DOMAIN
 from ziggurat.frontends.onnx.convert_ml import ML_CONVERTERS, ML_DEFAULT_OPSET, ML_DOMAIN
@@ -181,6 +182,7 @@ CONVERTERS: dict[str, Converter] = {
     **CONTROL_CONVERTERS,
     **COL2IM_CONVERTERS,
     **STFT_CONVERTERS,
+    **ONEHOT_CONVERTERS,
 }
 """ONNX op type (default domain) -> converter."""
 

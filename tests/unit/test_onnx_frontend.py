@@ -211,6 +211,8 @@ SINGLE_OP_CASES |= {  # the converters of convert_window.py, convert_index.py an
     "CumProd": ("CumProd", [(2, 3)], {"exclusive": 1}, [ints("ax", 1)], ["ax"], (2, 3)),
     "Col2Im": ("Col2Im", [(1, 4, 16)], {}, [ints("im", [5, 5]), ints("bl", [2, 2])], ["im", "bl"], (1, 1, 5, 5)),
     "STFT": ("STFT", [(1, 16, 1)], {"onesided": 1}, [ints("st", 4), ints("fl", 8)], ["st", "", "fl"], (1, 3, 5, 2)),
+    "OneHot": ("OneHot", [(2, 3)], {"axis": 1}, [ints("depth", 4), numpy_helper.from_array(np.float32([0, 1]), "vals")],
+               ["depth", "vals"], (2, 4, 3)),
     "Hardmax": ("Hardmax", [(2, 3)], {}, [], [], (2, 3)),
     "Trilu": ("Trilu", [(3, 4)], {"upper": 0}, [], [], (3, 4)),
     "GatherND": ("GatherND", [(3, 4)], {}, [ints("i", [[0, 1], [2, 3]])], ["i"], (2,)),
