@@ -181,12 +181,10 @@ def test_trilu_runtime_k(upper):
     run_runtime(node, {"x": rand(2, 3, 5)}, {"k": np.array(-1, np.int64)})
 
 
-def test_runtime_indices_with_batch_dims_are_refused():
-    pytest.importorskip("ziggurat.dialects.graph_dtype", reason="run-time int64 inputs need graph.cast")
+def test_runtime_indices_with_batch_dims():
+    # more shapes against onnx's reference: tests/unit/test_onnx_edge_cases.py
     node = helper.make_node("GatherND", ["x", "i"], ["y"], batch_dims=1)
-    model, _ = runtime_model(node, {"x": rand(2, 3)}, {"i": np.array([[1], [0]], np.int64)})
-    with pytest.raises(UnsupportedOpError, match="batch_dims"):
-        ziggurat.compile(model)
+    run_runtime(node, {"x": rand(2, 3)}, {"i": np.array([[1], [0]], np.int64)})
 
 
 @pytest.mark.parametrize("axis", [0, -1])
