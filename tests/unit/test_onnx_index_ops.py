@@ -12,7 +12,6 @@ from onnx import TensorProto, helper, numpy_helper
 
 import ziggurat
 import ziggurat.dialects.graph  # noqa: F401 - before graph_dtype (graph imports it)
-from ziggurat.errors import UnsupportedOpError
 
 ort = pytest.importorskip("onnxruntime")
 RTOL, ATOL = 1e-3, 1e-4
