@@ -12,6 +12,13 @@ MLIR dialect in two ways:
   never spells a tensor out element by element.
 
 Layouts: activations are NCHW, convolution weights OIHW (ONNX conventions).
+
+The op definitions are split by kind: this module holds the base pieces
+(op patterns, constants, unary/binary elementwise, reshape/transpose, fused
+groups, the cost attribute); `graph_nn.py` (matmul, conv, pooling, norms,
+softmax), `graph_core.py` (the ONNX decomposition core), `graph_layout.py`,
+`graph_dtype.py` and `graph_quant.py` hold the rest. All are registered in
+the one `Graph` dialect below and re-exported here (`graph.Conv2dOp`).
 """
 
 from __future__ import annotations
@@ -22,10 +29,7 @@ from enum import IntEnum
 from typing import ClassVar
 
 from xdsl.dialects.builtin import (
-    BoolAttr,
     DenseArrayBase,
-    FloatAttr,
-    IntegerAttr,
     StringAttr,
     Float16Type,
     Float32Type,
@@ -33,8 +37,6 @@ from xdsl.dialects.builtin import (
     IntegerType,
     Signedness,
     TensorType,
-    f64,
-    i1,
     i64,
 )
 from xdsl.dialects.builtin import FloatData, IntAttr
@@ -49,8 +51,6 @@ from xdsl.irdl import (
     irdl_attr_definition,
     irdl_op_definition,
     operand_def,
-    opt_operand_def,
-    opt_prop_def,
     prop_def,
     region_def,
     result_def,
@@ -387,254 +387,6 @@ class DivOp(BinaryOp):
 
 
 # ---------------------------------------------------------------------------
-# Linear algebra and convolution
-# ---------------------------------------------------------------------------
-
-
-@irdl_op_definition
-class MatmulOp(IRDLOperation):
-    """numpy.matmul of two tensors of rank >= 2, batch dims broadcast.
-
-    With `transpose_b`, the last two dims of `rhs` are swapped first (the dense
-    layer form `x @ W^T` with W stored as [out, in]).
-
-    ```mlir
-    %y = graph.matmul %x, %w {transpose_b = true} : tensor<1x784xf32>, tensor<512x784xf32> -> tensor<1x512xf32>
-    ```
-    """
-
-    name = "graph.matmul"
-    lhs = operand_def(TensorType)
-    rhs = operand_def(TensorType)
-    transpose_b = opt_prop_def(BoolAttr)
-    result = result_def(TensorType)
-    traits = traits_def(Pure(), OpPattern(PatternKind.OUT_ELEMWISE_FUSABLE))
-    irdl_options = (ParsePropInAttrDict(),)
-    assembly_format = (
-        "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)"
-    )
-
-    def __init__(self, lhs: SSAValue, rhs: SSAValue, result_type: Attribute, transpose_b=False):
-        props = {"transpose_b": BoolAttr.from_bool(True)} if transpose_b else {}
-        super().__init__(operands=[lhs, rhs], properties=props, result_types=[result_type])
-
-    @property
-    def is_transpose_b(self) -> bool:
-        return self.transpose_b is not None and bool(self.transpose_b.value.data)
-
-    def verify_(self) -> None:
-        a, b, r = _shape(self.lhs), _shape(self.rhs), _shape(self.result)
-        _require(len(a) >= 2 and len(b) >= 2, self, "operands must have rank >= 2")
-        bk, bn = (b[-1], b[-2]) if self.is_transpose_b else (b[-2], b[-1])
-        _require(a[-1] == bk, self, f"contracting dims differ: {a[-1]} vs {bk}")
-        batch = broadcast_shapes(a[:-2], b[:-2])
-        _require(batch is not None, self, f"batch dims {a[:-2]} and {b[:-2]} do not broadcast")
-        _require(r == (*batch, a[-2], bn), self, f"result shape {r} should be {(*batch, a[-2], bn)}")
-
-
-@irdl_op_definition
-class Conv2dOp(IRDLOperation):
-    """2-D convolution, NCHW input, OIHW weight, with groups.
-
-    `pads` is [top, left, bottom, right] (ONNX order), `strides` and `dilations`
-    are [h, w]. The weight has shape [C_out, C_in / groups, KH, KW].
-
-    ```mlir
-    %y = graph.conv2d %x, %w {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1 : i64} : tensor<1x3x32x32xf32>, tensor<32x3x3x3xf32> -> tensor<1x32x32x32xf32>
-    ```
-    """
-
-    name = "graph.conv2d"
-    input = operand_def(TensorType)
-    weight = operand_def(TensorType)
-    strides = prop_def(DenseArrayBase)
-    pads = prop_def(DenseArrayBase)
-    dilations = prop_def(DenseArrayBase)
-    groups = prop_def(IntegerAttr)
-    result = result_def(TensorType)
-    traits = traits_def(Pure(), OpPattern(PatternKind.OUT_ELEMWISE_FUSABLE))
-    irdl_options = (ParsePropInAttrDict(),)
-    assembly_format = (
-        "$input `,` $weight attr-dict `:` type($input) `,` type($weight) `->` type($result)"
-    )
-
-    def __init__(self, input, weight, result_type, strides, pads, dilations, groups=1):
-        super().__init__(
-            operands=[input, weight],
-            properties={
-                "strides": int_array(strides),
-                "pads": int_array(pads),
-                "dilations": int_array(dilations),
-                "groups": IntegerAttr(groups, i64),
-            },
-            result_types=[result_type],
-        )
-
-    def verify_(self) -> None:
-        x, w, r = _shape(self.input), _shape(self.weight), _shape(self.result)
-        _require(len(x) == 4 and len(w) == 4, self, "expects NCHW input and OIHW weight")
-        s, p, d = _ints(self.strides), _ints(self.pads), _ints(self.dilations)
-        _require(len(s) == 2 and len(d) == 2 and len(p) == 4, self, "needs 2 strides, 2 dilations, 4 pads")
-        g = self.groups.value.data
-        _require(g >= 1 and x[1] % g == 0 and w[0] % g == 0, self, f"groups={g} must divide C_in={x[1]} and C_out={w[0]}")
-        _require(w[1] * g == x[1], self, f"weight has {w[1]} input channels per group, input has {x[1]} for {g} groups")
-        oh = (x[2] + p[0] + p[2] - d[0] * (w[2] - 1) - 1) // s[0] + 1
-        ow = (x[3] + p[1] + p[3] - d[1] * (w[3] - 1) - 1) // s[1] + 1
-        _require(r == (x[0], w[0], oh, ow), self, f"result shape {r} should be {(x[0], w[0], oh, ow)}")
-
-
-# ---------------------------------------------------------------------------
-# Pooling and normalization
-# ---------------------------------------------------------------------------
-
-
-def pool_output_size(size: int, k: int, s: int, p0: int, p1: int, d: int, ceil: bool) -> int:
-    span = size + p0 + p1 - d * (k - 1) - 1
-    out = (span + (s - 1 if ceil else 0)) // s + 1
-    if ceil and (out - 1) * s >= size + p0:  # last window must start inside the input
-        out -= 1
-    return out
-
-
-class Pool2dOp(IRDLOperation):
-    """Base of 2-D window pooling over NCHW."""
-
-    input = operand_def(TensorType)
-    kernel = prop_def(DenseArrayBase)
-    strides = prop_def(DenseArrayBase)
-    pads = prop_def(DenseArrayBase)
-    dilations = prop_def(DenseArrayBase)
-    ceil_mode = opt_prop_def(BoolAttr)
-    result = result_def(TensorType)
-    traits = traits_def(Pure(), OpPattern(PatternKind.OUT_ELEMWISE_FUSABLE))
-    irdl_options = (ParsePropInAttrDict(),)
-    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
-
-    def verify_(self) -> None:
-        x, r = _shape(self.input), _shape(self.result)
-        _require(len(x) == 4, self, "expects an NCHW input")
-        k, s, p, d = _ints(self.kernel), _ints(self.strides), _ints(self.pads), _ints(self.dilations)
-        _require(len(k) == 2 and len(s) == 2 and len(d) == 2 and len(p) == 4, self, "needs 2-D kernel/strides/dilations and 4 pads")
-        ceil = self.ceil_mode is not None and bool(self.ceil_mode.value.data)
-        oh = pool_output_size(x[2], k[0], s[0], p[0], p[2], d[0], ceil)
-        ow = pool_output_size(x[3], k[1], s[1], p[1], p[3], d[1], ceil)
-        _require(r == (x[0], x[1], oh, ow), self, f"result shape {r} should be {(x[0], x[1], oh, ow)}")
-
-
-@irdl_op_definition
-class MaxPool2dOp(Pool2dOp):
-    """Max over each window; padding never wins.
-
-    ```mlir
-    %y = graph.max_pool2d %x {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : tensor<1x32x32x32xf32> -> tensor<1x32x16x16xf32>
-    ```
-    """
-
-    name = "graph.max_pool2d"
-
-
-@irdl_op_definition
-class AvgPool2dOp(Pool2dOp):
-    """Mean over each window; `count_include_pad` divides by the full window.
-
-    ```mlir
-    %y = graph.avg_pool2d %x {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : tensor<1x6x28x28xf32> -> tensor<1x6x14x14xf32>
-    ```
-    """
-
-    name = "graph.avg_pool2d"
-    count_include_pad = opt_prop_def(BoolAttr)
-
-
-@irdl_op_definition
-class GlobalAvgPoolOp(IRDLOperation):
-    """Mean over all spatial positions: [N, C, H, W] -> [N, C, 1, 1].
-
-    ```mlir
-    %y = graph.global_avg_pool %x : tensor<1x64x7x7xf32> -> tensor<1x64x1x1xf32>
-    ```
-    """
-
-    name = "graph.global_avg_pool"
-    input = operand_def(TensorType)
-    result = result_def(TensorType)
-    traits = traits_def(Pure(), OpPattern(PatternKind.COMM_REDUCE))
-    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
-
-    def verify_(self) -> None:
-        x, r = _shape(self.input), _shape(self.result)
-        _require(len(x) >= 3, self, "expects rank >= 3 (N, C, spatial...)")
-        _require(r == (x[0], x[1]) + (1,) * (len(x) - 2), self, f"result shape {r} is wrong for input {x}")
-
-
-@irdl_op_definition
-class BatchNormOp(IRDLOperation):
-    """Inference batch normalization over axis 1:
-    `(x - mean) * scale / sqrt(var + epsilon) + bias`.
-
-    ```mlir
-    %y = graph.batch_norm %x, %scale, %bias, %mean, %var {epsilon = 1.0e-05 : f64} : tensor<1x32x8x8xf32>, tensor<32xf32>, tensor<32xf32>, tensor<32xf32>, tensor<32xf32> -> tensor<1x32x8x8xf32>
-    ```
-    """
-
-    name = "graph.batch_norm"
-    input = operand_def(TensorType)
-    scale = operand_def(TensorType)
-    bias = operand_def(TensorType)
-    mean = operand_def(TensorType)
-    var = operand_def(TensorType)
-    epsilon = prop_def(FloatAttr)
-    result = result_def(TensorType)
-    traits = traits_def(Pure(), OpPattern(PatternKind.BROADCAST))
-    irdl_options = (ParsePropInAttrDict(),)
-    assembly_format = (
-        "$input `,` $scale `,` $bias `,` $mean `,` $var attr-dict `:` type($input) `,` "
-        "type($scale) `,` type($bias) `,` type($mean) `,` type($var) `->` type($result)"
-    )
-
-    def __init__(self, x, scale, bias, mean, var, epsilon: float):
-        super().__init__(
-            operands=[x, scale, bias, mean, var],
-            properties={"epsilon": FloatAttr(epsilon, f64)},
-            result_types=[x.type],
-        )
-
-    def verify_(self) -> None:
-        x = _shape(self.input)
-        _require(len(x) >= 2, self, "expects rank >= 2")
-        for v in (self.scale, self.bias, self.mean, self.var):
-            _require(_shape(v) == (x[1],), self, f"parameters must have shape ({x[1]},), got {_shape(v)}")
-        _require(_shape(self.result) == x, self, "result must have the input's shape")
-
-
-@irdl_op_definition
-class SoftmaxOp(IRDLOperation):
-    """exp(x - max) / sum(exp(x - max)) along `axis`.
-
-    ```mlir
-    %y = graph.softmax %x {axis = 1 : i64} : tensor<1x10xf32>
-    ```
-    """
-
-    name = "graph.softmax"
-    T: ClassVar = VarConstraint("T", base(TensorType))
-    input = operand_def(T)
-    axis = prop_def(IntegerAttr)
-    result = result_def(T)
-    traits = traits_def(Pure(), OpPattern(PatternKind.OPAQUE))
-    irdl_options = (ParsePropInAttrDict(),)
-    assembly_format = "$input attr-dict `:` type($result)"
-
-    def __init__(self, x: SSAValue, axis: int):
-        super().__init__(operands=[x], properties={"axis": IntegerAttr(axis, i64)}, result_types=[x.type])
-
-    def verify_(self) -> None:
-        rank = len(_shape(self.input))
-        a = self.axis.value.data
-        _require(0 <= a < rank, self, f"axis {a} out of range for rank {rank} (normalize negative axes first)")
-
-
-# ---------------------------------------------------------------------------
 # Injective data movement
 # ---------------------------------------------------------------------------
 
@@ -688,393 +440,6 @@ class TransposeOp(IRDLOperation):
         x, r, p = _shape(self.input), _shape(self.result), _ints(self.perm)
         _require(sorted(p) == list(range(len(x))), self, f"perm {p} is not a permutation of {len(x)} dims")
         _require(r == tuple(x[i] for i in p), self, f"result shape {r} should be {tuple(x[i] for i in p)}")
-
-
-# ---------------------------------------------------------------------------
-# Core ops the ONNX frontend decomposes onto (slicing, concatenation,
-# reductions, broadcasting, more elementwise math)
-# ---------------------------------------------------------------------------
-
-
-@irdl_op_definition
-class AbsOp(UnaryOp):
-    """|x|, elementwise.
-
-    ```mlir
-    %y = graph.abs %x : tensor<4xf32>
-    ```
-    """
-
-    name = "graph.abs"
-
-
-@irdl_op_definition
-class LogOp(UnaryOp):
-    """Natural logarithm, elementwise.
-
-    ```mlir
-    %y = graph.log %x : tensor<4xf32>
-    ```
-    """
-
-    name = "graph.log"
-
-
-@irdl_op_definition
-class FloorOp(UnaryOp):
-    """floor(x), elementwise.
-
-    ```mlir
-    %y = graph.floor %x : tensor<4xf32>
-    ```
-    """
-
-    name = "graph.floor"
-
-
-@irdl_op_definition
-class CeilOp(UnaryOp):
-    """ceil(x), elementwise.
-
-    ```mlir
-    %y = graph.ceil %x : tensor<4xf32>
-    ```
-    """
-
-    name = "graph.ceil"
-
-
-@irdl_op_definition
-class SinOp(UnaryOp):
-    """sin(x), elementwise (radians).
-
-    ```mlir
-    %y = graph.sin %x : tensor<4xf32>
-    ```
-    """
-
-    name = "graph.sin"
-
-
-@irdl_op_definition
-class CosOp(UnaryOp):
-    """cos(x), elementwise (radians).
-
-    ```mlir
-    %y = graph.cos %x : tensor<4xf32>
-    ```
-    """
-
-    name = "graph.cos"
-
-
-@irdl_op_definition
-class AtanOp(UnaryOp):
-    """atan(x), elementwise, in (-pi/2, pi/2).
-
-    ```mlir
-    %y = graph.atan %x : tensor<4xf32>
-    ```
-    """
-
-    name = "graph.atan"
-
-
-@irdl_op_definition
-class RoundOp(UnaryOp):
-    """x rounded to the nearest integer, halves to even (ONNX Round).
-
-    ```mlir
-    %y = graph.round %x : tensor<4xf32>
-    ```
-    """
-
-    name = "graph.round"
-
-
-@irdl_op_definition
-class PowOp(BinaryOp):
-    """lhs ** rhs with broadcasting.
-
-    ```mlir
-    %z = graph.pow %x, %y : tensor<4xf32>, tensor<1xf32> -> tensor<4xf32>
-    ```
-    """
-
-    name = "graph.pow"
-
-
-@irdl_op_definition
-class MaxOp(BinaryOp):
-    """max(lhs, rhs) with broadcasting (NaN propagates).
-
-    ```mlir
-    %z = graph.max %x, %y : tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>
-    ```
-    """
-
-    name = "graph.max"
-
-
-@irdl_op_definition
-class MinOp(BinaryOp):
-    """min(lhs, rhs) with broadcasting (NaN propagates).
-
-    ```mlir
-    %z = graph.min %x, %y : tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>
-    ```
-    """
-
-    name = "graph.min"
-
-
-COMPARE_KINDS = ("lt", "le", "gt", "ge", "eq", "ne")
-
-
-@irdl_op_definition
-class CompareOp(IRDLOperation):
-    """lhs `kind` rhs with broadcasting, as a float mask: 1.0 where it holds, else
-    0.0 (`ne` also holds for NaN; the others do not). Masks feed `graph.where`
-    and mask arithmetic (and = mul, or = max, not = 1 - m).
-
-    ```mlir
-    %m = graph.compare %x, %y {kind = "lt"} : tensor<4xf32>, tensor<1xf32> -> tensor<4xf32>
-    ```
-    """
-
-    name = "graph.compare"
-    lhs = operand_def(TensorType)
-    rhs = operand_def(TensorType)
-    kind = prop_def(StringAttr)
-    result = result_def(TensorType)
-    traits = traits_def(Pure(), OpPattern(PatternKind.BROADCAST))
-    irdl_options = (ParsePropInAttrDict(),)
-    assembly_format = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)"
-
-    def __init__(self, lhs: SSAValue, rhs: SSAValue, kind: str, result_type: Attribute):
-        super().__init__(operands=[lhs, rhs], properties={"kind": StringAttr(kind)}, result_types=[result_type])
-
-    def verify_(self) -> None:
-        _require(self.kind.data in COMPARE_KINDS, self, f"kind must be one of {COMPARE_KINDS}, got '{self.kind.data}'")
-        a, b, r = _shape(self.lhs), _shape(self.rhs), _shape(self.result)
-        _require(broadcast_shapes(a, b) == r, self, f"result shape {r} is not the broadcast shape of {a} and {b}")
-        elt = self.lhs.type.element_type  # type: ignore[attr-defined]
-        _require(self.rhs.type.element_type == elt, self, "operands must have the same element type")  # type: ignore[attr-defined]
-        out = self.result.type.element_type  # type: ignore[attr-defined]
-        _require(out == i1 or (out == elt and isinstance(elt, (Float16Type, Float32Type, Float64Type))), self,
-                 f"result elements must be i1 (bool) or the operands' float type (a 1.0/0.0 mask), got {out}")
-
-
-@irdl_op_definition
-class WhereOp(IRDLOperation):
-    """Elementwise `cond != 0 ? lhs : rhs`, the three operands broadcast together
-    (`cond` is a float mask, as `graph.compare` makes).
-
-    ```mlir
-    %y = graph.where %m, %x, %ninf : tensor<4x4xf32>, tensor<4x4xf32>, tensor<1xf32> -> tensor<4x4xf32>
-    ```
-    """
-
-    name = "graph.where"
-    cond = operand_def(TensorType)
-    lhs = operand_def(TensorType)
-    rhs = operand_def(TensorType)
-    result = result_def(TensorType)
-    traits = traits_def(Pure(), OpPattern(PatternKind.BROADCAST))
-    assembly_format = (
-        "$cond `,` $lhs `,` $rhs attr-dict `:` type($cond) `,` type($lhs) `,` type($rhs) `->` type($result)"
-    )
-
-    def __init__(self, cond: SSAValue, lhs: SSAValue, rhs: SSAValue, result_type: Attribute):
-        super().__init__(operands=[cond, lhs, rhs], result_types=[result_type])
-
-    def verify_(self) -> None:
-        c, a, b, r = _shape(self.cond), _shape(self.lhs), _shape(self.rhs), _shape(self.result)
-        ab = broadcast_shapes(a, b)
-        out = broadcast_shapes(c, ab) if ab is not None else None
-        _require(out == r, self, f"result shape {r} is not the broadcast shape of {c}, {a} and {b}")
-        elt = self.result.type.element_type  # type: ignore[attr-defined]
-        _require(self.lhs.type.element_type == elt == self.rhs.type.element_type, self,  # type: ignore[attr-defined]
-                 "both branches and the result must have one element type")
-        cond = self.cond.type.element_type  # type: ignore[attr-defined]
-        _require(cond == i1 or isinstance(cond, (Float16Type, Float32Type, Float64Type)), self,
-                 f"the condition must be i1 (bool) or a float mask, got {cond}")
-
-
-@irdl_op_definition
-class GatherElementsOp(IRDLOperation):
-    """result[i] = input[i with dim `axis` replaced by indices[i]] (ONNX
-    GatherElements). `indices` holds exact non-negative integers in float32
-    (exact below 2^24) and has the result's shape; every index must be smaller
-    than the input's extent along `axis`.
-
-    ```mlir
-    %y = graph.gather_elements %x, %idx {axis = 1 : i64} : tensor<3x5xf32>, tensor<3x2xf32> -> tensor<3x2xf32>
-    ```
-    """
-
-    name = "graph.gather_elements"
-    input = operand_def(TensorType)
-    indices = operand_def(TensorType)
-    axis = prop_def(IntegerAttr)
-    result = result_def(TensorType)
-    traits = traits_def(Pure(), OpPattern(PatternKind.INJECTIVE))
-    irdl_options = (ParsePropInAttrDict(),)
-    assembly_format = "$input `,` $indices attr-dict `:` type($input) `,` type($indices) `->` type($result)"
-
-    def __init__(self, x: SSAValue, indices: SSAValue, axis: int, result_type: Attribute):
-        super().__init__(operands=[x, indices], properties={"axis": IntegerAttr(axis, i64)}, result_types=[result_type])
-
-    def verify_(self) -> None:
-        x, idx, r = _shape(self.input), _shape(self.indices), _shape(self.result)
-        a = self.axis.value.data
-        _require(0 <= a < len(x), self, f"axis {a} out of range for rank {len(x)}")
-        _require(idx == r and len(r) == len(x), self, f"indices {idx} and result {r} must have one shape of the input's rank")
-        _require(all(r[d] <= x[d] for d in range(len(x)) if d != a), self,
-                 f"result {r} exceeds the input {x} outside axis {a}")
-        ie = self.indices.type.element_type  # type: ignore[attr-defined]
-        _require(ie == Float32Type() or (isinstance(ie, IntegerType) and ie.width.data > 1), self,
-                 f"indices must be integers (or exact float32), got {ie}")
-        _require(self.input.type.element_type == self.result.type.element_type, self,  # type: ignore[attr-defined]
-                 "input and result element types differ")
-
-
-@irdl_op_definition
-class SliceOp(IRDLOperation):
-    """A strided window: result[i] = input[starts + i * steps], dim by dim.
-
-    The result type gives the number of elements taken along each dim; `steps`
-    may be negative (walking backwards from `starts`). Every index read must lie
-    inside the input.
-
-    ```mlir
-    %y = graph.slice %x {starts = array<i64: 0, 4>, steps = array<i64: 1, 2>} : tensor<2x16xf32> -> tensor<2x4xf32>
-    ```
-    """
-
-    name = "graph.slice"
-    input = operand_def(TensorType)
-    starts = prop_def(DenseArrayBase)
-    steps = prop_def(DenseArrayBase)
-    result = result_def(TensorType)
-    traits = traits_def(Pure(), OpPattern(PatternKind.INJECTIVE))
-    irdl_options = (ParsePropInAttrDict(),)
-    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
-
-    def __init__(self, x: SSAValue, starts: Sequence[int], steps: Sequence[int], result_type: Attribute):
-        props = {"starts": int_array(starts), "steps": int_array(steps)}
-        super().__init__(operands=[x], properties=props, result_types=[result_type])
-
-    def verify_(self) -> None:
-        x, r = _shape(self.input), _shape(self.result)
-        starts, steps = _ints(self.starts), _ints(self.steps)
-        _require(len(starts) == len(x) == len(steps) == len(r), self, f"needs one start and step per dim of {x}")
-        for d, (n, start, step, size) in enumerate(zip(x, starts, steps, r)):
-            _require(step != 0, self, f"step of dim {d} is 0")
-            last = start + (size - 1) * step
-            _require(size >= 1 and 0 <= start < n and 0 <= last < n, self,
-                     f"dim {d}: {size} elements from {start} by {step} leave the input extent {n}")
-        _require(self.input.type.element_type == self.result.type.element_type, self, "element types differ")  # type: ignore[attr-defined]
-
-
-@irdl_op_definition
-class ConcatOp(IRDLOperation):
-    """Joins tensors along `axis`; all other dims agree.
-
-    ```mlir
-    %y = graph.concat %a, %b {axis = 1 : i64} : tensor<2x3xf32>, tensor<2x5xf32> -> tensor<2x8xf32>
-    ```
-    """
-
-    name = "graph.concat"
-    inputs = var_operand_def(TensorType)
-    axis = prop_def(IntegerAttr)
-    result = result_def(TensorType)
-    traits = traits_def(Pure(), OpPattern(PatternKind.INJECTIVE))
-    irdl_options = (ParsePropInAttrDict(),)
-    assembly_format = "$inputs attr-dict `:` type($inputs) `->` type($result)"
-
-    def __init__(self, inputs: Sequence[SSAValue], axis: int, result_type: Attribute):
-        super().__init__(operands=[inputs], properties={"axis": IntegerAttr(axis, i64)}, result_types=[result_type])
-
-    def verify_(self) -> None:
-        shapes, r = [_shape(v) for v in self.inputs], _shape(self.result)
-        a = self.axis.value.data
-        _require(len(shapes) >= 1, self, "needs at least one input")
-        _require(0 <= a < len(r), self, f"axis {a} out of range for rank {len(r)}")
-        for s in shapes:
-            _require(len(s) == len(r) and s[:a] + s[a + 1:] == r[:a] + r[a + 1:], self,
-                     f"input shape {s} does not match result {r} outside axis {a}")
-        total = sum(s[a] for s in shapes)
-        _require(total == r[a], self, f"result dim {a} is {r[a]}, the inputs sum to {total}")
-
-
-REDUCE_KINDS = ("sum", "mean", "max", "min", "prod")
-
-
-@irdl_op_definition
-class ReduceOp(IRDLOperation):
-    """Reduces `axes` (sorted, non-negative) with `kind` in sum, mean, max, min, prod;
-    `keepdims` keeps them as size-1 dims.
-
-    ```mlir
-    %y = graph.reduce %x {kind = "mean", axes = array<i64: 2>, keepdims = true} : tensor<1x32x128xf32> -> tensor<1x32x1xf32>
-    ```
-    """
-
-    name = "graph.reduce"
-    input = operand_def(TensorType)
-    kind = prop_def(StringAttr)
-    axes = prop_def(DenseArrayBase)
-    keepdims = opt_prop_def(BoolAttr)
-    result = result_def(TensorType)
-    traits = traits_def(Pure(), OpPattern(PatternKind.COMM_REDUCE))
-    irdl_options = (ParsePropInAttrDict(),)
-    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
-
-    def __init__(self, x: SSAValue, kind: str, axes: Sequence[int], keepdims: bool, result_type: Attribute):
-        props: dict[str, Attribute] = {"kind": StringAttr(kind), "axes": int_array(axes)}
-        if keepdims:
-            props["keepdims"] = BoolAttr.from_bool(True)
-        super().__init__(operands=[x], properties=props, result_types=[result_type])
-
-    @property
-    def keeps_dims(self) -> bool:
-        return self.keepdims is not None and bool(self.keepdims.value.data)
-
-    def verify_(self) -> None:
-        x, r, axes = _shape(self.input), _shape(self.result), _ints(self.axes)
-        _require(self.kind.data in REDUCE_KINDS, self, f"kind must be one of {REDUCE_KINDS}, got '{self.kind.data}'")
-        _require(list(axes) == sorted(set(axes)) and all(0 <= a < len(x) for a in axes), self,
-                 f"axes {axes} must be sorted, distinct and in [0, {len(x)})")
-        if self.keeps_dims:
-            expected = tuple(1 if d in axes else n for d, n in enumerate(x))
-        else:
-            expected = tuple(n for d, n in enumerate(x) if d not in axes)
-        _require(r == expected, self, f"result shape {r} should be {expected}")
-
-
-@irdl_op_definition
-class BroadcastToOp(IRDLOperation):
-    """Repeats the input to a larger shape under numpy broadcasting (ONNX Expand).
-
-    ```mlir
-    %y = graph.broadcast_to %x : tensor<1x128xf32> -> tensor<4x128xf32>
-    ```
-    """
-
-    name = "graph.broadcast_to"
-    input = operand_def(TensorType)
-    result = result_def(TensorType)
-    traits = traits_def(Pure(), OpPattern(PatternKind.BROADCAST))
-    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
-
-    def __init__(self, x: SSAValue, result_type: Attribute):
-        super().__init__(operands=[x], result_types=[result_type])
-
-    def verify_(self) -> None:
-        x, r = _shape(self.input), _shape(self.result)
-        _require(broadcast_shapes(x, r) == r, self, f"input shape {x} does not broadcast to {r}")
 
 
 # ---------------------------------------------------------------------------
@@ -1190,34 +555,8 @@ GRAPH_OPS: list[type[IRDLOperation]] = [
     SubOp,
     MulOp,
     DivOp,
-    MatmulOp,
-    Conv2dOp,
-    MaxPool2dOp,
-    AvgPool2dOp,
-    GlobalAvgPoolOp,
-    BatchNormOp,
-    SoftmaxOp,
     ReshapeOp,
     TransposeOp,
-    # ONNX decomposition core
-    AbsOp,
-    LogOp,
-    FloorOp,
-    CeilOp,
-    SinOp,
-    CosOp,
-    AtanOp,
-    RoundOp,
-    PowOp,
-    MaxOp,
-    MinOp,
-    CompareOp,
-    WhereOp,
-    GatherElementsOp,
-    SliceOp,
-    ConcatOp,
-    ReduceOp,
-    BroadcastToOp,
 ]
 
 # ---------------------------------------------------------------------------
@@ -1261,6 +600,49 @@ class CostAttr(ParametrizedAttribute):
         printer.print_string(f'<time_us = {self.time_us.data:.4f}, flops = {self.flops.data}, '
                              f'bytes = {self.bytes.data}, source = "{self.source.data}">')
 
+
+# Linear algebra, convolution, pooling, normalization: dialects/graph_nn.py.
+from ziggurat.dialects.graph_nn import (  # noqa: E402,F401
+    NN_OPS,
+    MatmulOp,
+    Conv2dOp,
+    pool_output_size,
+    Pool2dOp,
+    MaxPool2dOp,
+    AvgPool2dOp,
+    GlobalAvgPoolOp,
+    BatchNormOp,
+    SoftmaxOp,
+)
+
+GRAPH_OPS += NN_OPS
+
+# The ONNX decomposition core (slice, concat, reductions, compare, ...): dialects/graph_core.py.
+from ziggurat.dialects.graph_core import (  # noqa: E402,F401
+    CORE_OPS,
+    AbsOp,
+    LogOp,
+    FloorOp,
+    CeilOp,
+    SinOp,
+    CosOp,
+    AtanOp,
+    RoundOp,
+    PowOp,
+    MaxOp,
+    MinOp,
+    COMPARE_KINDS,
+    CompareOp,
+    WhereOp,
+    GatherElementsOp,
+    SliceOp,
+    ConcatOp,
+    REDUCE_KINDS,
+    ReduceOp,
+    BroadcastToOp,
+)
+
+GRAPH_OPS += CORE_OPS
 
 # Blocked-layout ops (NCHW[x]c, convert-layout): dialects/graph_layout.py.
 from ziggurat.dialects.graph_layout import LAYOUT_OPS, Conv2dNchwcOp, LayoutTransformOp, MaxPool2dNchwcOp  # noqa: E402,F401
