@@ -15,6 +15,7 @@ from xdsl.ir import SSAValue
 from ziggurat.dialects import graph
 from ziggurat.frontends.onnx.context import (
     ConversionContext,
+    element_type,
     Value,
     attributes,
     float32_literal,
@@ -261,7 +262,7 @@ def convert_matmul(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Val
     batch = graph.broadcast_shapes(a2[:-2], b2[:-2])
     if a2[-1] != b2[-2] or batch is None:
         raise ctx.shape_error(f"operands {a_shape} and {b_shape} do not multiply")
-    y = ctx.emit(graph.MatmulOp(a, b, tensor_type((*batch, a2[-2], b2[-1]))))
+    y = ctx.emit(graph.MatmulOp(a, b, tensor_type((*batch, a2[-2], b2[-1]), element_type(a))))
     rows = (a2[-2],) if len(a_shape) > 1 else ()
     cols = (b2[-1],) if len(b_shape) > 1 else ()
     return [ctx.reshape(y, (*batch, *rows, *cols))]

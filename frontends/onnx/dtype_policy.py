@@ -52,6 +52,7 @@ NATIVE: dict[str, frozenset[str]] = {
     **dict.fromkeys(_MOVEMENT, ALL),
     **dict.fromkeys(("Add", "Sub", "Mul", "Div", "Max", "Min", "Sum"), NUMERIC),
     "Mean": frozenset({"f64"}),
+    "MatMul": frozenset({"f64"}),
     **dict.fromkeys(("Neg", "Abs", "Relu"), SIGNED),
     **dict.fromkeys(_FLOAT_MATH, frozenset({"f64"})),
     **dict.fromkeys(("ReduceSum", "ReduceProd", "CumProd"), NUMERIC),
