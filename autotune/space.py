@@ -46,7 +46,7 @@ from xdsl.parser import Parser
 
 from ziggurat.autotune.database import structural_hash
 from ziggurat.autotune.features import extract_features
-from ziggurat.autotune.template import MAX_POINTS, default_knobs, random_nest_knobs, reduce_nests
+from ziggurat.autotune.template import MAX_POINTS, default_knobs, fits, narrow_neighbours, random_nest_knobs, reduce_nests
 from ziggurat.dialects import loop, make_context
 from ziggurat.errors import ScheduleError, TuningError
 from ziggurat.transforms.schedule.api import Schedule
@@ -201,6 +201,12 @@ class SearchSpace:
             if kind != "vector":
                 continue
             ub = nest.spatial[-1].trip_count
+            if self.vector_width < 16:  # 8 lanes: rows x 1..4 vectors, kc and packing around the 2-D block
+                for v in narrow_neighbours(nest, k, self.vector_width):
+                    knobs = [dict(x) for x in base]
+                    knobs[i] = v
+                    out.append({"template": knobs})
+                continue
             variants = []
             for nvec in (2, 4):
                 if ub % (nvec * self.vector_width) == 0:
@@ -268,7 +274,7 @@ class SearchSpace:
                 points = old["nvec"]
                 for _, u in old["tile"]:
                     points *= u
-                if points > MAX_POINTS:
+                if not fits(points, old["nvec"], self.vector_width):
                     new["template"][i] = fresh
             return new
         if not new:

@@ -51,13 +51,38 @@ from ziggurat.transforms.loop_default_schedule import (
     _packable,
     match_reduce_nest,
     plan,
+    _plan_parts,
     plan_dot,
     schedule_dot,
 )
+from ziggurat.transforms.schedule_pad import pad_clamped_reads
+from ziggurat.transforms.schedule_plan import plan_narrow
 
 MAX_TILE = 16
 MAX_POINTS = 28  # accumulators (tile points x nvec): 32 zmm registers, a few for the operands
+NARROW_REGISTERS = 16  # ymm registers of an 8-lane (AVX2) target
 KC_CHOICES = (64, 128, 192, 256, 384, 512)
+
+
+def fits(points: int, nvec: int, width: int) -> bool:
+    """Whether `points` accumulators (tile points x nvec) fit the register file: 28 of the 32 zmm
+    registers with 16 lanes; with 8 lanes the accumulators, the `nvec` streamed vectors and one
+    broadcast within the 16 ymm registers (6 rows x 2 vectors: 12 + 2 + 1)."""
+    if width >= 16:
+        return points <= MAX_POINTS
+    return points + nvec + 1 <= NARROW_REGISTERS
+
+
+def prepare(fn: func.FuncOp, width: int) -> func.FuncOp:
+    """`fn` as loop-default-schedule sees its reduction nests: on 8-lane targets every clamped,
+    zero-selected read (a padded conv input) reads a zero-padded copy (`pad_clamped_reads`), so the
+    register block has no per-row tests. Changes `fn` in place; returns it."""
+    if width < 16:
+        for top in [o for o in fn.body.block.ops if isinstance(o, loop.ForOp)]:
+            nest = match_reduce_nest(top)
+            if nest is not None and nest.update.block_name.data != "qgemm":
+                pad_clamped_reads(nest)
+    return fn
 
 
 def reduce_nests(fn: func.FuncOp, width: int = 16) -> list[tuple[str, Any, str]]:
@@ -80,9 +105,18 @@ def _divisors(n: int, cap: int) -> list[int]:
 
 
 def default_knobs(fn: func.FuncOp, width: int = 16) -> list[dict[str, Any]]:
-    """The default schedule's decisions, one dict per reduction nest, in template form."""
+    """The default schedule's decisions, one dict per reduction nest, in template form: on 8-lane
+    targets the 2-D register block of `transforms/schedule_plan.py` (`plan_narrow`: rows x 2
+    vectors), else (or where it declines) `plan`'s one-vector block. `fn` is left unchanged."""
     out = []
-    for name, nest, kind in reduce_nests(fn, width):
+    for name, nest, kind in reduce_nests(prepare(fn.clone(), width) if width < 16 else fn, width):
+        parts = _plan_parts(nest) if kind == "vector" and width < 16 else None
+        block = plan_narrow(nest, width, *parts) if parts is not None else None
+        if block is not None:
+            out.append({"block": name, "kind": "vector", "tile": [list(t) for t in block.tile],
+                        "nvec": block.nvec, "kc": block.kc, "pack": int(block.pack),
+                        "rorder": list(range(len(nest.reduction)))})
+            continue
         decision = plan(nest)
         if kind == "vector" and decision is not None:
             blocked, factor, kc = decision
@@ -114,7 +148,7 @@ def random_nest_knobs(rng: random.Random, nest: Any, kind: str, width: int) -> d
     kcs = [k for k in KC_CHOICES if red > k and red % k == 0]
     kc = rng.choice([0] + kcs) if kcs else 0
     pack = int(kc > 0 and _packable(nest, kc, width) is not None and rng.random() < 0.8)
-    nvecs = [v for v in (1, 2, 3, 4) if ub % (v * width) == 0]
+    nvecs = [1] + [v for v in (2, 3, 4) if ub % (v * width) == 0]  # one vector needs no divisor
     for _ in range(20):
         nvec = rng.choice(nvecs)
         tile = []
@@ -125,11 +159,48 @@ def random_nest_knobs(rng: random.Random, nest: Any, kind: str, width: int) -> d
         points = nvec
         for _, u in tile:
             points *= u
-        if points <= MAX_POINTS:
+        if fits(points, nvec, width):
             return {"block": name, "kind": "vector", "tile": tile, "nvec": nvec, "kc": kc, "pack": pack,
                     "rorder": _random_order(rng, len(nest.reduction))}
     return {"block": name, "kind": "vector", "tile": [], "nvec": 1, "kc": kc, "pack": pack,
             "rorder": list(range(len(nest.reduction)))}
+
+
+def narrow_neighbours(nest: Any, k: dict[str, Any], width: int) -> list[dict[str, Any]]:
+    """Neighbours of an 8-lane default block `k` (rows x nvec vectors) to measure first: every
+    register-fitting rows x 1..4 vectors along the blocked loops, a kc of 0 or each legal choice
+    (packed where the operand packs), packing toggled."""
+    ub = nest.spatial[-1].trip_count
+    red = nest.reduction[0].trip_count
+    out: list[dict[str, Any]] = []
+
+    def add(v: dict[str, Any]) -> None:
+        points = v["nvec"]
+        for _, u in v["tile"]:
+            points *= u
+        if v != k and v not in out and fits(points, v["nvec"], width) and not (v["pack"] and not v["kc"]):
+            out.append(v)
+
+    nvecs = [1] + [v for v in (2, 3, 4) if ub % (v * width) == 0]
+    for i, (d, _) in enumerate(k["tile"]):
+        for u in _divisors(nest.spatial[d].trip_count, MAX_TILE):
+            tile = [list(t) for t in k["tile"]]
+            tile[i] = [d, u]
+            tile = [t for t in tile if t[1] > 1]
+            for nvec in nvecs:
+                add({**k, "tile": tile, "nvec": nvec,
+                     "pack": int(k["kc"] > 0 and _packable(nest, k["kc"], width) is not None)})
+    for kc in [0] + [c for c in KC_CHOICES if red > c and red % c == 0]:
+        pack = int(kc > 0 and _packable(nest, kc, width) is not None)
+        add({**k, "kc": kc, "pack": pack})
+        if pack:
+            add({**k, "kc": kc, "pack": 0})
+    if k["pack"]:
+        add({**k, "pack": 0})
+    n_red = len(nest.reduction)
+    if n_red > 1:  # the first reduction loop (a conv's input channels) innermost
+        add({**k, "rorder": list(range(1, n_red)) + [0]})
+    return out
 
 
 def _random_order(rng: random.Random, n: int) -> list[int]:
@@ -271,7 +342,7 @@ def apply_template(module: builtin.ModuleOp, name: str, trace: dict[str, Any], v
     knobs = trace.get("template")
     if not isinstance(knobs, list):
         raise ScheduleError(f"a template trace is {{'template': [knobs per nest]}}, got {trace!r:.80}")
-    fn = _kernel(module, name).clone()
+    fn = prepare(_kernel(module, name).clone(), vector_width)
     nests = {name: (nest, kind) for name, nest, kind in reduce_nests(fn, vector_width)}
     for k in knobs:
         nest, kind = nests.pop(k.get("block"), (None, None))

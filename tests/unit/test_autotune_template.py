@@ -23,9 +23,9 @@ from ziggurat.errors import ScheduleError
 MM = lower(te_matmul(32, 64, 128), "convert-te-to-loop")
 
 
-def run(text: str, name: str, trace, args: list[np.ndarray], out_shape) -> np.ndarray:
+def run(text: str, name: str, trace, args: list[np.ndarray], out_shape, width: int = 16) -> np.ndarray:
     module = Parser(make_context(), text).parse_module()
-    apply_trace(module, name, trace)
+    apply_trace(module, name, trace, width)
     run_passes(module, parse_pipeline("convert-loop-to-hw"))
     opts = LLVMOptions(num_threads=1, export_all=True)
     llvm_module, info = translate_module(module, opts)
@@ -157,3 +157,46 @@ def test_illegal_template_decisions_are_schedule_errors(bad, what):
     with pytest.raises(ScheduleError, match=what):
         apply_trace(module, "mm_0", {"template": [k]})
     assert SearchSpace(MM, "mm_0").build({"template": [k]}) is None
+
+
+@pytest.mark.parametrize("text, name", [
+    (lower(te_matmul(64, 256, 1024), "convert-te-to-loop"), "mm_0"),
+    (CONV.format(C=16, H=12, W=24, K=32), "conv2d_0"),
+])
+def test_default_knobs_reproduce_the_8_lane_default_schedule(text, name):
+    """On an AVX2 target (vector-width 8) the template's default point is the shipped default
+    (transforms/schedule_plan.py: rows x 2 vectors, padded conv input), IR for IR, and the seeds hold
+    its neighbours (rows x 1..4 vectors, kc choices, packing) within the 16 ymm registers."""
+    from ziggurat.autotune.space import DEFAULT_TRACE
+    from ziggurat.autotune.template import fits
+
+    space = SearchSpace(text, name, vector_width=8)
+    fn = next(iter(space.module.ops))
+    (k,) = default_knobs(fn, 8)
+    points = k["nvec"] * int(np.prod([u for _, u in k["tile"]]))
+    assert points == 8 and fits(points, k["nvec"], 8)
+    a = Parser(make_context(), text).parse_module()
+    apply_trace(a, name, DEFAULT_TRACE, 8)
+    b = Parser(make_context(), text).parse_module()
+    apply_trace(b, name, {"template": [k]}, 8)
+    assert str(a) == str(b)
+    assert str(fn) == str(next(iter(space.module.ops)))  # default_knobs left the kernel alone
+    seeds = [s["template"][0] for s in space.seeds()]
+    assert seeds[0] == k and len(seeds) == len({str(s) for s in seeds}) > 5
+    for s in seeds:
+        assert fits(s["nvec"] * int(np.prod([u for _, u in s["tile"]])), s["nvec"], 8)
+    if name == "mm_0":
+        assert k == {"block": "mm", "kind": "vector", "tile": [[0, 4]], "nvec": 2, "kc": 256, "pack": 1,
+                     "rorder": [0]}
+        assert {s["nvec"] for s in seeds} == {1, 2, 4} and {s["kc"] for s in seeds} >= {0, 64, 128, 256, 512}
+        assert {s["pack"] for s in seeds if s["kc"]} == {0, 1}
+
+
+def test_8_lane_template_conv_candidates_match_numpy():
+    name, text, w = conv_kernel()
+    x = np.random.default_rng(3).uniform(-1, 1, (1, 8, 12, 20)).astype(np.float32)
+    space = SearchSpace(text, name, vector_width=8)
+    want = conv_ref(x, w)
+    for trace in space.seeds()[:3] + [space.random_template(random.Random(4))]:
+        assert space.build(trace) is not None
+        np.testing.assert_allclose(run(text, name, trace, [x, w], (1, 16, 12, 20), 8), want, rtol=1e-4, atol=1e-4)
