@@ -35,6 +35,7 @@ import json
 import os
 import time
 from dataclasses import asdict, dataclass
+from math import prod
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -44,7 +45,7 @@ from xdsl.dialects.builtin import IntegerAttr, ModuleOp, VectorType
 from xdsl.ir import Operation
 
 from ziggurat.autotune.database import Database, WorkloadKey
-from ziggurat.autotune.features import _FLOAT_OPS, _find, _footprint, _State, _walk, extract_features
+from ziggurat.autotune.features import _FLOAT_OPS, _Access, _find, _footprint, _State, _walk, extract_features
 from ziggurat.dialects import loop
 from ziggurat.errors import TuningError
 
@@ -54,6 +55,19 @@ MATH_OP_FLOPS = 10
 # A scalar float op issues at the vector rate, so it costs this many lanes of the peak
 # (`measure_peaks` times <8 x float> FMAs): scalar loops the vectorizer left are priced so.
 SCALAR_SLOWDOWN = 8
+# L1 set conflicts (`_conflict_lines`): an L1 data cache of LINE_BYTES lines in 64 sets (32 KiB,
+# 8 ways on Zen 3/4; 48 KiB, 12 ways on recent Intel keep the same 4 KiB way) maps two
+# addresses a multiple of L1_WAY_BYTES apart to the same set. A loop that steps a load by
+# such a stride keeps at most L1_WAYS of its lines in L1: past that many trips every line
+# misses and waits on L2, about CONFLICT_LINE_S each. Fitted on a Zen 3 host with 8-lane
+# register-blocked matmuls whose unpacked reduction loop walks B down a column (one 64-byte
+# line of B per trip): 128x128 by 128x1024, 128x128 by 128x2048, 128x128 by 128x4096,
+# 128x64 by 64x1024 and 32x128 by 128x1024 took 4.5-5.6 ns per line, 1.8-2.1x the same
+# product with B stored transposed; the compute and traffic bounds say 1.8-2.1x less.
+LINE_BYTES = 64
+L1_WAY_BYTES = 4096
+L1_WAYS = 8
+CONFLICT_LINE_S = 5e-9
 
 
 @dataclass(frozen=True)
@@ -77,23 +91,29 @@ class Peaks:
     gflops: float
     bandwidth_gbs: float
 
-    def time(self, flops: float, nbytes: float, scalar_flops: float = 0.0, scalar_index_ops: float = 0.0) -> float:
+    def time(self, flops: float, nbytes: float, scalar_flops: float = 0.0, scalar_index_ops: float = 0.0,
+             conflict_lines: float = 0.0) -> float:
         """Roofline seconds; `scalar_flops` (part of `flops`) and `scalar_index_ops` (integer
-        divisions run lane by lane) issue one lane at a time, SCALAR_SLOWDOWN times slower."""
+        divisions run lane by lane) issue one lane at a time, SCALAR_SLOWDOWN times slower;
+        `conflict_lines` (lines that loads fetch past L1 on set conflicts) wait CONFLICT_LINE_S
+        each, a third bound next to compute and traffic."""
         compute = flops + (SCALAR_SLOWDOWN - 1) * min(scalar_flops, flops) + SCALAR_SLOWDOWN * scalar_index_ops
-        return max(compute / (self.gflops * 1e9), nbytes / (self.bandwidth_gbs * 1e9))
+        return max(compute / (self.gflops * 1e9), nbytes / (self.bandwidth_gbs * 1e9),
+                   conflict_lines * CONFLICT_LINE_S)
 
 
 @dataclass(frozen=True)
 class Work:
     """What a loop-level kernel does: float ops (math ops weighted), distinct bytes touched,
     how many of the float ops are scalar (outside every vectorized loop), and the scalarized
-    index divisions inside vectorized loops (`INDEX_DIV_OPS` per lane)."""
+    index divisions inside vectorized loops (`INDEX_DIV_OPS` per lane), and the cache lines
+    that loads fetch past L1 on set conflicts (`_conflict_lines`)."""
 
     flops: float
     bytes: float
     scalar_flops: float = 0.0
     scalar_index_ops: float = 0.0
+    conflict_lines: float = 0.0
 
 
 def _op_flops(op: Operation) -> float:
@@ -167,16 +187,51 @@ def _index_divs(ops, trips: int, varying: set) -> float:
     return total
 
 
+def _conflict_lines(accesses: list[_Access]) -> float:
+    """Cache lines that loads fetch past L1 on set conflicts: loads whose innermost
+    enclosing loop is not vectorized, runs more than L1_WAYS trips, and steps the load's
+    address by a nonzero multiple of L1_WAY_BYTES (a reduction loop walking a matrix column
+    whose rows are 1024 floats: every trip maps to the same L1 set). A load inside
+    vectorized loops fetches, per trip of the other loops, the 64-byte lines its lanes
+    cover (fractions add up: two 8-float halves of one line count one line; lanes that
+    are not contiguous one line each); loads with the same buffer and index forms count
+    once per trip (the compiled kernel loads them once)."""
+    seen: set = set()
+    total = 0.0
+    for a in accesses:
+        if a.store or not a.loops:
+            continue
+        inner = a.loops[-1]
+        if inner.kind == "vectorized" or inner.trip <= L1_WAYS:
+            continue
+        strides = [prod(a.shape[d + 1:]) for d in range(len(a.shape))]
+        step = abs(sum(f.get(inner.iv, 0) * inner.step * s for f, s in zip(a.forms, strides))) * a.elt_bytes
+        if step == 0 or step % L1_WAY_BYTES:
+            continue
+        key = (a.buffer, tuple(frozenset(f.items()) for f in a.forms))
+        if key in seen:
+            continue
+        seen.add(key)
+        vec = [lp for lp in a.loops if lp.kind == "vectorized"]
+        lanes = prod(lp.trip for lp in vec) * a.width
+        contiguous = all(f.get(lp.iv, 0) == (1 if d == len(a.forms) - 1 else 0)
+                         for lp in vec for d, f in enumerate(a.forms))
+        per_trip = lanes * a.elt_bytes / LINE_BYTES if contiguous else lanes
+        total += a.trips * a.width / lanes * per_trip
+    return total
+
+
 def count_work(module: ModuleOp | func.FuncOp, name: str | None = None) -> Work:
     """Float ops (FMA = 2, a vector op its lanes, a math op MATH_OP_FLOPS) weighted by trip
-    counts, bytes of distinct data touched (the DRAM traffic of a cold run), and the scalar
-    part of the float ops, of kernel `name`."""
+    counts, bytes of distinct data touched (the DRAM traffic of a cold run), the scalar
+    part of the float ops, and the lines loads fetch past L1 on set conflicts, of kernel `name`."""
     st = _State()
     fn = _find(module, name)
     _walk(st, fn.body.block.ops)
     index: list[float] = [0.0]
     scalar = _scalar_flops(fn.body.block.ops, index=index)
-    return Work(float(st.flops + MATH_OP_FLOPS * st.math_ops), float(_footprint(st.accesses, ())), scalar, index[0])
+    return Work(float(st.flops + MATH_OP_FLOPS * st.math_ops), float(_footprint(st.accesses, ())), scalar, index[0],
+                _conflict_lines(st.accesses))
 
 
 # ---------------------------------------------------------------- peak measurement
@@ -341,7 +396,7 @@ class DefaultCostOracle:
             rec = self.database.best(key, self.target)
             if rec is not None and rec.ok:
                 return CostEstimate(rec.mean_cost, work.flops, work.bytes, "database")
-        bound = self.peaks.time(work.flops, work.bytes, work.scalar_flops, work.scalar_index_ops)
+        bound = self.peaks.time(work.flops, work.bytes, work.scalar_flops, work.scalar_index_ops, work.conflict_lines)
         if self.model is not None:  # an untrained model predicts 0: fall through to the roofline
             pred = float(self.model.predict(extract_features(module, name))[0])  # type: ignore[union-attr]
             if pred > 0:

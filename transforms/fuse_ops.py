@@ -278,12 +278,18 @@ class FuseOpsPass(ModulePass):
     reduction chain, split at a recomputed or shared producer), each changed
     kernel recording `graph.fusion_decision = "merged: 4 groups -> 1, cost
     19.40us -> 9.86us"` (or `duplicated:` / `split:`); `max-rounds` (4), and `peak-gflops`,
-    `bandwidth-gbs`, `vector-width`, `database` as for `annotate-costs`, too;
+    `bandwidth-gbs`, `database` as for `annotate-costs`, too; `vector-width`
+    (default 0: the host's f32 lanes, 8 with AVX2, 16 with AVX-512) schedules
+    the priced kernels as the loop stage will on this machine (the register
+    blocks, and so the costs, differ by width);
     `measure` (bool, default false): time every priced kernel that has no
     record once on this machine and record it (in `database`, else
     `~/.cache/ziggurat/fusion-<cpu>.jsonl`), so the oracle answers from
-    measurements; only then can it choose a transposed constant weight for
-    a matmul (`transpose_b`), which the roofline prices the same.
+    measurements. Both price a matmul's constant weight stored transposed
+    (`transpose_b`) and keep the cheaper layout: the roofline tells them apart
+    only by L1 set conflicts (`autotune/cost_oracle.py`, `_conflict_lines`: an
+    unpacked reduction loop walking the weight down a column with a 4 KiB row
+    stride), measurements by time.
 
     Example:
     ```mlir
@@ -307,7 +313,7 @@ class FuseOpsPass(ModulePass):
     cost_guided: bool = False
     peak_gflops: int = 0
     bandwidth_gbs: int = 0
-    vector_width: int = 16
+    vector_width: int = 0
     max_rounds: int = 4
     database: str = ""
     measure: bool = False
@@ -323,7 +329,10 @@ class FuseOpsPass(ModulePass):
         from ziggurat.transforms.fusion_costs import fuse_block_cost_guided, make_price
         from ziggurat.transforms.weight_binding import weights_of
 
-        price = make_price(self.peak_gflops, self.bandwidth_gbs, self.database, self.vector_width, self.measure)
+        from ziggurat.target import Target
+
+        width = self.vector_width or Target().vector_width
+        price = make_price(self.peak_gflops, self.bandwidth_gbs, self.database, width, self.measure)
         store = weights_of(op)
         for block in list(_graph_blocks(op)):
             fuse_block_cost_guided(block, self.max_group_size, self.allow_reduction_fusion, price, self.max_rounds,

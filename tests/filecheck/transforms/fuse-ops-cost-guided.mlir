@@ -1,4 +1,4 @@
-// RUN: ziggurat-opt %s -p 'fuse-ops{cost-guided=true peak-gflops=100 bandwidth-gbs=20}' | filecheck %s
+// RUN: ziggurat-opt %s -p 'fuse-ops{cost-guided=true peak-gflops=100 bandwidth-gbs=20 vector-width=16}' | filecheck %s
 // RUN: ziggurat-opt %s -p 'fuse-ops{cost-guided=false peak-gflops=100 bandwidth-gbs=20}' | filecheck %s --check-prefix=RULES
 // RUN: ziggurat-opt %s -p 'fuse-ops' | filecheck %s --check-prefix=RULES
 

@@ -1,4 +1,4 @@
-// RUN: ziggurat-opt %s -p 'fuse-ops{cost-guided=true peak-gflops=100 bandwidth-gbs=20}' | filecheck %s
+// RUN: ziggurat-opt %s -p 'fuse-ops{cost-guided=true peak-gflops=100 bandwidth-gbs=20 vector-width=16}' | filecheck %s
 // RUN: ziggurat-opt %s -p 'fuse-ops{cost-guided=false peak-gflops=100 bandwidth-gbs=20}' | filecheck %s --check-prefix=RULES
 
 // The fused QKV projection of an attention layer split into heads (as the

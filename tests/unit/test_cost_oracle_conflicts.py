@@ -1,0 +1,68 @@
+"""The roofline's L1 set-conflict term: `count_work(...).conflict_lines` and its bound."""
+
+from __future__ import annotations
+
+import pytest
+from tests.helpers import tensor
+from ziggurat.autotune.cost_oracle import (
+    CONFLICT_LINE_S,
+    L1_WAY_BYTES,
+    DefaultCostOracle,
+    Peaks,
+    count_work,
+)
+from ziggurat.dialects import graph
+from ziggurat.transforms.annotate_costs import kernel_of_ops, lower_kernel
+
+FIXED = Peaks(gflops=100.0, bandwidth_gbs=20.0)
+
+
+def _matmul(m: int, k: int, n: int, width: int, transpose_b: bool = False):
+    a = graph.ConstantOp("a", tensor([m, k]))
+    b = graph.ConstantOp("b", tensor([n, k] if transpose_b else [k, n]))
+    mm = graph.MatmulOp(a.results[0], b.results[0], tensor([m, n]), transpose_b=transpose_b)
+    module, _ = lower_kernel(kernel_of_ops([mm]), width)
+    return module
+
+
+@pytest.mark.parametrize(("m", "k", "n"), [(128, 128, 1024), (32, 128, 1024), (128, 64, 2048)])
+def test_a_column_walk_with_a_4kib_row_stride_conflicts(m: int, k: int, n: int) -> None:
+    """With 8 lanes and k <= 256 unpacked, the register block (4 rows x 2 vectors) reads one
+    64-byte line of B per reduction trip; B's rows are a multiple of 4 KiB apart, so every
+    line of the walk misses L1: (m / 4 row blocks) x (n / 16 column blocks) x k lines."""
+    assert (n * 4) % L1_WAY_BYTES == 0
+    work = count_work(_matmul(m, k, n, 8), "kernel")
+    assert work.conflict_lines == (m // 4) * (n // 16) * k
+    bound = FIXED.time(work.flops, work.bytes, work.scalar_flops, work.scalar_index_ops, work.conflict_lines)
+    assert bound == pytest.approx(work.conflict_lines * CONFLICT_LINE_S)
+    assert bound > 2 * FIXED.time(work.flops, work.bytes)  # the conflict bound dominates
+
+
+@pytest.mark.parametrize(("k", "n", "width"), [(128, 512, 8), (128, 384, 8), (256, 1024, 8), (128, 64, 8)])
+def test_no_conflict_without_a_4kib_stride_or_with_a_packed_panel(k: int, n: int, width: int) -> None:
+    """A 2 KiB or 1.5 KiB row stride spreads the walk over several sets; with k = 256 the
+    8-lane schedule packs B into contiguous panels first; a short walk (n = 64 here: the
+    transposed case of nothing) is never priced."""
+    assert count_work(_matmul(128, k, n, width), "kernel").conflict_lines == 0
+
+
+def test_the_transposed_weight_is_priced_cheaper_only_where_the_walk_conflicts() -> None:
+    oracle = DefaultCostOracle(peaks=FIXED)
+    for width, (m, k, n), cheaper in ((8, (128, 128, 1024), True), (8, (128, 256, 1024), False),
+                                      (16, (128, 256, 1024), True), (8, (128, 128, 512), False)):
+        plain = oracle.cost(_matmul(m, k, n, width), "kernel").time
+        transposed = oracle.cost(_matmul(m, k, n, width, transpose_b=True), "kernel")
+        assert count_work(_matmul(m, k, n, width, transpose_b=True), "kernel").conflict_lines == 0
+        assert (transposed.time < 0.98 * plain) == cheaper, (width, m, k, n)
+        assert transposed.time == pytest.approx(FIXED.time(transposed.flops, transposed.bytes))
+
+
+@pytest.mark.parametrize(("rows", "cols", "lines"), [(64, 1024, 64 * 1024 * 4 // 64), (64, 512, 0), (64, 1040, 0)])
+def test_a_column_reduction_with_a_4kib_row_stride_conflicts_too(rows: int, cols: int, lines: int) -> None:
+    """The term looks at loads, not op names: a sum over the rows of a tensor whose rows are
+    4 KiB apart walks each vector of columns down the rows in its reduction loop, and every
+    line it reads is fetched past L1 (a row of 1040 floats, or of 512, is not priced)."""
+    x = graph.ConstantOp("x", tensor([rows, cols]))
+    red = graph.ReduceOp(x.results[0], "sum", [0], False, tensor([cols]))
+    module, _ = lower_kernel(kernel_of_ops([red]), 8)
+    assert count_work(module, "kernel").conflict_lines == lines
