@@ -264,7 +264,7 @@ class SearchSpace:
             old = new["template"][i]
             _, nest, kind = self.templates[i]
             fresh = random_nest_knobs(rng, nest, kind, self.vector_width)
-            what = "dot" if kind == "dot" else rng.choice(["tile", "tile", "nvec", "kc", "pack", "rorder"])
+            what = "dot" if kind == "dot" else rng.choice(["tile", "tile", "nvec", "kc", "pack", "rorder", "jouter"])
             old[what] = fresh[what]
             if kind == "vector":
                 if old["pack"] and not old["kc"]:

@@ -40,7 +40,7 @@ from typing import Any
 from xdsl.builder import Builder
 from xdsl.dialects import arith, builtin, func
 from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType
-from xdsl.rewriter import InsertPoint
+from xdsl.rewriter import InsertPoint, Rewriter
 
 from ziggurat.dialects import loop
 from ziggurat.errors import ScheduleError
@@ -161,7 +161,8 @@ def random_nest_knobs(rng: random.Random, nest: Any, kind: str, width: int) -> d
             points *= u
         if fits(points, nvec, width):
             return {"block": name, "kind": "vector", "tile": tile, "nvec": nvec, "kc": kc, "pack": pack,
-                    "rorder": _random_order(rng, len(nest.reduction))}
+                    "rorder": _random_order(rng, len(nest.reduction)),
+                    "jouter": int((pack or nvec > 1) and rng.random() < 0.5)}
     return {"block": name, "kind": "vector", "tile": [], "nvec": 1, "kc": kc, "pack": pack,
             "rorder": list(range(len(nest.reduction)))}
 
@@ -197,6 +198,9 @@ def narrow_neighbours(nest: Any, k: dict[str, Any], width: int) -> list[dict[str
             add({**k, "kc": kc, "pack": 0})
     if k["pack"]:
         add({**k, "pack": 0})
+    if k["pack"] or k["nvec"] > 1:  # the panel loop outside the rows, at each kc
+        for kc in [c for c in [k["kc"]] + list(KC_CHOICES) if c == 0 or red > c and red % c == 0]:
+            add({**k, "kc": kc, "pack": int(kc > 0 and _packable(nest, kc, width) is not None), "jouter": 1})
     n_red = len(nest.reduction)
     if n_red > 1:  # the first reduction loop (a conv's input channels) innermost
         add({**k, "rorder": list(range(1, n_red)) + [0]})
@@ -233,9 +237,11 @@ def _check(nest: Any, k: dict[str, Any], width: int) -> None:
 
 
 def schedule_vector_nest(nest: Any, tile: list[list[int]], nvec: int, kc: int, pack: bool, width: int,
-                         rorder: list[int] | None = None) -> None:
+                         rorder: list[int] | None = None, jouter: bool = False) -> None:
     """The default schedule (`schedule_reduce_nest`) generalized to a 2-D register tile, `nvec` vectors
-    and a permutation `rorder` of the reduction loops (outermost first)."""
+    and a permutation `rorder` of the reduction loops (outermost first). With `jouter` (and a panel
+    loop: packed or nvec > 1) the panel loop runs outside the spatial loops (inside the kc block):
+    one panel of the streamed operand stays in L1 while the rows sweep past it (GotoBLAS order)."""
     n = len(nest.spatial)
     last = nest.spatial[-1]
     read = _packable(nest, kc, width) if pack else None
@@ -332,6 +338,15 @@ def schedule_vector_nest(nest: Any, tile: list[list[int]], nvec: int, kc: int, p
         bb.insert(loop.StoreOp(v, nest.out, list(wb.vars)))
     last.detach()
     last.erase()
+    if jouter and jo is not None:
+        top = nest.spatial[0]
+        outer = Builder(InsertPoint.before(top)).insert(loop.ForOp(0, ub // width, nvec))
+        outer.iv.name_hint = jo.iv.name_hint
+        top.detach()
+        outer.body.block.add_op(top)
+        Rewriter.inline_block(jo.body.block, InsertPoint.before(jo), [outer.iv])
+        jo.detach()
+        jo.erase()
 
 
 def apply_template(module: builtin.ModuleOp, name: str, trace: dict[str, Any], vector_width: int = 16) -> None:
@@ -355,7 +370,7 @@ def apply_template(module: builtin.ModuleOp, name: str, trace: dict[str, Any], v
                 schedule_dot(nest, [tuple(t) for t in k["dot"]])
         else:
             schedule_vector_nest(nest, k["tile"], k["nvec"], k["kc"], bool(k["pack"]), vector_width,
-                                 k.get("rorder"))
+                                 k.get("rorder"), bool(k.get("jouter", 0)))
     tmp = builtin.ModuleOp([fn])
     run_passes(tmp, parse_pipeline(default_loop_pipeline(vector_width)), verify=False)
     old = _kernel(module, name)

@@ -44,8 +44,8 @@ def test_nests_and_sampled_candidates_are_legal_and_distinct():
     space = SearchSpace(KERNEL, "mm_0", vector_width=16, num_threads=2)
     (nest,) = space.nests
     assert (nest.block, nest.extents, nest.n_spatial) == ("mm", (32, 48, 64), 2)
-    cands = space.sample(random.Random(0), 24)
-    assert len(cands) >= 12
+    cands = space.sample(random.Random(0), 40)  # 90% templates: enough draws for every sketch loop kind
+    assert len(cands) >= 20
     assert len({c.trace_hash for c in cands}) == len(cands)
     for c in cands:
         module = Parser(make_context(), c.mlir).parse_module()

@@ -124,8 +124,10 @@ def test_template_matmul_candidates_match_numpy():
     want = a.astype(np.float64) @ b
     packed = {"template": [{"block": "mm", "kind": "vector", "tile": [[0, 4]], "nvec": 2, "kc": 64, "pack": 1,
                             "rorder": [0]}]}
+    jouter = {"template": [{**packed["template"][0], "jouter": 1}]}
+    unpacked = {"template": [{**packed["template"][0], "kc": 0, "pack": 0, "jouter": 1}]}
     r = random.Random(2)
-    traces = [packed] + [space.random_template(r) for _ in range(3)]
+    traces = [packed, jouter, unpacked] + [space.random_template(r) for _ in range(3)]
     for trace in traces:
         cand = space.build(trace["template"] and trace)
         assert cand is not None and cand.trace == trace
