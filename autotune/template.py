@@ -56,7 +56,7 @@ from ziggurat.transforms.loop_default_schedule import (
     schedule_dot,
 )
 from ziggurat.transforms.schedule_pad import pad_clamped_reads
-from ziggurat.transforms.schedule_plan import plan_narrow
+from ziggurat.transforms.schedule_plan import MAX_ACC, plan_narrow
 
 MAX_TILE = 16
 MAX_POINTS = 28  # accumulators (tile points x nvec): 32 zmm registers, a few for the operands
@@ -66,11 +66,12 @@ KC_CHOICES = (64, 128, 192, 256, 384, 512)
 
 def fits(points: int, nvec: int, width: int) -> bool:
     """Whether `points` accumulators (tile points x nvec) fit the register file: 28 of the 32 zmm
-    registers with 16 lanes; with 8 lanes the accumulators, the `nvec` streamed vectors and one
-    broadcast within the 16 ymm registers (6 rows x 2 vectors: 12 + 2 + 1)."""
+    registers with 16 lanes; with 8 lanes at most `MAX_ACC` (12, as the default block), and the
+    accumulators, the `nvec` streamed vectors and one broadcast within the 16 ymm registers (6 rows x 2
+    vectors: 12 + 2 + 1; a conv block of 2 output-channel vectors x 7 rows spills and runs 2x slower)."""
     if width >= 16:
         return points <= MAX_POINTS
-    return points + nvec + 1 <= NARROW_REGISTERS
+    return points <= MAX_ACC and points + nvec + 1 <= NARROW_REGISTERS
 
 
 def prepare(fn: func.FuncOp, width: int) -> func.FuncOp:
