@@ -35,7 +35,7 @@ import json
 import os
 import time
 from dataclasses import asdict, dataclass
-from math import prod
+from math import gcd, prod
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -65,7 +65,8 @@ SCALAR_SLOWDOWN = 8
 # 128x64 by 64x1024 and 32x128 by 128x1024 took 4.5-5.6 ns per line, 1.8-2.1x the same
 # product with B stored transposed; the compute and traffic bounds say 1.8-2.1x less.
 LINE_BYTES = 64
-L1_WAY_BYTES = 4096
+L1_SETS = 64
+L1_WAY_BYTES = L1_SETS * LINE_BYTES
 L1_WAYS = 8
 CONFLICT_LINE_S = 5e-9
 
@@ -188,14 +189,18 @@ def _index_divs(ops, trips: int, varying: set) -> float:
 
 
 def _conflict_lines(accesses: list[_Access]) -> float:
-    """Cache lines that loads fetch past L1 on set conflicts: loads whose innermost
-    enclosing loop is not vectorized, runs more than L1_WAYS trips, and steps the load's
-    address by a nonzero multiple of L1_WAY_BYTES (a reduction loop walking a matrix column
-    whose rows are 1024 floats: every trip maps to the same L1 set). A load inside
-    vectorized loops fetches, per trip of the other loops, the 64-byte lines its lanes
-    cover (fractions add up: two 8-float halves of one line count one line; lanes that
-    are not contiguous one line each); loads with the same buffer and index forms count
-    once per trip (the compiled kernel loads them once)."""
+    """Cache lines that loads fetch past L1 on set conflicts, each divided by the number
+    of L1 sets its walk spreads over. A load conflicts when its innermost enclosing loop
+    is not vectorized and steps its address by a nonzero multiple of LINE_BYTES whose
+    lines fall into only `sets = L1_SETS / gcd(step / LINE_BYTES, L1_SETS)` sets, fewer
+    than the loop's trips fill (trips > sets x L1_WAYS): a reduction loop walking a matrix
+    column whose rows are 1024 floats maps every trip to one set; rows of 512 floats, to
+    two. Such a walk misses L1 on every line; the misses of different sets overlap, so a
+    line costs CONFLICT_LINE_S / sets (fitted). A load inside vectorized loops fetches,
+    per trip of the other loops, the 64-byte lines its lanes cover (fractions add up: two
+    8-float halves of one line count one line; lanes that are not contiguous one line
+    each); loads with the same buffer and index forms count once per trip (the compiled
+    kernel loads them once)."""
     seen: set = set()
     total = 0.0
     for a in accesses:
@@ -206,7 +211,10 @@ def _conflict_lines(accesses: list[_Access]) -> float:
             continue
         strides = [prod(a.shape[d + 1:]) for d in range(len(a.shape))]
         step = abs(sum(f.get(inner.iv, 0) * inner.step * s for f, s in zip(a.forms, strides))) * a.elt_bytes
-        if step == 0 or step % L1_WAY_BYTES:
+        if step == 0 or step % LINE_BYTES:
+            continue
+        sets = L1_SETS // gcd(step // LINE_BYTES, L1_SETS)
+        if inner.trip <= sets * L1_WAYS:
             continue
         key = (a.buffer, tuple(frozenset(f.items()) for f in a.forms))
         if key in seen:
@@ -217,7 +225,7 @@ def _conflict_lines(accesses: list[_Access]) -> float:
         contiguous = all(f.get(lp.iv, 0) == (1 if d == len(a.forms) - 1 else 0)
                          for lp in vec for d, f in enumerate(a.forms))
         per_trip = lanes * a.elt_bytes / LINE_BYTES if contiguous else lanes
-        total += a.trips * a.width / lanes * per_trip
+        total += a.trips * a.width / lanes * per_trip / sets
     return total
 
 
