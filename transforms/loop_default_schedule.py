@@ -279,6 +279,30 @@ def _packable(nest: _ReduceNest, kc: int, width: int) -> loop.LoadOp | None:
     return None
 
 
+def k_block_and_pack(nest: _ReduceNest, read: loop.LoadOp | None, kc: int, width: int
+                     ) -> tuple[loop.ForOp | None, tuple[loop.LoadOp, SSAValue] | None]:
+    """With `kc`, splits the init off (`_init_nest`) and wraps the spatial nest
+    in a serial k-block loop of step `kc`; with `read` (a `_packable` B read)
+    too, packs each k-block of B into panels [n_panels, kc, width] before the
+    nest. Returns (the k-block loop or None, (read, panel) or None)."""
+    kb = None
+    if kc:
+        _init_nest(nest)
+        top = nest.spatial[0]
+        kb = Builder(InsertPoint.before(top)).insert(loop.ForOp(0, nest.reduction[0].bounds[1], kc, "serial"))
+        kb.iv.name_hint = nest.reduction[0].iv.name_hint + "o"
+        top.detach()
+        kb.body.block.add_op(top)
+    if read is None or kb is None:
+        return kb, None
+    n_panels = nest.spatial[-1].trip_count // width
+    elt = read.buffer.type.element_type  # type: ignore[attr-defined]
+    kbb = Builder(InsertPoint.before(nest.spatial[0]))
+    panel = kbb.insert(loop.AllocOp(MemRefType(elt, [n_panels, kc, width]), "local")).result
+    _pack_nest(kbb, kb, read.buffer, panel, kc, n_panels, width, nest.update.block_name.data)
+    return kb, (read, panel)
+
+
 def _pack_nest(b: Builder, kb: loop.ForOp, src: SSAValue, panel: SSAValue, kc: int, n_panels: int,
                width: int, tag: str) -> None:
     """panel[p, r, l] = src[kb + r, p * width + l], vectorized along l."""
@@ -303,23 +327,7 @@ def schedule_reduce_nest(nest: _ReduceNest, blocked: int, factor: int, kc: int, 
     """Rewrites the nest in place (see the pass docstring)."""
     n = len(nest.spatial)
     last = nest.spatial[-1]
-    read = _packable(nest, kc, width)
-    kb = None
-    if kc:
-        _init_nest(nest)
-        top = nest.spatial[0]
-        kb = Builder(InsertPoint.before(top)).insert(loop.ForOp(0, nest.reduction[0].bounds[1], kc, "serial"))
-        kb.iv.name_hint = nest.reduction[0].iv.name_hint + "o"
-        top.detach()
-        kb.body.block.add_op(top)
-    packed = None
-    if read is not None and kb is not None:
-        n_panels = last.trip_count // width
-        elt = read.buffer.type.element_type  # type: ignore[attr-defined]
-        kbb = Builder(InsertPoint.before(nest.spatial[0]))
-        panel = kbb.insert(loop.AllocOp(MemRefType(elt, [n_panels, kc, width]), "local")).result
-        _pack_nest(kbb, kb, read.buffer, panel, kc, n_panels, width, nest.update.block_name.data)
-        packed = (read, panel)
+    kb, packed = k_block_and_pack(nest, _packable(nest, kc, width), kc, width)
     if blocked >= 0 and factor > 1:
         nest.spatial[blocked].properties["step"] = IntegerAttr(factor, builtin.i64)
     elt = nest.out.type.element_type  # type: ignore[attr-defined]

@@ -92,29 +92,13 @@ def plan_narrow(nest, width: int, free: list[int], streamed_dims: list[int], kc:
 
 def schedule_block(nest, p: BlockPlan, width: int) -> None:
     """Rewrites `nest` in place with register block `p` (see the module docstring)."""
-    from ziggurat.transforms.loop_default_schedule import _clone_redirected, _init_nest, _pack_nest, _packable
+    from ziggurat.transforms.loop_default_schedule import _clone_redirected, _packable, k_block_and_pack
 
     n = len(nest.spatial)
     last = nest.spatial[-1]
     tag = nest.update.block_name.data
     kc, nvec = p.kc, p.nvec
-    read = _packable(nest, kc, width) if p.pack else None
-    kb = None
-    if kc:
-        _init_nest(nest)
-        top = nest.spatial[0]
-        kb = Builder(InsertPoint.before(top)).insert(loop.ForOp(0, nest.reduction[0].bounds[1], kc, "serial"))
-        kb.iv.name_hint = nest.reduction[0].iv.name_hint + "o"
-        top.detach()
-        kb.body.block.add_op(top)
-    packed = None
-    if read is not None and kb is not None:
-        elt = read.buffer.type.element_type  # type: ignore[attr-defined]
-        kbb = Builder(InsertPoint.before(nest.spatial[0]))
-        n_panels = last.trip_count // width
-        panel = kbb.insert(loop.AllocOp(MemRefType(elt, [n_panels, kc, width]), "local")).result
-        _pack_nest(kbb, kb, read.buffer, panel, kc, n_panels, width, tag)
-        packed = (read, panel)
+    kb, packed = k_block_and_pack(nest, _packable(nest, kc, width) if p.pack else None, kc, width)
     for d, u in p.tile:
         nest.spatial[d].properties["step"] = IntegerAttr(u, builtin.i64)
     n_rows = p.accumulators // nvec
