@@ -47,3 +47,16 @@ def run_graph(model: ImportedModel, inputs: Sequence[np.ndarray], threads: int =
     compiled = ziggurat.compile(model, target=f"llvm -num-cores={threads}")
     (out,) = compiled(*inputs)
     return out
+
+
+def run_with_schedule_ir(model, inputs: Sequence[np.ndarray], target) -> tuple[list[np.ndarray], str]:
+    """Compiles `model` for `target` and runs it on `inputs`; returns the
+    outputs and the loop IR right after loop-default-schedule."""
+    seen: dict[str, str] = {}
+
+    def grab(p, module, seconds):
+        if p.name == "loop-default-schedule":
+            seen["ir"] = str(module)
+
+    compiled = ziggurat.compile(model, target=target, after_pass=grab)
+    return compiled(*inputs), seen["ir"]

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from onnx import TensorProto, helper
 
 import ziggurat
-from tests.helpers import graph_model, tensor
+from tests.helpers import graph_model, run_with_schedule_ir, tensor
 from tests.unit.test_lowering_properties import np_conv, rand
 from ziggurat.dialects import graph
 from ziggurat.target import Target
@@ -21,14 +21,7 @@ SETTINGS = settings(max_examples=15, deadline=None, suppress_health_check=[Healt
 
 def compile_and_run(model, inputs, threads):
     """Runs `model`; also returns the loop IR right after loop-default-schedule."""
-    seen = {}
-
-    def grab(p, module, seconds):
-        if p.name == "loop-default-schedule":
-            seen["ir"] = str(module)
-
-    compiled = ziggurat.compile(model, target=f"llvm -num-cores={threads}", after_pass=grab)
-    return compiled(*inputs), seen["ir"]
+    return run_with_schedule_ir(model, inputs, f"llvm -num-cores={threads}")
 
 
 @SETTINGS

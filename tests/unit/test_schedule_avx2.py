@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
 import ziggurat
-from tests.helpers import graph_model, tensor
+from tests.helpers import graph_model, run_with_schedule_ir, tensor
 from tests.unit.test_lowering_properties import np_conv, rand
 from ziggurat.dialects import graph
 from ziggurat.target import Target
@@ -27,16 +27,9 @@ SETTINGS = settings(max_examples=12, deadline=None, suppress_health_check=[Healt
 
 def run8(model, inputs, threads):
     """Runs `model` for an 8-lane target; also returns the IR after loop-default-schedule."""
-    seen = {}
-
-    def grab(p, module, seconds):
-        if p.name == "loop-default-schedule":
-            seen["ir"] = str(module)
-
     target = Target.parse(f"llvm -mattr={AVX2} -num-cores={threads}")
     assert target.vector_width == 8
-    compiled = ziggurat.compile(model, target=target, after_pass=grab)
-    return compiled(*inputs), seen["ir"]
+    return run_with_schedule_ir(model, inputs, target)
 
 
 @SETTINGS
