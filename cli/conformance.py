@@ -385,9 +385,21 @@ def cmd_conformance(args) -> int:
         return 1
     print(f"{len(cases)} ONNX node tests from {root} ({time.monotonic() - t0:.1f} s to prepare)", file=sys.stderr)
 
+    counts: dict[str, int] = {}
+    tty = sys.stderr.isatty()
+    step = max(1, len(cases) // 20)
+
     def progress(r: CaseResult) -> None:
+        counts[r.category] = counts.get(r.category, 0) + 1
         if args.verbose:
             print(f"{r.category:<13} {r.name} {r.detail}", file=sys.stderr)
+            return
+        done = sum(counts.values())
+        if tty or done % step == 0 or done == len(cases):
+            line = (f"[{done}/{len(cases)}] " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+                    + f"; {time.monotonic() - t0:.0f} s")
+            print(("\r" + line) if tty else line, end="\n" if not tty or done == len(cases) else "",
+                  file=sys.stderr, flush=True)
 
     results = run_cases(cases, root, args.jobs, args.timeout, args.rtol, args.atol, progress, args.freeze_int_inputs)
     summary = summarize(results)
