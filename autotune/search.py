@@ -26,7 +26,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ziggurat.autotune.cost_model import CostModel
-from ziggurat.autotune.database import Database, WorkloadKey
+from ziggurat.autotune.database import Database, WorkloadKey, structural_hash
 from ziggurat.autotune.space import Candidate, SearchSpace
 
 
@@ -42,6 +42,17 @@ class EvolutionarySearch:
         self.epsilon, self.elites = epsilon, elites
         self._measured: list[tuple[float, Candidate]] = []  # (cost, candidate) of this session
         self._seeds: list | None = None  # the space's seed decisions, measured before any search
+        self._seen_ir: set[str] = set()  # IR of the candidates measured or batched in this session
+
+    def _new_ir(self, cand: Candidate, batch: set[str]) -> bool:
+        """Whether `cand`'s scheduled IR differs from every one measured in this session and in the batch
+        so far (different decisions can give the same IR: the default's own template knobs), and
+        claims it for the batch."""
+        h = structural_hash(cand.mlir)
+        if h in self._seen_ir or h in batch:
+            return False
+        batch.add(h)
+        return True
 
     def _fresh(self, cand: Candidate, taken: set[str]) -> bool:
         return cand.trace_hash not in taken and not self.db.has_measured(self.workload, cand.trace)
@@ -71,9 +82,10 @@ class EvolutionarySearch:
         if self._seeds is None:
             self._seeds = [c for c in (self.space.build(k) for k in self.space.seeds()) if c is not None]
         first: list[Candidate] = []
+        irs: set[str] = set()
         while self._seeds and len(first) < n:
             c = self._seeds.pop(0)
-            if self._fresh(c, {x.trace_hash for x in first}):
+            if self._fresh(c, {x.trace_hash for x in first}) and self._new_ir(c, irs):
                 first.append(c)
         if first:
             return first
@@ -93,20 +105,25 @@ class EvolutionarySearch:
         batch: list[Candidate] = []
         n_random = int(round(n * self.epsilon))
         unmeasured = [c for c in ranked if self._fresh(c, set())]
+        irs = set()
         for c in unmeasured:
             if len(batch) >= n - n_random:
                 break
-            batch.append(c)
             taken.add(c.trace_hash)
+            if self._new_ir(c, irs):
+                batch.append(c)
         rest = [c for c in unmeasured if c.trace_hash not in taken]
         self.rng.shuffle(rest)
-        for c in rest[:n - len(batch)]:
-            batch.append(c)
-            taken.add(c.trace_hash)
+        for c in rest:
+            if len(batch) >= n:
+                break
+            if self._new_ir(c, irs):
+                batch.append(c)
         return batch
 
     def observe(self, cands: Sequence[Candidate], costs: Sequence[float]) -> None:
         """Remembers measured candidates (cost in seconds, inf for an error) as mutation seeds."""
         for c, cost in zip(cands, costs):
+            self._seen_ir.add(structural_hash(c.mlir))
             if np.isfinite(cost):
                 self._measured.append((float(cost), c))

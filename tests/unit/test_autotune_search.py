@@ -108,3 +108,17 @@ def test_search_batches_skip_measured_candidates(tmp_path):
     again = EvolutionarySearch(space, model, JSONDatabase(tmp_path / "r.jsonl"), key, random.Random(0),
                                population=24, generations=2)
     assert not {c.trace_hash for c in again.next_batch(6)} & seen
+
+
+def test_search_skips_candidates_whose_ir_was_measured(tmp_path):
+    """The default schedule's own template knobs give the default's IR: once the default is measured,
+    the seed with those knobs is not measured again under another trace."""
+    space = SearchSpace(KERNEL, "mm_0")
+    key = WorkloadKey.from_text(KERNEL, "mm_0")
+    search = EvolutionarySearch(space, GBTCostModel(n_estimators=20), JSONDatabase(tmp_path / "r.jsonl", fsync=False),
+                                key, random.Random(0), population=24, generations=2)
+    default = space.default()
+    search.observe([default], [1e-5])
+    batch = search.next_batch(4)
+    assert batch and default.mlir not in {c.mlir for c in batch}
+    assert len({c.mlir for c in batch}) == len(batch)
