@@ -31,12 +31,14 @@ from ziggurat.target import Target
 
 
 def available_passes() -> dict[str, Callable[[], type[ModulePass]]]:
-    """ziggurat's passes plus every upstream xDSL pass (ours win on a clash)."""
+    """ziggurat's passes, the loaded plugins' (ziggurat/plugins.py) and every
+    upstream xDSL pass (ours win on a clash)."""
     from xdsl.transforms import get_all_passes as upstream
 
+    from ziggurat.plugins import plugin_passes
     from ziggurat.transforms import get_all_passes
 
-    return {**upstream(), **get_all_passes()}
+    return {**upstream(), **plugin_passes(), **get_all_passes()}
 
 
 def parse_pipeline(spec: str) -> list[ModulePass]:

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ziggurat import plugins
 from ziggurat.errors import ZigguratError
 
 # The pass after which each --emit stage's IR exists.
@@ -36,6 +37,8 @@ def _add_compile_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--opt-level", "-O", type=int, default=3, choices=(0, 1, 2, 3), help="optimization level (default 3)")
     p.add_argument("-p", "--pipeline", default=None, help="graph-level pass pipeline replacing the default one")
     p.add_argument("--tuning-db", default=None, metavar="FILE", help="apply the best schedule per kernel from this tuning record database (ziggurat tune)")
+    p.add_argument("--load-plugin", action="append", default=[], metavar="MODULE",
+                   help="load a plugin (module name or .py path) whose dialects and passes -p may use; repeatable (docs/tutorial.md)")
 
 
 def _load_npz(path: str) -> dict[str, np.ndarray]:
@@ -231,6 +234,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        for spec in getattr(args, "load_plugin", []):
+            plugins.load_plugin(spec)
         return args.func(args)
     except ZigguratError as err:
         print(f"ziggurat: error: {err}", file=sys.stderr)

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 from xdsl.xdsl_opt_main import xDSLOptMain
 
+from ziggurat import plugins
 from ziggurat.dialects import get_all_dialects
 from ziggurat.transforms import get_all_passes
 
@@ -27,7 +28,7 @@ class ZigguratOptMain(xDSLOptMain):
     version_format = "ziggurat-opt (xdsl {xdsl_version})"
 
     def register_all_dialects(self) -> None:
-        ours = get_all_dialects()
+        ours = {**get_all_dialects(), **plugins.plugin_dialects()}
         for name, factory in ours.items():
             self.ctx.register_dialect(name, factory)
         from xdsl.universe import Universe
@@ -39,7 +40,7 @@ class ZigguratOptMain(xDSLOptMain):
 
     def register_all_passes(self) -> None:
         super().register_all_passes()
-        for name, factory in get_all_passes().items():
+        for name, factory in {**get_all_passes(), **plugins.plugin_passes()}.items():
             self.register_pass(name, factory)
 
     def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
@@ -50,11 +51,15 @@ class ZigguratOptMain(xDSLOptMain):
         arg_parser.add_argument(
             "--list-passes", action="store_true", help="list ziggurat's passes with their summaries and exit"
         )
+        arg_parser.add_argument(
+            "--load-plugin", action="append", metavar="MODULE",
+            help="load a plugin (module name or .py path) that registers dialects and passes; repeatable (docs/tutorial.md)",
+        )
 
 
 def list_passes() -> str:
     lines = ["ziggurat passes (upstream xDSL passes are available too):"]
-    for name, factory in get_all_passes().items():
+    for name, factory in {**get_all_passes(), **plugins.plugin_passes()}.items():
         doc = (factory().__doc__ or "").strip().splitlines()
         lines.append(f"  {name:28s} {doc[0] if doc else ''}")
     return "\n".join(lines)
@@ -62,6 +67,13 @@ def list_passes() -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        specs, argv = plugins.pop_plugin_args(argv)
+        for spec in specs:
+            plugins.load_plugin(spec)
+    except plugins.PluginError as err:
+        print(f"ziggurat-opt: error: {err}", file=sys.stderr)
+        return 1
     if "--list-passes" in argv:
         print(list_passes())
         return 0

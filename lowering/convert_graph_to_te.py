@@ -138,6 +138,12 @@ class ConvertGraphToTePass(ModulePass):
         rewriter = Rewriter()
         for model in [f for f in op.ops if isinstance(f, func.FuncOp)]:
             for gop in list(model.body.block.ops):  # ops inside graph.fused go with their group
+                if gop.dialect_name() != "graph" and any(isinstance(r.type, builtin.TensorType) for r in gop.results):
+                    raise CompileError(
+                        f"convert-graph-to-te: '{gop.name}' (at {gop.location}) is not a graph op; "
+                        "lower its dialect to graph ops first (a plugin dialect's lowering pass goes "
+                        "before convert-graph-to-te, see docs/tutorial.md)"
+                    )
                 if gop.dialect_name() != "graph" or isinstance(gop, _KEPT):
                     continue
                 if isinstance(gop, graph.FusedOp):
