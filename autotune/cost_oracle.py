@@ -55,15 +55,15 @@ MATH_OP_FLOPS = 10
 # A scalar float op issues at the vector rate, so it costs this many lanes of the peak
 # (`measure_peaks` times <8 x float> FMAs): scalar loops the vectorizer left are priced so.
 SCALAR_SLOWDOWN = 8
-# L1 set conflicts (`_conflict_lines`): an L1 data cache of LINE_BYTES lines in 64 sets (32 KiB,
-# 8 ways on Zen 3/4; 48 KiB, 12 ways on recent Intel keep the same 4 KiB way) maps two
-# addresses a multiple of L1_WAY_BYTES apart to the same set. A loop that steps a load by
-# such a stride keeps at most L1_WAYS of its lines in L1: past that many trips every line
-# misses and waits on L2, about CONFLICT_LINE_S each. Fitted on a Zen 3 host with 8-lane
+# L1 set conflicts (`_conflict_lines`): an L1 data cache of LINE_BYTES lines in L1_SETS sets
+# (32 KiB, 8 ways on Zen 3/4; 48 KiB, 12 ways on recent Intel keep the same 4 KiB way) maps the
+# lines of a walk with a stride of s lines to L1_SETS / gcd(s, L1_SETS) sets. A loop whose
+# trips outnumber what those sets hold (L1_WAYS lines each) misses L1 on every line it reads,
+# and waits on L2 about CONFLICT_LINE_S / sets per line. Fitted on a Zen 3 host with 8-lane
 # register-blocked matmuls whose unpacked reduction loop walks B down a column (one 64-byte
-# line of B per trip): 128x128 by 128x1024, 128x128 by 128x2048, 128x128 by 128x4096,
-# 128x64 by 64x1024 and 32x128 by 128x1024 took 4.5-5.6 ns per line, 1.8-2.1x the same
-# product with B stored transposed; the compute and traffic bounds say 1.8-2.1x less.
+# line of B per trip): one set (rows of 1024, 2048, 4096 floats; 128x128 by 128x1024 and
+# four more shapes) took 4.0-5.6 ns per line, 1.8-2.5x the same product with B transposed;
+# two sets (rows of 512 or 1536 floats) 2.0-3.0 ns per line.
 LINE_BYTES = 64
 L1_SETS = 64
 L1_WAY_BYTES = L1_SETS * LINE_BYTES
