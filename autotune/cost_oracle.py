@@ -63,7 +63,7 @@ SCALAR_SLOWDOWN = 8
 # register-blocked matmuls whose unpacked reduction loop walks B down a column (one 64-byte
 # line of B per trip): one set (rows of 1024, 2048, 4096 floats; 128x128 by 128x1024 and
 # four more shapes) took 4.0-5.6 ns per line, 1.8-2.5x the same product with B transposed;
-# two sets (rows of 512 or 1536 floats) 2.0-3.0 ns per line.
+# two sets (rows of 512 or 1536 floats) 2.0-3.9 ns per line.
 LINE_BYTES = 64
 L1_SETS = 64
 L1_WAY_BYTES = L1_SETS * LINE_BYTES

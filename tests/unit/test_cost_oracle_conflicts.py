@@ -78,3 +78,39 @@ def test_a_column_reduction_with_a_4kib_row_stride_conflicts_too(rows: int, cols
     red = graph.ReduceOp(x.results[0], "sum", [0], False, tensor([cols]))
     module, _ = lower_kernel(kernel_of_ops([red]), 8)
     assert count_work(module, "kernel").conflict_lines == lines
+
+
+_WIDE = """
+func.func @main(%x: tensor<128x256xf32>) -> tensor<128x1024xf32> {
+  %w = graph.constant "w" : tensor<256x1024xf32>
+  %y = graph.matmul %x, %w : tensor<128x256xf32>, tensor<256x1024xf32> -> tensor<128x1024xf32>
+  func.return %y : tensor<128x1024xf32>
+}
+"""
+
+
+def _fused_with(width: int) -> str:
+    import numpy as np
+    from xdsl.parser import Parser
+
+    from ziggurat.dialects import make_context
+    from ziggurat.frontends.weights import WeightStore
+    from ziggurat.transforms.fuse_ops import FuseOpsPass
+    from ziggurat.transforms.weight_binding import bind_weights
+
+    ctx = make_context()
+    module = Parser(ctx, _WIDE).parse_module()
+    bind_weights(module, WeightStore({"w": np.ones((256, 1024), np.float32)}))
+    FuseOpsPass(cost_guided=True, peak_gflops=100, bandwidth_gbs=20, vector_width=width).apply(ctx, module)
+    return str(module)
+
+
+def test_cost_guided_fusion_prices_at_the_host_vector_width_by_default() -> None:
+    """128x256 by 256x1024 walks B unpacked at 16 lanes (transposed) but packs it at 8 (kept):
+    the default (vector-width=0) decides as the host's width does, as the loop stage schedules."""
+    from ziggurat.target import Target
+    from ziggurat.transforms.fuse_ops import FuseOpsPass
+
+    assert FuseOpsPass().vector_width == 0
+    assert "transpose_b" in _fused_with(16) and "transpose_b" not in _fused_with(8)
+    assert _fused_with(0) == _fused_with(Target().vector_width)
