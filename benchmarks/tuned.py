@@ -7,7 +7,9 @@ Each workload is compiled twice, with the default schedules and with
 thread count's target, `ziggurat tune ... --target 'llvm -num-cores=N'`),
 and both are timed against onnxruntime (same intra-op threads) in one process,
 alternating blocks of runs as `benchmarks/run.py` does. For matmul, numpy's
-OpenBLAS at the same thread count is timed too (in a child process). Columns:
+OpenBLAS at the same thread count (threadpoolctl) is timed too, in the same
+alternating blocks (timed in a child process at another moment, its ratio
+followed the load of this shared host rather than the kernels). Columns:
 median ms of default, tuned and onnxruntime; tuned/ORT latency ratio (< 1:
 tuned is faster); default/tuned speedup; for matmul numpy's ms and the
 tuned/numpy throughput ratio (> 1: tuned is faster); how many kernels the
@@ -22,17 +24,20 @@ import json
 import sys
 import time
 import warnings
+from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
 
 import ziggurat
-from ziggurat.benchmarks.run import BLOCKS, DEFAULT_MODELS, SETTLE_S, _median_iqr, _ort_session, numpy_matmul_ms
+from ziggurat.benchmarks.run import BLOCKS, DEFAULT_MODELS, SETTLE_S, _median_iqr, _ort_session
 from ziggurat.errors import ZigguratError
 
 
 def bench_tuned(name: str, model, inputs: dict, threads: int, rounds: int, tuning_db: str,
-                expected: dict | None = None) -> dict:
+                expected: dict | None = None, numpy_matmul: bool = False) -> dict:
+    """One row; with `numpy_matmul`, numpy's `a @ b` (OpenBLAS limited to `threads` by threadpoolctl)
+    is timed too, in the same alternating blocks, so its ratio comes from the same moments."""
     row: dict = {"workload": name, "threads": threads}
     target = f"llvm -num-cores={threads}"
     try:
@@ -56,17 +61,28 @@ def bench_tuned(name: str, model, inputs: dict, threads: int, rounds: int, tunin
         engines.append((lambda c=c, ins=ins, outs=outs: c.run_native(ins, outs), c, outs))
     row["max_error"] = max(float(np.max(np.abs(o - ref[n]))) for n, o in zip(tuned.output_names, engines[1][2]))
     engines.append((lambda: sess.run(None, feeds), None, None))
-    times: list[list[float]] = [[], [], []]
+    limits = [nullcontext] * 3
+    if numpy_matmul:
+        from threadpoolctl import threadpool_limits
+
+        a, b = feeds["a"], feeds["b"]
+        c = np.empty((a.shape[0], b.shape[1]), np.float32)
+        engines.append((lambda: np.matmul(a, b, out=c), None, None))
+        limits.append(lambda: threadpool_limits(limits=threads, user_api="blas"))
+    times: list[list[float]] = [[] for _ in engines]
     per_block = max(2, rounds // BLOCKS)
     for _ in range(BLOCKS):
-        for (call, _, _), ts in zip(engines, times):
+        for (call, _, _), ts, limit in zip(engines, times, limits):
             time.sleep(SETTLE_S)  # let the other runtime's workers stop spinning
-            call()
-            for _ in range(per_block):
-                t = time.perf_counter()
+            with limit():
                 call()
-                ts.append(time.perf_counter() - t)
-    row["default_ms"], row["tuned_ms"], row["ort_ms"] = (_median_iqr(ts)[0] * 1e3 for ts in times)
+                for _ in range(per_block):
+                    t = time.perf_counter()
+                    call()
+                    ts.append(time.perf_counter() - t)
+    row["default_ms"], row["tuned_ms"], row["ort_ms"] = (_median_iqr(ts)[0] * 1e3 for ts in times[:3])
+    if numpy_matmul:
+        row["numpy_ms"] = _median_iqr(times[3])[0] * 1e3
     row["tuned_vs_ort"] = row["tuned_ms"] / row["ort_ms"]
     row["speedup"] = row["default_ms"] / row["tuned_ms"]
     return row
@@ -105,9 +121,8 @@ def main(argv: list[str] | None = None) -> int:
         for key in only:
             if key in BUILDERS:
                 name, model, inputs, _ = BUILDERS[key]()
-                row = bench_tuned(name, model, inputs, threads, args.rounds, args.tuning_db)
-                if key.startswith("matmul") and "skipped" not in row:
-                    row["numpy_ms"] = numpy_matmul_ms(inputs["a"].shape[0], threads, args.rounds)
+                row = bench_tuned(name, model, inputs, threads, args.rounds, args.tuning_db,
+                                  numpy_matmul=key.startswith("matmul"))
             elif (args.models / key / "model.onnx").exists():
                 folder = args.models / key
                 row = bench_tuned(key, str(folder / "model.onnx"), dict(np.load(folder / "inputs.npz")), threads,
