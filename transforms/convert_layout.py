@@ -248,7 +248,8 @@ class ConvertLayoutPass(ModulePass):
     (`<name>.OIHW16i16o`, `<name>.NCHW16c`); without a weight store (a bare
     text file) the pass emits `graph.layout_transform` on the constant.
 
-    **Options:** `block` (int, default 16: f32 lanes of an AVX-512 register);
+    **Options:** `block` (int, default 0: the host's f32 lanes per register,
+    8 with AVX2, 16 with AVX-512; the default pipelines pass the target's);
     `cost-guided` (default false): price each region both ways with the cost
     oracle (`autotune/cost_oracle.py`: tuning database, learned model,
     roofline; `peak-gflops`, `bandwidth-gbs` and `database` as in
@@ -278,7 +279,7 @@ class ConvertLayoutPass(ModulePass):
     """
 
     name = "convert-layout"
-    block: int = 16
+    block: int = 0
     cost_guided: bool = False
     peak_gflops: int = 0
     bandwidth_gbs: int = 0
@@ -288,8 +289,14 @@ class ConvertLayoutPass(ModulePass):
     def apply(self, ctx: Context, op: builtin.ModuleOp) -> None:
         from ziggurat.errors import CompileError
 
-        if self.block < 1:
-            raise CompileError(f"convert-layout: block must be a positive number of lanes, got {self.block}")
+        if self.block < 0:
+            raise CompileError(f"convert-layout: block must be a positive number of lanes (0: the host's), got {self.block}")
+        if self.block == 0:
+            from dataclasses import replace
+
+            from ziggurat.target import Target
+
+            return replace(self, block=Target().vector_width).apply(ctx, op)
         store = weights_of(op)
         for f in list(op.ops):
             if not isinstance(f, func.FuncOp) or not f.body.blocks:

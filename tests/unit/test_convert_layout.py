@@ -180,7 +180,7 @@ def test_bad_options_give_one_clear_error(tmp_path):
     model = _model([helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[1, 1])], (1, 16, 4, 4), (1, 16, 4, 4),
                    [_w(rng, "w", (16, 16, 1, 1))])
     with pytest.raises(CompileError, match="block must be a positive"):
-        run_passes(import_onnx(model).module, parse_pipeline("convert-layout{block=0}"))
+        run_passes(import_onnx(model).module, parse_pipeline("convert-layout{block=-8}"))
     bad = tmp_path / "file" / "records.jsonl"
     (tmp_path / "file").write_text("not a folder")
     with pytest.raises(CompileError, match="cannot open the record file"):

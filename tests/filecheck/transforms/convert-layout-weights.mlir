@@ -1,5 +1,5 @@
 // RUN: python -c "import numpy as np; np.savez('%t.npz', w=np.ones((32,16,1,1),np.float32), b=np.ones((32,1,1),np.float32))"
-// RUN: sed 's#WEIGHTS#%t.npz#' %s | ziggurat-opt -p convert-layout | filecheck %s
+// RUN: sed 's#WEIGHTS#%t.npz#' %s | ziggurat-opt -p "convert-layout{block=16}" | filecheck %s
 
 // With a weight store, the weight and the bias are transformed at compile
 // time into new store entries: no layout_transform reads a constant, and the

@@ -1,5 +1,5 @@
-// RUN: ziggurat-opt %s -p convert-layout --split-input-file | filecheck %s
-// RUN: ziggurat-opt %s -p 'convert-layout{cost-guided=true peak-gflops=100 bandwidth-gbs=20}' --split-input-file | filecheck %s --check-prefix=ROOF
+// RUN: ziggurat-opt %s -p 'convert-layout{block=16}' --split-input-file | filecheck %s
+// RUN: ziggurat-opt %s -p 'convert-layout{block=16 cost-guided=true peak-gflops=100 bandwidth-gbs=20}' --split-input-file | filecheck %s --check-prefix=ROOF
 
 // A conv chain (bias from a folded BatchNorm, ReLU, a second conv, a residual
 // add, a max pool) becomes ONE blocked region: transforms only where %x enters
