@@ -284,7 +284,7 @@ class FuseOpsPass(ModulePass):
     blocks, and so the costs, differ by width);
     `measure` (bool, default false): time every priced kernel that has no
     record once on this machine and record it (in `database`, else
-    `~/.cache/ziggurat/fusion-<cpu>.jsonl`), so the oracle answers from
+    `~/.cache/ziggurat/fusion-<cpu>-w<lanes>.jsonl`), so the oracle answers from
     measurements. Both price a matmul's constant weight stored transposed
     (`transpose_b`) and keep the cheaper layout: the roofline tells them apart
     only by L1 set conflicts (`autotune/cost_oracle.py`, `_conflict_lines`: an

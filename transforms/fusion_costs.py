@@ -262,7 +262,7 @@ def make_price(peak_gflops: float, bandwidth_gbs: float, database: str, vector_w
         from ziggurat.backends.llvm.jit import host_target
 
         db_path = str(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ziggurat"
-                      / f"fusion-{host_target()[0]}.jsonl")
+                      / f"fusion-{host_target()[0]}-w{vector_width}.jsonl")  # records differ by width
         Path(db_path).parent.mkdir(parents=True, exist_ok=True)
         Path(db_path).touch()
     oracle = oracle_from_options(peak_gflops, bandwidth_gbs, db_path)
