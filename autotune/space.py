@@ -47,6 +47,7 @@ from xdsl.parser import Parser
 from ziggurat.autotune.database import structural_hash
 from ziggurat.autotune.features import extract_features
 from ziggurat.autotune.template import MAX_POINTS, default_knobs, fits, narrow_neighbours, random_nest_knobs, reduce_nests
+from ziggurat.transforms.schedule_plan import packable_a
 from ziggurat.dialects import loop, make_context
 from ziggurat.errors import ScheduleError, TuningError
 from ziggurat.transforms.schedule.api import Schedule
@@ -264,9 +265,12 @@ class SearchSpace:
             old = new["template"][i]
             _, nest, kind = self.templates[i]
             fresh = random_nest_knobs(rng, nest, kind, self.vector_width)
-            what = "dot" if kind == "dot" else rng.choice(["tile", "tile", "nvec", "kc", "pack", "rorder", "jouter"])
-            old[what] = fresh[what]
+            what = "dot" if kind == "dot" else rng.choice(["tile", "tile", "nvec", "kc", "pack", "rorder", "jouter",
+                                                           "pack_a"])
+            old[what] = fresh.get(what, 0)
             if kind == "vector":
+                if old.get("pack_a") and packable_a(nest, old["tile"]) is None:
+                    old["pack_a"] = 0
                 if old["pack"] and not old["kc"]:
                     old["pack"] = 0
                 if what == "pack" and old["pack"] and not fresh["pack"]:

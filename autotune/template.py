@@ -18,6 +18,9 @@ decisions (`transforms/loop_default_schedule.py`) as knobs and widens them:
   loop-invariant);
 * `pack`: pack the streamed operand's k-slices into `[panel][kc][width]`
   panels (plain 2-D matmul with `kc` only);
+* `pack_a`: copy the register block's rows of A (per k-block) into a
+  contiguous `[depth][rows]` sliver before the column loop (plain 2-D matmul
+  whose tile blocks the row loop only: `schedule_plan.pack_a_sliver`);
 * `dot`: for nests the default gives a dot-product tile (dense with a
   transposed weight), the `[loop index, factor]` pairs of that tile.
 
@@ -56,7 +59,7 @@ from ziggurat.transforms.loop_default_schedule import (
     schedule_dot,
 )
 from ziggurat.transforms.schedule_pad import pad_clamped_reads
-from ziggurat.transforms.schedule_plan import MAX_ACC, plan_narrow
+from ziggurat.transforms.schedule_plan import MAX_ACC, pack_a_sliver, packable_a, plan_narrow
 
 MAX_TILE = 16
 MAX_POINTS = 28  # accumulators (tile points x nvec): 32 zmm registers, a few for the operands
@@ -116,7 +119,7 @@ def default_knobs(fn: func.FuncOp, width: int = 16) -> list[dict[str, Any]]:
         if block is not None:
             out.append({"block": name, "kind": "vector", "tile": [list(t) for t in block.tile],
                         "nvec": block.nvec, "kc": block.kc, "pack": int(block.pack),
-                        "rorder": list(range(len(nest.reduction)))})
+                        "rorder": list(range(len(nest.reduction)))} | ({"pack_a": 1} if block.pack_a else {}))
             continue
         decision = plan(nest)
         if kind == "vector" and decision is not None:
@@ -163,7 +166,8 @@ def random_nest_knobs(rng: random.Random, nest: Any, kind: str, width: int) -> d
         if fits(points, nvec, width):
             return {"block": name, "kind": "vector", "tile": tile, "nvec": nvec, "kc": kc, "pack": pack,
                     "rorder": _random_order(rng, len(nest.reduction)),
-                    "jouter": int((pack or nvec > 1) and rng.random() < 0.25)}  # 10-40% slower on Zen 3
+                    "jouter": int((pack or nvec > 1) and rng.random() < 0.25),  # 10-40% slower on Zen 3
+                    "pack_a": int(packable_a(nest, tile) is not None and rng.random() < 0.5)}
     return {"block": name, "kind": "vector", "tile": [], "nvec": 1, "kc": kc, "pack": pack,
             "rorder": list(range(len(nest.reduction)))}
 
@@ -177,6 +181,8 @@ def narrow_neighbours(nest: Any, k: dict[str, Any], width: int) -> list[dict[str
     out: list[dict[str, Any]] = []
 
     def add(v: dict[str, Any]) -> None:
+        if v.get("pack_a") and packable_a(nest, v["tile"]) is None:
+            v = {**v, "pack_a": 0}
         points = v["nvec"]
         for _, u in v["tile"]:
             points *= u
@@ -199,6 +205,9 @@ def narrow_neighbours(nest: Any, k: dict[str, Any], width: int) -> list[dict[str
             add({**k, "kc": kc, "pack": 0})
     if k["pack"]:
         add({**k, "pack": 0})
+    if packable_a(nest, k["tile"]) is not None:  # the rows' A sliver copied (or not), at each kc
+        for v in [k] + [v for v in out if v["tile"] == k["tile"] and v["nvec"] == k["nvec"] and not v.get("jouter")]:
+            add({**v, "pack_a": 1 - v.get("pack_a", 0)})
     if k["pack"] or k["nvec"] > 1:  # the panel loop outside the rows, at each kc
         for kc in [c for c in [k["kc"]] + list(KC_CHOICES) if c == 0 or red > c and red % c == 0]:
             add({**k, "kc": kc, "pack": int(kc > 0 and _packable(nest, kc, width) is not None), "jouter": 1})
@@ -235,14 +244,18 @@ def _check(nest: Any, k: dict[str, Any], width: int) -> None:
                                 f"{len(nest.reduction)} reduction loops")
         if k["kc"] and (red % k["kc"] or red <= k["kc"]):
             raise ScheduleError(f"template kc={k['kc']} of block '{name}' must divide the reduction extent {red}")
+        if k.get("pack_a") and packable_a(nest, k["tile"]) is None:
+            raise ScheduleError(f"template pack_a=1 of block '{name}': A slivers need a plain 2-D matmul "
+                                f"whose tile blocks the row loop only (tile [[0, rows]]); set pack_a to 0")
 
 
 def schedule_vector_nest(nest: Any, tile: list[list[int]], nvec: int, kc: int, pack: bool, width: int,
-                         rorder: list[int] | None = None, jouter: bool = False) -> None:
+                         rorder: list[int] | None = None, jouter: bool = False, pack_a: bool = False) -> None:
     """The default schedule (`schedule_reduce_nest`) generalized to a 2-D register tile, `nvec` vectors
     and a permutation `rorder` of the reduction loops (outermost first). With `jouter` (and a panel
     loop: packed or nvec > 1) the panel loop runs outside the spatial loops (inside the kc block):
-    one panel of the streamed operand stays in L1 while the rows sweep past it (GotoBLAS order)."""
+    one panel of the streamed operand stays in L1 while the rows sweep past it (GotoBLAS order).
+    With `pack_a` each row block's k-block of A is first copied into a contiguous sliver."""
     n = len(nest.spatial)
     last = nest.spatial[-1]
     read = _packable(nest, kc, width) if pack else None
@@ -271,6 +284,10 @@ def schedule_vector_nest(nest: Any, tile: list[list[int]], nvec: int, kc: int, p
     ub = last.bounds[1]
     before = Builder(InsertPoint.before(last))
     acc = before.insert(loop.AllocOp(MemRefType(elt, [n_rows, ub + width]), "local")).result
+    read_a = packable_a(nest, tile) if pack_a else None
+    packed_a = None
+    if read_a is not None:
+        packed_a = (read_a, pack_a_sliver(before, nest, read_a, n_rows, kc or nest.reduction[0].trip_count, kb))
     jo = None
     if packed is None and nvec == 1:
         vec = before.insert(loop.ForOp(0, ub, 1, "vectorized"))
@@ -323,14 +340,15 @@ def schedule_vector_nest(nest: Any, tile: list[list[int]], nvec: int, kc: int, p
         red_ivs[k] = g.iv
         rb = Builder(InsertPoint.at_end(g.body.block))
     depth = red_ivs[0]
+    extra_a = [depth] if packed_a else []
     if kb is not None:
         red_ivs[0] = rb.insert(arith.AddiOp(kb.iv, red_ivs[0])).result
     for r, p, ivs in points:
         if packed is None:
-            _clone_redirected(nest.update, rb, ivs + red_ivs, nest.out, acc, r, n - 1)
+            _clone_redirected(nest.update, rb, ivs + red_ivs + extra_a, nest.out, acc, r, n - 1, packed_a=packed_a)
         else:
-            _clone_redirected(nest.update, rb, ivs + red_ivs + [panels[p], vec.iv, depth], nest.out, acc, r, n - 1,
-                              packed=packed)
+            _clone_redirected(nest.update, rb, ivs + red_ivs + [panels[p], vec.iv, depth] + extra_a, nest.out, acc,
+                              r, n - 1, packed=packed, packed_a=packed_a)
     for r, _, ivs in points:
         wb = b.insert(loop.BlockOp(f"{tag}_store", "S" * n, ivs))
         bb = Builder(InsertPoint.at_end(wb.body.block))
@@ -371,7 +389,7 @@ def apply_template(module: builtin.ModuleOp, name: str, trace: dict[str, Any], v
                 schedule_dot(nest, [tuple(t) for t in k["dot"]])
         else:
             schedule_vector_nest(nest, k["tile"], k["nvec"], k["kc"], bool(k["pack"]), vector_width,
-                                 k.get("rorder"), bool(k.get("jouter", 0)))
+                                 k.get("rorder"), bool(k.get("jouter", 0)), bool(k.get("pack_a", 0)))
     tmp = builtin.ModuleOp([fn])
     run_passes(tmp, parse_pipeline(default_loop_pipeline(vector_width)), verify=False)
     old = _kernel(module, name)

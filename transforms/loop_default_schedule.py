@@ -230,12 +230,14 @@ def schedule_dot(nest: _ReduceNest, tile: list[tuple[int, int]]) -> None:
 
 def _clone_redirected(blk: loop.BlockOp, b: Builder, bindings, out: SSAValue, acc: SSAValue,
                       row: int, lpos: int, name: str | None = None,
-                      packed: tuple[loop.LoadOp, SSAValue] | None = None) -> None:
+                      packed: tuple[loop.LoadOp, SSAValue] | None = None,
+                      packed_a: tuple[loop.LoadOp, SSAValue] | None = None) -> None:
     """Clones `blk` with new bindings; accesses of `out` go to `acc[row, var]`.
 
     With `packed` = (read, panel), the three extra trailing bindings are
-    (panel, lane, depth) and `read` becomes `panel[panel, depth, lane]`."""
-    kinds = blk.iter_kinds.data + ("SSR" if packed else "")
+    (panel, lane, depth) and `read` becomes `panel[panel, depth, lane]`; with
+    `packed_a` = (read, sliver), one more (depth) and `read` becomes `sliver[depth, row]`."""
+    kinds = blk.iter_kinds.data + ("SSR" if packed else "") + ("R" if packed_a else "")
     new = b.insert(loop.BlockOp(name or blk.block_name.data, kinds, bindings))
     mapping: dict[SSAValue, SSAValue] = dict(zip(blk.vars, new.vars))
     nb = Builder(InsertPoint.at_end(new.body.block))
@@ -246,8 +248,10 @@ def _clone_redirected(blk: loop.BlockOp, b: Builder, bindings, out: SSAValue, ac
             mapping[op.result] = nb.insert(loop.LoadOp(acc, idx)).result
         elif isinstance(op, loop.StoreOp) and op.buffer == out:
             nb.insert(loop.StoreOp(mapping.get(op.value, op.value), acc, idx))
+        elif packed_a is not None and op is packed_a[0]:
+            mapping[op.result] = nb.insert(loop.LoadOp(packed_a[1], [new.vars[-1], c])).result
         elif packed is not None and op is packed[0]:
-            jo, ji, r0 = new.vars[-3:]
+            jo, ji, r0 = new.vars[-4:-1] if packed_a else new.vars[-3:]
             mapping[op.result] = nb.insert(loop.LoadOp(packed[1], [jo, r0, ji])).result
         else:
             nb.insert(op.clone(value_mapper=mapping))

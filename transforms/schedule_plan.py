@@ -34,17 +34,20 @@ from ziggurat.dialects import loop
 MAX_ACC = 12  # accumulator vectors of a 16-register target
 ROWS = (6, 4, 3, 2)
 KC = 256
+PACK_A = False  # whether the default copies A's row sliver per (row block, k block): see `pack_a_sliver`
 
 
 @dataclass
 class BlockPlan:
     """tile: [(spatial loop index, factor)], nvec: vectors along `L` per tile
-    point, kc: reduction block (0: none), pack: pack the streamed operand."""
+    point, kc: reduction block (0: none), pack: pack the streamed operand,
+    pack_a: copy the broadcast operand's rows x depth sliver (`pack_a_sliver`)."""
 
     tile: list[tuple[int, int]] = field(default_factory=list)
     nvec: int = 1
     kc: int = 0
     pack: bool = False
+    pack_a: bool = False
 
     @property
     def accumulators(self) -> int:
@@ -87,7 +90,42 @@ def plan_narrow(nest, width: int, free: list[int], streamed_dims: list[int], kc:
     if not kc and red == KC and spatial[best[1]].trip_count >= 32 and nvec > 1 and _packable(nest, KC, width):
         kc = KC  # k = 256 in one packed block: panels instead of 4 KiB-strided rows of B (bert FFN: -25%)
     pack = _packable(nest, kc, width) is not None and nvec > 1
-    return BlockPlan(tile, nvec, kc, pack)
+    pack_a = PACK_A and packable_a(nest, tile) is not None
+    return BlockPlan(tile, nvec, kc, pack, pack_a)
+
+
+def packable_a(nest, tile) -> loop.LoadOp | None:
+    """The broadcast read `A[i, k]` of a plain 2-D matmul (`C[i, j] += A[i, k] * B[k, j]`) whose
+    register block tiles the row loop `i` only (`tile` = [(0, rows)]), else None."""
+    if len(nest.spatial) != 2 or len(nest.reduction) != 1 or len(tile) != 1 or tile[0][0] != 0 or tile[0][1] < 2:
+        return None
+    ivar, _, kvar = nest.update.vars
+    reads = [o for o in nest.update.body.walk() if isinstance(o, loop.LoadOp) and o.buffer != nest.out
+             and list(o.indices) == [ivar, kvar]]
+    return reads[0] if len(reads) == 1 else None
+
+
+def pack_a_sliver(b: Builder, nest, read: loop.LoadOp, rows: int, depth: int, kb: loop.ForOp | None) -> SSAValue:
+    """Inserts at `b` (inside the row loop, before the column loop) a local `sliver[depth, rows]`
+    and the nest `sliver[q, r] = A[i + r, kb + q]`: the register block's rows of this k-block
+    of A, one contiguous stream (GotoBLAS/BLIS's packed A, one MR-row sliver per row block).
+    The rows loop is innermost (a few trips, unrolled by LLVM); returns the sliver."""
+    elt = read.buffer.type.element_type  # type: ignore[attr-defined]
+    sliver = b.insert(loop.AllocOp(MemRefType(elt, [depth, rows]), "local")).result
+    q = b.insert(loop.ForOp(0, depth))
+    q.iv.name_hint = "aq"
+    r = Builder(InsertPoint.at_end(q.body.block)).insert(loop.ForOp(0, rows))
+    r.iv.name_hint = "ar"
+    binds = [nest.spatial[0].iv, r.iv, q.iv] + ([kb.iv] if kb is not None else [])
+    blk = Builder(InsertPoint.at_end(r.body.block)).insert(
+        loop.BlockOp(f"{nest.update.block_name.data}_pack_a", "S" * len(binds), binds))
+    i, rr, qq = blk.vars[:3]
+    bb = Builder(InsertPoint.at_end(blk.body.block))
+    row = bb.insert(arith.AddiOp(i, rr)).result
+    col = bb.insert(arith.AddiOp(blk.vars[3], qq)).result if kb is not None else qq
+    v = bb.insert(loop.LoadOp(read.buffer, [row, col])).result
+    bb.insert(loop.StoreOp(v, sliver, [qq, rr]))
+    return sliver
 
 
 def schedule_block(nest, p: BlockPlan, width: int) -> None:
@@ -106,6 +144,11 @@ def schedule_block(nest, p: BlockPlan, width: int) -> None:
     ub = last.bounds[1]
     before = Builder(InsertPoint.before(last))
     acc = before.insert(loop.AllocOp(MemRefType(elt, [n_rows, ub + width]), "local")).result
+    read_a = packable_a(nest, p.tile) if p.pack_a else None
+    packed_a = None
+    if read_a is not None:
+        sliver = pack_a_sliver(before, nest, read_a, n_rows, kc or nest.reduction[0].trip_count, kb)
+        packed_a = (read_a, sliver)
     if packed is None and nvec == 1:
         vec = before.insert(loop.ForOp(0, ub, 1, "vectorized"))
         vec.iv.name_hint = last.iv.name_hint
@@ -160,12 +203,13 @@ def schedule_block(nest, p: BlockPlan, width: int) -> None:
     depth = red_ivs[0]
     if kb is not None:
         red_ivs[0] = rb.insert(arith.AddiOp(kb.iv, red_ivs[0])).result
+    extra_a = [depth] if packed_a else []
     for r, ivs, c in points:
         if packed is None:
-            _clone_redirected(nest.update, rb, ivs + red_ivs, nest.out, acc, r, n - 1)
+            _clone_redirected(nest.update, rb, ivs + red_ivs + extra_a, nest.out, acc, r, n - 1, packed_a=packed_a)
         else:
-            _clone_redirected(nest.update, rb, ivs + red_ivs + [panels[c], vec.iv, depth], nest.out, acc, r,
-                              n - 1, packed=packed)
+            _clone_redirected(nest.update, rb, ivs + red_ivs + [panels[c], vec.iv, depth] + extra_a, nest.out, acc,
+                              r, n - 1, packed=packed, packed_a=packed_a)
     for r, ivs, _ in points:
         wb = b.insert(loop.BlockOp(f"{tag}_store", "S" * n, ivs))
         bb = Builder(InsertPoint.at_end(wb.body.block))

@@ -152,6 +152,7 @@ def test_template_conv_with_2d_tile_and_reordered_reduction_matches_numpy():
     ({"kc": 100}, "must divide the reduction"),
     ({"rorder": [0, 0]}, "not a permutation"),
     ({"block": "nope"}, "not a naive reduction nest"),
+    ({"tile": [], "pack_a": 1}, "pack_a=1"),
 ])
 def test_illegal_template_decisions_are_schedule_errors(bad, what):
     k = {"block": "mm", "kind": "vector", "tile": [[0, 8]], "nvec": 1, "kc": 0, "pack": 0, "rorder": [0], **bad}
@@ -202,3 +203,48 @@ def test_8_lane_template_conv_candidates_match_numpy():
     for trace in space.seeds()[:3] + [space.random_template(random.Random(4))]:
         assert space.build(trace) is not None
         np.testing.assert_allclose(run(text, name, trace, [x, w], (1, 16, 12, 20), 8), want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("m, n, k, tile, nvec, kc, pack, width", [
+    (30, 40, 96, [[0, 3]], 1, 48, 1, 8),   # 40 columns: 5 panels, one vector per tile point
+    (30, 40, 96, [[0, 6]], 1, 0, 0, 8),    # no k-block: the sliver spans the whole reduction
+    (12, 37, 20, [[0, 4]], 1, 10, 0, 8),   # 37 columns: a masked tail vector
+    (24, 32, 64, [[0, 2]], 2, 32, 1, 16),  # 16 lanes
+])
+def test_template_pack_a_matches_numpy(m, n, k, tile, nvec, kc, pack, width):
+    """pack_a copies each row block's k-block of A into a [depth, rows] sliver before the column loop;
+    with the B panels or without, k-blocked or not, column counts no vector block divides."""
+    text = lower(te_matmul(m, n, k), "convert-te-to-loop")
+    rng = np.random.default_rng(m + n + k)
+    a, b = rng.uniform(-1, 1, (m, k)).astype(np.float32), rng.uniform(-1, 1, (k, n)).astype(np.float32)
+    trace = {"template": [{"block": "mm", "kind": "vector", "tile": tile, "nvec": nvec, "kc": kc, "pack": pack,
+                           "rorder": [0], "pack_a": 1}]}
+    module = Parser(make_context(), text).parse_module()
+    apply_trace(module, "mm_0", trace, width)
+    ir = str(module)
+    assert '"mm_pack_a"' in ir and f"memref<{kc or k}x{tile[0][1]}xf32>" in ir
+    got = run(text, "mm_0", trace, [a, b], (m, n), width)
+    np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_pack_a_knob_is_drawn_only_where_legal():
+    """Random and seeded 8-lane candidates draw pack_a on a matmul (legal, numerics checked) and never on
+    a conv, whose tile is not a matmul's row block."""
+    text = lower(te_matmul(24, 32, 64), "convert-te-to-loop")
+    space = SearchSpace(text, "mm_0", vector_width=8)
+    r = random.Random(5)
+    drawn = [space.random_template(r) for _ in range(30)] + space.seeds()
+    packed_a = [t for t in drawn if t["template"][0].get("pack_a")]
+    assert packed_a and any(not t["template"][0].get("pack_a") for t in drawn)
+    mutated = [space.mutate(r, t) for t in drawn for _ in range(3)]
+    rng = np.random.default_rng(0)
+    a, b = rng.uniform(-1, 1, (24, 64)).astype(np.float32), rng.uniform(-1, 1, (64, 32)).astype(np.float32)
+    for t in packed_a[:3] + [m for m in mutated if m["template"][0].get("pack_a")][:2]:
+        assert space.build(t) is not None
+        np.testing.assert_allclose(run(text, "mm_0", t, [a, b], (24, 32), 8), a.astype(np.float64) @ b,
+                                   rtol=1e-4, atol=1e-4)
+    name, conv, _ = conv_kernel()
+    cspace = SearchSpace(conv, name, vector_width=8)
+    r = random.Random(6)
+    assert not any(t["template"][0].get("pack_a") for t in [cspace.random_template(r) for _ in range(20)]
+                   + cspace.seeds())

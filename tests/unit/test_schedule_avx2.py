@@ -51,6 +51,29 @@ def test_avx2_matmul_block_matches_numpy(m, n, k, threads):
 
 
 @SETTINGS
+@given(m=st.one_of(st.integers(2, 26), st.sampled_from([12, 36, 64])), n=st.one_of(st.integers(8, 70), st.sampled_from([16, 48])),
+       k=st.sampled_from([1, 7, 256, 300, 512]), threads=st.sampled_from([1, 2]))
+def test_avx2_matmul_with_a_slivers_matches_numpy(m, n, k, threads):
+    """With `schedule_plan.PACK_A` (the A-sliver knob of the default block) every matmul with a 2-D register
+    block copies its rows x k-block of A into a local [depth, rows] sliver; other nests (m prime: no row
+    block; n not a multiple of 16: the one-vector schedule) are left as they were."""
+    from unittest.mock import patch
+
+    from ziggurat.transforms import schedule_plan
+
+    rng = np.random.default_rng(m * 1000 + n * 10 + k + 1)
+    model = graph_model([(m, k), (k, n)], lambda b, x: b.insert(graph.MatmulOp(x[0], x[1], tensor((m, n)))).result)
+    a, w = rand(rng, (m, k)), rand(rng, (k, n))
+    with patch.object(schedule_plan, "PACK_A", True):
+        (got,), ir = run8(model, [a, w], threads)
+    rows = next((u for u in (6, 4, 3, 2) if m % u == 0), 0)
+    assert ('"matmul_pack_a"' in ir) == (rows > 0 and n % 16 == 0)  # the 2-D block (plan_narrow) only
+    if rows and n % 16 == 0:
+        assert f"memref<{256 if k == 512 or (k == 256 and m >= 32) else k}x{rows}xf32>" in ir
+    np.testing.assert_allclose(got, a.astype(np.float64) @ w.astype(np.float64), rtol=1e-4, atol=1e-3)
+
+
+@SETTINGS
 @given(c=st.sampled_from([1, 3, 8, 16]), cout=st.sampled_from([2, 8, 16, 24]), h=st.integers(3, 13), w=st.integers(8, 35),
        k=st.sampled_from([1, 3, 5]), s=st.sampled_from([1, 2]), pads=st.lists(st.integers(0, 2), min_size=4, max_size=4),
        threads=st.sampled_from([1, 2]))
