@@ -8,7 +8,6 @@ and compiled to native code with llvmlite:
     (logits,) = model(x)            # or model(**{"input.1": x}), model({"input.1": x})
 """
 
-from ziggurat.compiler import compile  # noqa: A004 - the public entry point
 from ziggurat.errors import (
     CompileError,
     InputError,
@@ -30,3 +29,13 @@ __all__ = [
     "InputError",
 ]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    # `compile` imports xDSL and llvmlite; loading an exported model
+    # (`ziggurat.runtime.load`) must not, so the import waits for first use.
+    if name == "compile":
+        from ziggurat.compiler import compile  # noqa: A004 - the public entry point
+
+        return compile
+    raise AttributeError(f"module 'ziggurat' has no attribute {name!r}")

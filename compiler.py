@@ -200,7 +200,8 @@ def compile(  # noqa: A001 - the public name, as in TVM's relay.build / torch.co
         built.constants,
         built.arena_size,
         keepalive=built.jit,
-        info={"stats": stats, "target": str(tgt), "num_threads": tgt.num_threads, "pipeline": spec, "llvm_ir": built.jit.llvm_ir},
+        info={"stats": stats, "target": str(tgt), "num_threads": tgt.num_threads, "pipeline": spec, "llvm_ir": built.jit.llvm_ir,
+              "llvm_options": options, "entry_symbol": built.entry_symbol},
     )
 
 

@@ -97,6 +97,9 @@ def cmd_compile(args: argparse.Namespace) -> int:
         print(f"memory plan: arena {stats.arena_bytes} bytes for {stats.unplanned_bytes} bytes of intermediates", file=sys.stderr)
     if args.emit == "llvm":
         print(model.info["llvm_ir"])
+    if args.export:
+        out = model.export(args.export)
+        print(f"exported {out} (+ {out}.json, {out}.weights.npz); load with ziggurat.runtime.load('{out}')", file=sys.stderr)
     return 0
 
 
@@ -190,6 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_compile_options(p)
     p.add_argument("--print-after", metavar="PASS", help="print the IR after this pass ('all' for every pass)")
     p.add_argument("--emit", choices=(*STAGES, "llvm"), help="print the IR at this stage (llvm: the LLVM IR before LLVM's optimizations)")
+    p.add_argument("--export", metavar="LIB", help="also write the compiled model as a shared library LIB (with LIB.json and LIB.weights.npz); load it with ziggurat.runtime.load(LIB)")
     p.add_argument("--explain-fusion", action="store_true", help="compile with cost-guided fuse-ops and print each fusion decision: rule-based vs cost-guided choice and both costs")
     p.set_defaults(func=cmd_compile)
 

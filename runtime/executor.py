@@ -69,6 +69,7 @@ class CompiledModel:
         self._keepalive = keepalive
         self._entry = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(entry_address)
         self._constants = [aligned_copy(np.ascontiguousarray(c)) for c in constants]
+        self.arena_bytes = arena_bytes
         self._arena = aligned_empty(arena_bytes) if arena_bytes > 0 else None
         n = len(self.inputs) + len(self.outputs) + len(self._constants) + (1 if self._arena is not None else 0)
         self._args = (ctypes.c_void_p * n)()
@@ -82,6 +83,19 @@ class CompiledModel:
         self._in_keys = [(s.shape, s.dtype) for s in self.inputs]
         self._out_specs = [(s.shape, s.dtype) for s in self.outputs]
         self._out_base = len(self.inputs)
+
+    @property
+    def constants(self) -> list[np.ndarray]:
+        """The constant buffers (weights) the entry function reads, in argument order."""
+        return list(self._constants)
+
+    def export(self, path: Any) -> Any:
+        """Writes this model as a shared library at `path` (plus `path.json` and
+        `path.weights.npz`); `ziggurat.runtime.load(path)` loads it back without
+        xDSL or llvmlite. See runtime/export.py."""
+        from ziggurat.runtime.export import export_model
+
+        return export_model(self, path)
 
     @property
     def input_names(self) -> list[str]:
