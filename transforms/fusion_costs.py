@@ -315,6 +315,32 @@ def _transpose_weights(block: Block, price: Callable[[list[Operation]], float], 
     return done
 
 
+def structural_key(ops: list[Operation]) -> tuple:
+    """What the kernel of `ops` (`annotate_costs.kernel_of_ops`) depends on, so that
+    groups repeated across layers or time steps are priced once: per op its name,
+    properties, attributes and result types, each operand as an earlier op's result
+    or as the n-th distinct external value with its type. An op with regions is
+    keyed by its whole printed form."""
+    index = {op: i for i, op in enumerate(ops)}
+    external: dict = {}
+    key: list = []
+    for op in ops:
+        if op.regions:
+            key.append(str(op))
+            continue
+        args = []
+        for v in op.operands:
+            owner = v.owner
+            if isinstance(owner, Operation) and owner in index:
+                args.append((index[owner], v.index))  # type: ignore[attr-defined]
+            else:
+                args.append((-1 - external.setdefault(v, len(external)), str(v.type)))
+        key.append((op.name, tuple(sorted((k, str(a)) for k, a in op.properties.items())),
+                    tuple(sorted((k, str(a)) for k, a in op.attributes.items())), tuple(args),
+                    tuple(str(r.type) for r in op.results)))
+    return tuple(key)
+
+
 def fuse_block_cost_guided(block: Block, max_size: int, allow_reduction_fusion: bool,
                            price: Callable[[list[Operation]], float], max_rounds: int = 4, store=None) -> int:
     """Rule-based groups of `block`, then re-decided by `price` (seconds of one kernel of the
@@ -323,10 +349,10 @@ def fuse_block_cost_guided(block: Block, max_size: int, allow_reduction_fusion: 
     First, for at most `max_rounds` rounds, a group of injective ops read by several
     groups is duplicated into each of them where that is cheaper (`_duplication`), and
     the rules run again on the result; then `_CostGuided` merges and splits."""
-    cache: dict[tuple[Operation, ...], float] = {}  # holds the ops: their ids stay unique
+    cache: dict[tuple, float] = {}
 
     def cached(ops: list[Operation]) -> float:
-        key = tuple(ops)
+        key = structural_key(ops)
         if key not in cache:
             cache[key] = price(ops)
         return cache[key]

@@ -283,3 +283,36 @@ def test_transposed_weight_follows_the_records(tmp_path, plain_us: float, transp
         np.testing.assert_array_equal(store["w.T"], w.T)
     else:
         assert out.transpose_b is None and "graph.fusion_decision" not in out.attributes
+
+
+def test_repeated_groups_are_priced_once_and_decide_the_same(monkeypatch) -> None:
+    """Two identical softmax chains in one model: the oracle prices each distinct
+    group once (`structural_key`), and the result equals pricing every group apart."""
+    from ziggurat.transforms import fusion_costs
+
+    axes = helper.make_tensor("axes", TensorProto.INT64, [1], [1])
+    nodes = []
+    for k, src in enumerate(["x", "y0"]):
+        nodes += [helper.make_node("ReduceMax", [src, "axes"], [f"m{k}"], keepdims=1),
+                  helper.make_node("Sub", [src, f"m{k}"], [f"d{k}"]), helper.make_node("Exp", [f"d{k}"], [f"e{k}"]),
+                  helper.make_node("ReduceSum", [f"e{k}", "axes"], [f"s{k}"], keepdims=1),
+                  helper.make_node("Div", [f"e{k}", f"s{k}"], [f"y{k}"])]
+    nodes.append(helper.make_node("Identity", ["y1"], ["y"]))
+    model = _model(nodes, (8, 96), [axes])
+    calls = []
+    real = fusion_costs.make_price
+
+    def counting(*args, **kwargs):
+        price = real(*args, **kwargs)
+        return lambda ops: calls.append(len(ops)) or price(ops)
+
+    monkeypatch.setattr(fusion_costs, "make_price", counting)
+    seen = {}
+    ziggurat.compile(model, pipeline=GUIDED, after_pass=lambda p, m, s: seen.__setitem__(p.name, str(m)))
+    shared = len(calls)
+    monkeypatch.setattr(fusion_costs, "structural_key", lambda ops: tuple(ops))
+    calls.clear()
+    seen_apart = {}
+    ziggurat.compile(model, pipeline=GUIDED, after_pass=lambda p, m, s: seen_apart.__setitem__(p.name, str(m)))
+    assert seen["fuse-ops"] == seen_apart["fuse-ops"]
+    assert 0 < shared < len(calls)
