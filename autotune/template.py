@@ -20,7 +20,8 @@ decisions (`transforms/loop_default_schedule.py`) as knobs and widens them:
   panels (plain 2-D matmul with `kc` only);
 * `pack_a`: copy the register block's rows of A (per k-block) into a
   contiguous `[depth][rows]` sliver before the column loop (plain 2-D matmul
-  whose tile blocks the row loop only: `schedule_plan.pack_a_sliver`);
+  whose tile blocks the row loop only: `schedule_plan.pack_a_sliver`); with
+  `jouter` every row block's sliver of the k-block, before the panel loop;
 * `dot`: for nests the default gives a dot-product tile (dense with a
   transposed weight), the `[loop index, factor]` pairs of that tile.
 
@@ -286,8 +287,12 @@ def schedule_vector_nest(nest: Any, tile: list[list[int]], nvec: int, kc: int, p
     acc = before.insert(loop.AllocOp(MemRefType(elt, [n_rows, ub + width]), "local")).result
     read_a = packable_a(nest, tile) if pack_a else None
     packed_a = None
-    if read_a is not None:
-        packed_a = (read_a, pack_a_sliver(before, nest, read_a, n_rows, kc or nest.reduction[0].trip_count, kb))
+    whole_a = read_a is not None and jouter and (pack or nvec > 1)
+    depth_a = kc or nest.reduction[0].trip_count
+    if read_a is not None and whole_a:
+        packed_a = (read_a, _pack_a_whole(nest, read_a, n_rows, depth_a, kb))
+    elif read_a is not None:
+        packed_a = (read_a, pack_a_sliver(before, nest, read_a, n_rows, depth_a, kb))
     jo = None
     if packed is None and nvec == 1:
         vec = before.insert(loop.ForOp(0, ub, 1, "vectorized"))
@@ -330,6 +335,10 @@ def schedule_vector_nest(nest: Any, tile: list[list[int]], nvec: int, kc: int, p
         row = bb.insert(arith.ConstantOp(IntegerAttr(r, IndexType()))).result
         v = bb.insert(loop.LoadOp(nest.out, list(lb.vars))).result
         bb.insert(loop.StoreOp(v, acc, [row, lb.vars[-1]]))
+    if whole_a:
+        rows_c = b.insert(arith.ConstantOp(IntegerAttr(n_rows, IndexType()))).result
+        depth_c = b.insert(arith.ConstantOp(IntegerAttr(depth_a, IndexType()))).result
+        base_a = b.insert(arith.MuliOp(b.insert(arith.DivUIOp(nest.spatial[0].iv, rows_c)).result, depth_c)).result
     rb = b
     red_ivs: list[Any] = [None] * len(nest.reduction)
     for k in rorder or range(len(nest.reduction)):
@@ -341,6 +350,8 @@ def schedule_vector_nest(nest: Any, tile: list[list[int]], nvec: int, kc: int, p
         rb = Builder(InsertPoint.at_end(g.body.block))
     depth = red_ivs[0]
     extra_a = [depth] if packed_a else []
+    if whole_a:  # row block i // rows of the whole k-block: sliver rows (i // rows) * depth + depth
+        extra_a = [rb.insert(arith.AddiOp(base_a, depth)).result]
     if kb is not None:
         red_ivs[0] = rb.insert(arith.AddiOp(kb.iv, red_ivs[0])).result
     for r, p, ivs in points:
@@ -366,6 +377,30 @@ def schedule_vector_nest(nest: Any, tile: list[list[int]], nvec: int, kc: int, p
         Rewriter.inline_block(jo.body.block, InsertPoint.before(jo), [outer.iv])
         jo.detach()
         jo.erase()
+
+
+def _pack_a_whole(nest: Any, read: Any, rows: int, depth: int, kb: Any) -> Any:
+    """Before the spatial nest (inside the k-block loop): `a[ib * depth + q, r] = A[ib * rows + r, kb + q]`
+    for every row block `ib`: the whole k-block of A as contiguous slivers (for the panel loop outside)."""
+    m = nest.spatial[0].bounds[1]
+    elt = read.buffer.type.element_type
+    b = Builder(InsertPoint.before(nest.spatial[0]))
+    sliver = b.insert(loop.AllocOp(MemRefType(elt, [m // rows * depth, rows]), "local")).result
+    ib = b.insert(loop.ForOp(0, m // rows))
+    q = Builder(InsertPoint.at_end(ib.body.block)).insert(loop.ForOp(0, depth))
+    r = Builder(InsertPoint.at_end(q.body.block)).insert(loop.ForOp(0, rows))
+    binds = [ib.iv, r.iv, q.iv] + ([kb.iv] if kb is not None else [])
+    blk = Builder(InsertPoint.at_end(r.body.block)).insert(
+        loop.BlockOp(f"{nest.update.block_name.data}_pack_a", "S" * len(binds), binds))
+    i, rr, qq = blk.vars[:3]
+    bb = Builder(InsertPoint.at_end(blk.body.block))
+    rows_c, depth_c = (bb.insert(arith.ConstantOp(IntegerAttr(c, IndexType()))).result for c in (rows, depth))
+    row = bb.insert(arith.AddiOp(bb.insert(arith.MuliOp(i, rows_c)).result, rr)).result
+    col = bb.insert(arith.AddiOp(blk.vars[3], qq)).result if kb is not None else qq
+    at = bb.insert(arith.AddiOp(bb.insert(arith.MuliOp(i, depth_c)).result, qq)).result
+    v = bb.insert(loop.LoadOp(read.buffer, [row, col])).result
+    bb.insert(loop.StoreOp(v, sliver, [at, rr]))
+    return sliver
 
 
 def apply_template(module: builtin.ModuleOp, name: str, trace: dict[str, Any], vector_width: int = 16) -> None:

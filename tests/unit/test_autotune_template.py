@@ -205,24 +205,28 @@ def test_8_lane_template_conv_candidates_match_numpy():
         np.testing.assert_allclose(run(text, name, trace, [x, w], (1, 16, 12, 20), 8), want, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("m, n, k, tile, nvec, kc, pack, width", [
-    (30, 40, 96, [[0, 3]], 1, 48, 1, 8),   # 40 columns: 5 panels, one vector per tile point
-    (30, 40, 96, [[0, 6]], 1, 0, 0, 8),    # no k-block: the sliver spans the whole reduction
-    (12, 37, 20, [[0, 4]], 1, 10, 0, 8),   # 37 columns: a masked tail vector
-    (24, 32, 64, [[0, 2]], 2, 32, 1, 16),  # 16 lanes
+@pytest.mark.parametrize("m, n, k, tile, nvec, kc, pack, width, jouter", [
+    (30, 40, 96, [[0, 3]], 1, 48, 1, 8, 0),   # 40 columns: 5 panels, one vector per tile point
+    (30, 40, 96, [[0, 6]], 1, 0, 0, 8, 0),    # no k-block: the sliver spans the whole reduction
+    (12, 37, 20, [[0, 4]], 1, 10, 0, 8, 0),   # 37 columns: a masked tail vector
+    (24, 32, 64, [[0, 2]], 2, 32, 1, 16, 0),  # 16 lanes
+    (30, 40, 96, [[0, 3]], 1, 48, 1, 8, 1),   # panel loop outside: the whole k-block of A, sliver by sliver
+    (12, 32, 20, [[0, 4]], 2, 0, 0, 8, 1),
 ])
-def test_template_pack_a_matches_numpy(m, n, k, tile, nvec, kc, pack, width):
-    """pack_a copies each row block's k-block of A into a [depth, rows] sliver before the column loop;
-    with the B panels or without, k-blocked or not, column counts no vector block divides."""
+def test_template_pack_a_matches_numpy(m, n, k, tile, nvec, kc, pack, width, jouter):
+    """pack_a copies each row block's k-block of A into a [depth, rows] sliver before the column loop
+    (with jouter: every row block's sliver, stacked, before the panel loop); with the B panels or without,
+    k-blocked or not, column counts no vector block divides."""
     text = lower(te_matmul(m, n, k), "convert-te-to-loop")
     rng = np.random.default_rng(m + n + k)
     a, b = rng.uniform(-1, 1, (m, k)).astype(np.float32), rng.uniform(-1, 1, (k, n)).astype(np.float32)
     trace = {"template": [{"block": "mm", "kind": "vector", "tile": tile, "nvec": nvec, "kc": kc, "pack": pack,
-                           "rorder": [0], "pack_a": 1}]}
+                           "rorder": [0], "pack_a": 1, "jouter": jouter}]}
     module = Parser(make_context(), text).parse_module()
     apply_trace(module, "mm_0", trace, width)
     ir = str(module)
-    assert '"mm_pack_a"' in ir and f"memref<{kc or k}x{tile[0][1]}xf32>" in ir
+    depth = (kc or k) * (m // tile[0][1] if jouter else 1)
+    assert '"mm_pack_a"' in ir and f"memref<{depth}x{tile[0][1]}xf32>" in ir
     got = run(text, "mm_0", trace, [a, b], (m, n), width)
     np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
 
