@@ -140,7 +140,11 @@ def _load_value(path: Path, info):
         tensor = onnx.TensorProto()
         tensor.ParseFromString(path.read_bytes())
         return numpy_helper.to_array(tensor)
-    return None  # sequences, optionals and maps: never produced by a compiled model
+    if kind == "sequence_type":
+        sequence = onnx.SequenceProto()
+        sequence.ParseFromString(path.read_bytes())
+        return numpy_helper.to_list(sequence)
+    return None  # optionals and maps: never produced by a compiled model
 
 
 def compare(got, want, rtol: float, atol: float) -> str | None:
@@ -149,6 +153,16 @@ def compare(got, want, rtol: float, atol: float) -> str | None:
 
     if want is None:
         return "a non-tensor output is expected"
+    if isinstance(want, list) or isinstance(got, list):
+        if not (isinstance(want, list) and isinstance(got, list)):
+            return "a sequence and a tensor"
+        if len(got) != len(want):
+            return f"sequence length {len(got)}, expected {len(want)}"
+        for i, (g, w) in enumerate(zip(got, want)):
+            why = compare(g, w, rtol, atol)
+            if why is not None:
+                return f"element {i}: {why}"
+        return None
     if got.shape != want.shape:
         return f"shape {got.shape}, expected {want.shape}"
     if got.dtype != want.dtype:
@@ -207,6 +221,21 @@ def freeze_inputs(model, data: Path):
     return frozen, names
 
 
+def _compile_any(model):
+    """ziggurat.compile, or a SpecializingModel when the model needs input values bound."""
+    import ziggurat
+    from ziggurat.errors import ShapeError, UnsupportedOpError
+    from ziggurat.frontends.onnx.specialize import SpecializingModel
+
+    try:
+        return ziggurat.compile(model, target="llvm -num-cores=1")
+    except (UnsupportedOpError, ShapeError) as e:
+        if not e.needs_values:
+            raise
+        return SpecializingModel(model, lambda m, b: ziggurat.compile(m, target="llvm -num-cores=1", bind=b),
+                                 e.needs_values)
+
+
 def run_case(folder: Path, rtol: float = RTOL, atol: float = ATOL, freeze: bool = False) -> tuple[str, str]:
     """(category, detail) of one cached case; exceptions other than clean
     refusals propagate (the worker files them as crashed). Shape-parameter
@@ -218,6 +247,7 @@ def run_case(folder: Path, rtol: float = RTOL, atol: float = ATOL, freeze: bool 
 
     import ziggurat
     from ziggurat.errors import ModelLoadError, ShapeError, UnsupportedOpError
+    from ziggurat.frontends.onnx.sequence_io import SequenceModel, has_sequence_io
     from ziggurat.frontends.onnx.specialize import SpecializingModel
 
     original = onnx.load(str(folder / "model.onnx"))
@@ -225,6 +255,11 @@ def run_case(folder: Path, rtol: float = RTOL, atol: float = ATOL, freeze: bool 
     for data in sorted(folder.glob("test_data_set_*")):
         if compiled is None or freeze:
             model, frozen = freeze_inputs(original, data) if freeze else (original, [])
+            if has_sequence_io(model):  # lists in and out, compiled per structure at the call
+                compiled = SequenceModel(model, _compile_any)
+            else:
+                compiled = None
+        if compiled is None:
             try:
                 compiled = ziggurat.compile(model, target="llvm -num-cores=1")
             except (UnsupportedOpError, ShapeError) as e:

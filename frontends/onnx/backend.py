@@ -24,7 +24,8 @@ from onnx.backend.base import Backend, BackendRep
 class ZigguratRep(BackendRep):
     """A compiled model behind the backend API: a `CompiledModel`, or a
     `SpecializingModel` when shape-parameter inputs (axes, pads, sizes) are
-    graph inputs, compiled per value at run time."""
+    graph inputs, compiled per value at run time, or a `SequenceModel` when
+    graph inputs or outputs are sequences (lists in, lists out)."""
 
     def __init__(self, compiled):
         self.compiled = compiled
@@ -49,14 +50,22 @@ class ZigguratBackend(Backend):
         from ziggurat.errors import ShapeError, UnsupportedOpError
         from ziggurat.frontends.onnx.specialize import SpecializingModel
 
+        from ziggurat.frontends.onnx.sequence_io import SequenceModel, has_sequence_io
+
         target = kwargs.get("target", "llvm")
-        try:
-            return ZigguratRep(ziggurat.compile(model, target=target))
-        except (UnsupportedOpError, ShapeError) as err:
-            if not err.needs_values:
-                raise
-            return ZigguratRep(SpecializingModel(model, lambda m, b: ziggurat.compile(m, target=target, bind=b),
-                                                 err.needs_values))
+
+        def compile_any(m: onnx.ModelProto):
+            try:
+                return ziggurat.compile(m, target=target)
+            except (UnsupportedOpError, ShapeError) as err:
+                if not err.needs_values:
+                    raise
+                return SpecializingModel(m, lambda m2, b: ziggurat.compile(m2, target=target, bind=b),
+                                         err.needs_values)
+
+        if has_sequence_io(model):  # sequence inputs/outputs: compiled per structure at run time
+            return ZigguratRep(SequenceModel(model, compile_any))
+        return ZigguratRep(compile_any(model))
 
     @classmethod
     def run_node(cls, node: onnx.NodeProto, inputs: Sequence[np.ndarray], device: str = "CPU",

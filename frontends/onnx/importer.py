@@ -102,6 +102,7 @@ from ziggurat.frontends.onnx.convert_cumprod import CUMPROD_CONVERTERS
 from ziggurat.frontends.onnx.convert_col2im import COL2IM_CONVERTERS
 from ziggurat.frontends.onnx.convert_stft import STFT_CONVERTERS
 from ziggurat.frontends.onnx.convert_onehot import ONEHOT_CONVERTERS
+from ziggurat.frontends.onnx.convert_sequence import SEQUENCE_CONVERTERS, is_sequence
 from ziggurat.frontends.onnx.convert_control import CONTROL_CONVERTERS, node_reads
 from ziggurat.frontends.onnx.convert_training import TRAINING_CONVERTERS, TRAINING_DEFAULT_OPSET, TRAINING_DOMAIN
 from ziggurat.frontends.onnx.convert_ml import ML_CONVERTERS, ML_DEFAULT_OPSET, ML_DOMAIN
@@ -122,6 +123,7 @@ from ziggurat.frontends.onnx.convert_tensor import (
 from ziggurat.frontends.onnx.expand import function_body, has_function_body
 from ziggurat.frontends.onnx.fold import fold_node, has_reference_impl
 from ziggurat.frontends.onnx.loader import ModelSource, load_model
+from ziggurat.frontends.onnx.sequence_io import element_name
 from ziggurat.frontends.onnx.specialize import note_needed
 from ziggurat.frontends.weights import WeightStore
 
@@ -183,6 +185,7 @@ CONVERTERS: dict[str, Converter] = {
     **COL2IM_CONVERTERS,
     **STFT_CONVERTERS,
     **ONEHOT_CONVERTERS,
+    **SEQUENCE_CONVERTERS,
 }
 """ONNX op type (default domain) -> converter."""
 
@@ -338,7 +341,9 @@ SUPPORTED_TYPES = "float16/32/64, int8/16/32/64, uint8/16/32/64 and bool"
 def _input_type(info: onnx.ValueInfoProto) -> TensorType:
     """The static tensor type of a graph input; raises ShapeError otherwise."""
     if info.type.WhichOneof("value") != "tensor_type":
-        raise ShapeError(f"input '{info.name}' is not a tensor; ziggurat supports tensor inputs only.")
+        hint = (" Compile it per sequence structure with ziggurat.frontends.onnx.sequence_io.SequenceModel "
+                "(the ONNX backend and `ziggurat conformance` do)." if info.type.HasField("sequence_type") else "")
+        raise ShapeError(f"input '{info.name}' is not a tensor; ziggurat supports tensor inputs only.{hint}")
     elem_type = info.type.tensor_type.elem_type
     elt = dtypes.from_onnx(elem_type)
     if elt is None:
@@ -401,13 +406,13 @@ def _bind_outputs(
             )
         value = values[index]
         expected = inferred.get(name)
-        if expected is not None and expected != _value_shape(value):
+        if expected is not None and not is_sequence(value) and expected != _value_shape(value):
             message = (
                 f"{node.op_type} node '{ctx.node_label}': ziggurat computes shape {_value_shape(value)} for "
                 f"'{name}' from the ONNX operator spec; the model or ONNX shape inference says {expected}"
             )
             warnings.warn(ShapeMismatchWarning(message), stacklevel=4)
-        if not isinstance(value, np.ndarray) and value.name_hint is None:
+        if not isinstance(value, (np.ndarray, list)) and value.name_hint is None:
             value.name_hint = name_hint(name)
         ctx.bind(name, value)
         ctx.reads[name] = reads
@@ -433,6 +438,9 @@ def _sources(ctx: ConversionContext, names: Sequence[str]) -> list[str]:
 
 def _convert(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
     """Folds `node` when its inputs are known at import time, else converts it to graph ops."""
+    sequence_op = _sequence_op(ctx, node)
+    if sequence_op is not None:
+        return sequence_op
     folded = fold_node(ctx, node)
     if folded is not None:
         return folded
@@ -446,6 +454,21 @@ def _convert(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
             "inputs are known at compile time (constants or shapes)"
         )
     return convert_typed(ctx, node, lambda: converter(ctx, node), ctx.value_types)
+
+
+def _sequence_op(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value] | None:
+    """Sequence ops (and Identity of a sequence) convert on compile-time lists
+    (convert_sequence.py); other ops refuse sequence inputs."""
+    if node.domain in _DEFAULT_DOMAINS and node.op_type in SEQUENCE_CONVERTERS:
+        return SEQUENCE_CONVERTERS[node.op_type](ctx, node)
+    sequences = [name for name in node.input if name and is_sequence(ctx.lookup(name))]
+    if not sequences:
+        return None
+    if node.op_type == "Identity" and node.domain in _DEFAULT_DOMAINS:
+        return [list(ctx.lookup(node.input[0]))]  # type: ignore[arg-type]
+    if node.op_type == "Loop" and node.domain in _DEFAULT_DOMAINS:  # unrolled: carries the list as it is
+        return CONVERTERS["Loop"](ctx, node)
+    raise ctx.unsupported(f"input '{sequences[0]}' is a sequence; this op takes tensors only here")
 
 
 def _convert_body(ctx: ConversionContext, node: onnx.NodeProto, body: list[onnx.NodeProto],
@@ -503,15 +526,25 @@ def _import_graph(graph: onnx.GraphProto, opset: int, inferred: dict[str, Shape]
             raise
     ctx.begin_node(None)
 
+    output_names: list[str] = []
+    results = []
     for info in graph.output:
-        _check_output_type(info, ctx.lookup(info.name))
-    results = [_computed(ctx, ctx.value(info.name)) for info in graph.output]
+        value = ctx.lookup(info.name)
+        if is_sequence(value):  # its elements, as outputs S[0], S[1], ... (sequence_io.py)
+            for i, element in enumerate(value):  # type: ignore[arg-type]
+                if isinstance(element, np.ndarray):
+                    element = ctx.add_constant(np.ascontiguousarray(element), f"{info.name}.{i}")
+                results.append(_computed(ctx, element))
+                output_names.append(element_name(info.name, i))
+            continue
+        _check_output_type(info, value)
+        results.append(_computed(ctx, ctx.value(info.name)))
+        output_names.append(info.name)
     ctx.builder.insert(func.ReturnOp(*results))
     _erase_dead_ops(block)
 
     main = func.FuncOp("main", (block.arg_types, [r.type for r in results]), Region(block))
     input_names = [info.name for info in inputs]
-    output_names = [info.name for info in graph.output]
     main.attributes["graph.input_names"] = ArrayAttr([StringAttr(n) for n in input_names])
     main.attributes["graph.output_names"] = ArrayAttr([StringAttr(n) for n in output_names])
     return ImportedModel(

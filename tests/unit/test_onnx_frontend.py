@@ -21,6 +21,7 @@ from xdsl.parser import Parser
 from ziggurat.dialects import graph
 from ziggurat.errors import ModelLoadError, ShapeError, UnsupportedOpError
 from ziggurat.frontends.onnx import CONVERTERS, ImportedModel, ShapeMismatchWarning, import_onnx
+from ziggurat.frontends.onnx.convert_sequence import SEQUENCE_OPS
 
 # ---------------------------------------------------------------------------
 # Helpers
@@ -236,6 +237,7 @@ def test_every_converter_has_a_single_op_case():
     tested_elsewhere |= {"ArgMax", "ArgMin", "TopK"}  # int64 outputs: tests/unit/test_onnx_index_ops.py
     tested_elsewhere |= {"Scan"}  # a body graph: tests/unit/test_onnx_scan.py
     tested_elsewhere |= {"If", "Loop"}  # subgraphs: tests/unit/test_onnx_control.py
+    tested_elsewhere |= SEQUENCE_OPS  # sequence values: tests/unit/test_onnx_sequences.py
     tested_elsewhere |= {"MaxUnpool", "TensorScatter"}  # integer inputs: tests/unit/test_onnx_index_ops.py
     tested_elsewhere |= {"TfIdfVectorizer"}  # integer tokens: tests/unit/test_onnx_edge_cases.py
     tested_elsewhere |= {"RoiAlign"}  # integer batch indices: tests/unit/test_onnx_roi_align.py

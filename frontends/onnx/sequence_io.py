@@ -1,0 +1,172 @@
+"""Sequence-typed graph inputs and outputs, flattened at the boundary.
+
+ziggurat's runtime takes and returns tensors only, and compiles static
+shapes. A model whose graph inputs or outputs are ONNX sequences is therefore
+compiled per input *structure*, as frontends/onnx/specialize.py compiles per
+value:
+
+* `flatten_inputs(model, structure)` rewrites the model for given sequence
+  lengths and element types/shapes (and fixes the shapes of tensor inputs
+  declared with symbolic dims): a sequence input `S` of length N becomes
+  the tensor inputs `S[0]` ... `S[N-1]` and a `SequenceConstruct` node (a
+  `SequenceEmpty` one for N = 0) that rebuilds `S` inside the graph;
+* the importer returns the elements of a sequence output `S` as the outputs
+  `S[0]`, `S[1]`, ... (their number is known at import time);
+* `SequenceModel` takes Python lists for sequence inputs, compiles the
+  flattened model per structure (guarded: a call whose lengths, element
+  shapes or dtypes differ compiles again; cached, at most CACHE_SIZE
+  variants), and regroups the outputs into lists.
+
+    model = SequenceModel(onnx_model, compile_any)
+    ys, = model([np.ones((2, 3), np.float32), np.ones((4, 3), np.float32)])
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+
+from ziggurat.errors import InputError
+
+CACHE_SIZE = 8
+
+
+def element_name(name: str, index: int) -> str:
+    """The flat tensor name of element `index` of sequence `name`."""
+    return f"{name}[{index}]"
+
+
+def has_sequence_io(model: onnx.ModelProto) -> bool:
+    return any(info.type.WhichOneof("value") == "sequence_type"
+               for info in (*model.graph.input, *model.graph.output))
+
+
+def sequence_inputs(model: onnx.ModelProto) -> list[str]:
+    return [i.name for i in model.graph.input if i.type.WhichOneof("value") == "sequence_type"]
+
+
+def flatten_inputs(model: onnx.ModelProto, structure: Mapping[str, Sequence[np.ndarray]]) -> onnx.ModelProto:
+    """A copy of `model` whose sequence inputs named in `structure` are one
+    tensor input per element (of the elements' dtypes and shapes), gathered by
+    a SequenceConstruct node in front of the graph."""
+    flat = onnx.ModelProto()
+    flat.CopyFrom(model)
+    inputs, front = [], []
+    for info in model.graph.input:
+        if info.name not in structure:
+            inputs.append(info)
+            continue
+        if info.type.WhichOneof("value") == "tensor_type":  # a dynamic shape, fixed to the given one
+            array = structure[info.name]
+            elem = info.type.tensor_type.elem_type
+            inputs.append(onnx.helper.make_tensor_value_info(info.name, elem, array.shape))  # type: ignore[union-attr]
+            continue
+        elements = structure[info.name]
+        names = [element_name(info.name, i) for i in range(len(elements))]
+        for name, array in zip(names, elements):
+            elem = onnx.helper.np_dtype_to_tensor_dtype(array.dtype)
+            inputs.append(onnx.helper.make_tensor_value_info(name, elem, array.shape))
+        if elements:
+            front.append(onnx.helper.make_node("SequenceConstruct", names, [info.name]))
+        else:
+            elem = info.type.sequence_type.elem_type.tensor_type.elem_type or onnx.TensorProto.FLOAT
+            front.append(onnx.helper.make_node("SequenceEmpty", [], [info.name], dtype=elem))
+    del flat.graph.input[:]
+    flat.graph.input.extend(inputs)
+    nodes = list(flat.graph.node)
+    del flat.graph.node[:]
+    flat.graph.node.extend([*front, *nodes])
+    return flat
+
+
+def _dynamic(info: onnx.ValueInfoProto) -> bool:
+    """Whether a tensor input's declared shape has a symbolic or unknown dim."""
+    t = info.type.tensor_type
+    return not t.HasField("shape") or any(d.WhichOneof("value") != "dim_value" for d in t.shape.dim)
+
+
+def _structure_key(structure: Mapping[str, Any]) -> tuple:
+    return tuple((n, (str(v.dtype), v.shape) if isinstance(v, np.ndarray) else
+                  tuple((str(a.dtype), a.shape) for a in v)) for n, v in sorted(structure.items()))
+
+
+def _run(compiled: Any, feeds: Mapping[str, np.ndarray]) -> tuple[list[str], list[np.ndarray]]:
+    """(output names, outputs) of a CompiledModel or SpecializingModel."""
+    from ziggurat.frontends.onnx.specialize import SpecializingModel
+
+    if isinstance(compiled, SpecializingModel):
+        variant = compiled.variant(feeds)
+        return variant.output_names, variant(**{n: v for n, v in feeds.items() if n not in compiled.needs})
+    return compiled.output_names, compiled(**feeds)
+
+
+class SequenceModel:
+    """Runs a model with sequence-typed inputs or outputs: Python lists in,
+    Python lists out, compiled per sequence structure by `compile_any(model)`
+    (which returns a CompiledModel or a SpecializingModel)."""
+
+    def __init__(self, model: onnx.ModelProto, compile_any: Callable[[onnx.ModelProto], Any]):
+        self.model = model
+        self.compile_any = compile_any
+        initializers = {t.name for t in model.graph.initializer}
+        self.input_names = [i.name for i in model.graph.input if i.name not in initializers]
+        self.sequences = set(sequence_inputs(model))
+        self.dynamic = {i.name for i in model.graph.input if i.name in self.input_names
+                        and i.type.WhichOneof("value") == "tensor_type" and _dynamic(i)}
+        self._variants: OrderedDict[tuple, Any] = OrderedDict()
+        self.compiles = 0
+
+    def _feeds(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
+        if args and kwargs:
+            raise InputError("pass the inputs either positionally or by name, not both")
+        if args:
+            if len(args) != len(self.input_names):
+                raise InputError(f"the model takes {len(self.input_names)} inputs "
+                                 f"({', '.join(self.input_names)}), got {len(args)}")
+            return dict(zip(self.input_names, args))
+        missing = [n for n in self.input_names if n not in kwargs]
+        if missing:
+            raise InputError(f"missing input(s) {', '.join(map(repr, missing))}")
+        return {n: kwargs[n] for n in self.input_names}
+
+    def variant(self, structure: Mapping[str, Sequence[np.ndarray]]) -> Any:
+        key = _structure_key(structure)
+        if key not in self._variants:
+            self._variants[key] = self.compile_any(flatten_inputs(self.model, structure))
+            self.compiles += 1
+            while len(self._variants) > CACHE_SIZE:
+                self._variants.popitem(last=False)
+        self._variants.move_to_end(key)
+        return self._variants[key]
+
+    def __call__(self, *args: Any, **kwargs: Any) -> list[Any]:
+        given = self._feeds(args, kwargs)
+        structure: dict[str, list[np.ndarray]] = {}
+        feeds: dict[str, np.ndarray] = {}
+        for name, value in given.items():
+            if name in self.sequences:
+                if not isinstance(value, (list, tuple)):
+                    raise InputError(f"input '{name}' is a sequence; pass a list of arrays")
+                structure[name] = [np.asarray(v) for v in value]
+                feeds.update({element_name(name, i): a for i, a in enumerate(structure[name])})
+            else:
+                feeds[name] = np.asarray(value)
+                if name in self.dynamic:  # compiled for this shape too
+                    structure[name] = feeds[name]  # type: ignore[assignment]
+        names, outputs = _run(self.variant(structure), feeds)
+        by_name = dict(zip(names, outputs))
+        results: list[Any] = []
+        for info in self.model.graph.output:
+            if info.type.WhichOneof("value") == "sequence_type":
+                items, i = [], 0
+                while element_name(info.name, i) in by_name:
+                    items.append(by_name[element_name(info.name, i)])
+                    i += 1
+                results.append(items)
+            else:
+                results.append(by_name[info.name])
+        return results
