@@ -34,7 +34,10 @@ from ziggurat.dialects import loop
 MAX_ACC = 12  # accumulator vectors of a 16-register target
 ROWS = (6, 4, 3, 2)
 KC = 256
-PACK_A = False  # whether the default copies A's row sliver per (row block, k block): see `pack_a_sliver`
+# Whether the default copies A's row sliver per (row block, k block) (`pack_a_sliver`). Off: on the Zen 3
+# AVX2 host matmul 1024^3 ran 0.96-1.01x the time without it (interleaved A/B, 1 and 2 threads; 512^3
+# 0.99-1.01x), within noise; it fires on no matmul of bert_layer, mlp_b64 or the transformer. A template knob.
+PACK_A = False
 
 
 @dataclass
