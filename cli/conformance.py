@@ -144,7 +144,11 @@ def _load_value(path: Path, info):
         sequence = onnx.SequenceProto()
         sequence.ParseFromString(path.read_bytes())
         return numpy_helper.to_list(sequence)
-    return None  # optionals and maps: never produced by a compiled model
+    if kind == "optional_type":
+        optional = onnx.OptionalProto()
+        optional.ParseFromString(path.read_bytes())
+        return numpy_helper.to_optional(optional)  # None when empty
+    return None  # maps: never produced by a compiled model
 
 
 def compare(got, want, rtol: float, atol: float) -> str | None:

@@ -11,8 +11,8 @@
   at most MAX_LOOP_ITERATIONS times; the iteration number is a constant in
   each copy, and the body's condition output must fold to a constant.
   Scan outputs are stacked with `graph.concat`. Sequence values are
-  compile-time lists (convert_sequence.py): carried and returned as they are;
-  optional-typed values are refused.
+  compile-time lists and optionals are the element or EmptyOptional
+  (convert_sequence.py): carried and returned as they are.
 
 ```mlir
 // If %c then [1, 2] else %x, with %c a run-time bool
@@ -35,6 +35,7 @@ from ziggurat.dialects import graph
 from ziggurat.errors import ModelLoadError
 from ziggurat.frontends.onnx.context import ConversionContext, Value, attributes, element_type, shape_of
 from ziggurat.frontends.onnx.convert_scan import _stack
+from ziggurat.frontends.onnx.convert_sequence import is_structured
 from ziggurat.frontends.onnx.convert_window import like
 
 MAX_LOOP_ITERATIONS = 16
@@ -52,7 +53,7 @@ def _bound(ctx: ConversionContext, name: str) -> bool:
 def _check_tensor_outputs(ctx: ConversionContext, body: onnx.GraphProto, what: str) -> None:
     for info in (*body.input, *body.output):
         kind = info.type.WhichOneof("value")
-        if kind not in (None, "tensor_type", "sequence_type"):  # sequences: compile-time lists
+        if kind not in (None, "tensor_type", "sequence_type", "optional_type"):  # compile-time structure
             raise ctx.unsupported(f"its {what} has {kind.replace('_type', '')} value '{info.name}'; "
                                   "only tensor values are supported in control flow")
 
@@ -139,13 +140,13 @@ def convert_if(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
     else_values = run_subgraph(ctx, else_body, [], f"{ctx.node_label}/else")
     outputs: list[Value] = []
     for index, (a, b) in enumerate(zip(then_values, else_values)):
-        if isinstance(a, list) or isinstance(b, list):  # sequences: compile-time structure
+        if is_structured(a) or is_structured(b):  # sequences, empty optionals: compile-time structure
             if isinstance(a, list) and isinstance(b, list) and len(a) == len(b) and all(map(_same, a, b)):
                 outputs.append(a)
                 continue
             ctx.shape_parameter(node.input[0])  # noted: specialization may bind the condition
             raise ctx.unsupported(f"its condition is known only at run time and output #{index} is a sequence "
-                                  "that differs between the branches; sequences are compile-time structure")
+                                  "or optional that differs between the branches; those are compile-time structure")
         if _same(a, b):
             outputs.append(a)
             continue
@@ -217,7 +218,7 @@ def convert_loop(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value
         running = bool(results[0].reshape(-1)[0])
         carried = results[1:1 + n_carried]
         for j in range(k):
-            if isinstance(results[1 + n_carried + j], list):
+            if is_structured(results[1 + n_carried + j]):
                 raise ctx.unsupported(f"scan output #{j} is a sequence; only tensors can be stacked")
             collected[j].append(results[1 + n_carried + j])
         i += 1

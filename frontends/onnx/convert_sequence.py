@@ -6,6 +6,8 @@ of each element are known at import time, and no op of the `graph` dialect
 stands for the sequence itself. Positions (SequenceAt, SequenceInsert,
 SequenceErase) must be import-time constants (or inputs bound by value);
 SequenceLength is a constant; SequenceMap converts its body once per element.
+Optionals are compile-time structure too: an optional with an element is the
+element, an empty one is `EmptyOptional`; OptionalHasElement is a constant.
 
 Input: ONNX nodes on sequences. Output: the list they compute, or the tensor
 ops that read it (ConcatFromSequence -> graph.concat). Example:
@@ -31,23 +33,38 @@ from ziggurat.dialects import graph
 from ziggurat.frontends.onnx.context import ConversionContext, Value, attributes, element_type, like, shape_of
 
 SEQUENCE_OPS = frozenset({"SequenceConstruct", "SequenceEmpty", "SequenceAt", "SequenceInsert", "SequenceErase",
-                          "SequenceLength", "SplitToSequence", "ConcatFromSequence", "SequenceMap"})
+                          "SequenceLength", "SplitToSequence", "ConcatFromSequence", "SequenceMap",
+                          "Optional", "OptionalHasElement", "OptionalGetElement"})
+
+
+class EmptyOptional:
+    """An optional without element (`Optional` with no input): compile-time
+    structure like a sequence. An optional with an element is bound to the
+    element itself (OptionalHasElement of it is true)."""
+
+    def __repr__(self) -> str:
+        return "EmptyOptional()"
 
 
 def is_sequence(value: object) -> bool:
     return isinstance(value, list)
 
 
+def is_structured(value: object) -> bool:
+    """Whether `value` is a sequence or an empty optional, not a tensor."""
+    return isinstance(value, (list, EmptyOptional))
+
+
 def _sequence(ctx: ConversionContext, name: str) -> list[Value]:
     value = ctx.lookup(name)
     if not is_sequence(value):
-        raise ctx.shape_error(f"input '{name}' must be a sequence, got a tensor")
+        raise ctx.shape_error(f"input '{name}' must be a sequence, got {'an empty optional' if is_structured(value) else 'a tensor'}")
     return value  # type: ignore[return-value]
 
 
 def _tensor(ctx: ConversionContext, name: str) -> Value:
     value = ctx.lookup(name)
-    if is_sequence(value):
+    if is_structured(value):
         raise ctx.unsupported(f"input '{name}' is a sequence where a tensor is expected; nested sequences are "
                               "not supported")
     return value
@@ -219,7 +236,30 @@ def convert_sequence_map(ctx: ConversionContext, node: onnx.NodeProto) -> Sequen
     return outputs  # type: ignore[return-value]
 
 
+def convert_optional(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
+    """Optional (opset 15+): the element itself, or EmptyOptional without input."""
+    name = ctx.input(node, 0)
+    return [ctx.lookup(name) if name is not None else EmptyOptional()]  # type: ignore[list-item]
+
+
+def convert_optional_has_element(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
+    """OptionalHasElement (opset 15+; a tensor or sequence input from 18): a constant."""
+    name = ctx.input(node, 0)
+    return [np.array(name is not None and not isinstance(ctx.lookup(name), EmptyOptional))]
+
+
+def convert_optional_get_element(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
+    """OptionalGetElement (opset 15+): the element; an empty optional is a compile-time error."""
+    value = ctx.lookup(node.input[0])
+    if isinstance(value, EmptyOptional):
+        raise ctx.shape_error(f"optional '{node.input[0]}' is empty; it has no element to get")
+    return [value]
+
+
 SEQUENCE_CONVERTERS = {
+    "Optional": convert_optional,
+    "OptionalHasElement": convert_optional_has_element,
+    "OptionalGetElement": convert_optional_get_element,
     "SequenceConstruct": convert_sequence_construct,
     "SequenceEmpty": convert_sequence_empty,
     "SequenceAt": convert_sequence_at,

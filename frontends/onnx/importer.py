@@ -102,7 +102,7 @@ from ziggurat.frontends.onnx.convert_cumprod import CUMPROD_CONVERTERS
 from ziggurat.frontends.onnx.convert_col2im import COL2IM_CONVERTERS
 from ziggurat.frontends.onnx.convert_stft import STFT_CONVERTERS
 from ziggurat.frontends.onnx.convert_onehot import ONEHOT_CONVERTERS
-from ziggurat.frontends.onnx.convert_sequence import SEQUENCE_CONVERTERS, is_sequence
+from ziggurat.frontends.onnx.convert_sequence import SEQUENCE_CONVERTERS, is_sequence, is_structured
 from ziggurat.frontends.onnx.convert_control import CONTROL_CONVERTERS, node_reads
 from ziggurat.frontends.onnx.convert_training import TRAINING_CONVERTERS, TRAINING_DEFAULT_OPSET, TRAINING_DOMAIN
 from ziggurat.frontends.onnx.convert_ml import ML_CONVERTERS, ML_DEFAULT_OPSET, ML_DOMAIN
@@ -342,7 +342,7 @@ def _input_type(info: onnx.ValueInfoProto) -> TensorType:
     """The static tensor type of a graph input; raises ShapeError otherwise."""
     if info.type.WhichOneof("value") != "tensor_type":
         hint = (" Compile it per sequence structure with ziggurat.frontends.onnx.sequence_io.SequenceModel "
-                "(the ONNX backend and `ziggurat conformance` do)." if info.type.HasField("sequence_type") else "")
+                "(the ONNX backend and `ziggurat conformance` do)." if info.type.WhichOneof("value") in ("sequence_type", "optional_type") else "")
         raise ShapeError(f"input '{info.name}' is not a tensor; ziggurat supports tensor inputs only.{hint}")
     elem_type = info.type.tensor_type.elem_type
     elt = dtypes.from_onnx(elem_type)
@@ -406,13 +406,13 @@ def _bind_outputs(
             )
         value = values[index]
         expected = inferred.get(name)
-        if expected is not None and not is_sequence(value) and expected != _value_shape(value):
+        if expected is not None and not is_structured(value) and expected != _value_shape(value):
             message = (
                 f"{node.op_type} node '{ctx.node_label}': ziggurat computes shape {_value_shape(value)} for "
                 f"'{name}' from the ONNX operator spec; the model or ONNX shape inference says {expected}"
             )
             warnings.warn(ShapeMismatchWarning(message), stacklevel=4)
-        if not isinstance(value, (np.ndarray, list)) and value.name_hint is None:
+        if not isinstance(value, np.ndarray) and not is_structured(value) and value.name_hint is None:
             value.name_hint = name_hint(name)
         ctx.bind(name, value)
         ctx.reads[name] = reads
@@ -461,14 +461,15 @@ def _sequence_op(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value
     (convert_sequence.py); other ops refuse sequence inputs."""
     if node.domain in _DEFAULT_DOMAINS and node.op_type in SEQUENCE_CONVERTERS:
         return SEQUENCE_CONVERTERS[node.op_type](ctx, node)
-    sequences = [name for name in node.input if name and is_sequence(ctx.lookup(name))]
+    sequences = [name for name in node.input if name and is_structured(ctx.lookup(name))]
     if not sequences:
         return None
     if node.op_type == "Identity" and node.domain in _DEFAULT_DOMAINS:
         return [list(ctx.lookup(node.input[0]))]  # type: ignore[arg-type]
     if node.op_type == "Loop" and node.domain in _DEFAULT_DOMAINS:  # unrolled: carries the list as it is
         return CONVERTERS["Loop"](ctx, node)
-    raise ctx.unsupported(f"input '{sequences[0]}' is a sequence; this op takes tensors only here")
+    what = "a sequence" if is_sequence(ctx.lookup(sequences[0])) else "an empty optional"
+    raise ctx.unsupported(f"input '{sequences[0]}' is {what}; this op takes tensors only here")
 
 
 def _convert_body(ctx: ConversionContext, node: onnx.NodeProto, body: list[onnx.NodeProto],
@@ -530,6 +531,8 @@ def _import_graph(graph: onnx.GraphProto, opset: int, inferred: dict[str, Shape]
     results = []
     for info in graph.output:
         value = ctx.lookup(info.name)
+        if is_structured(value) and not is_sequence(value):
+            raise ShapeError(f"output '{info.name}' is an empty optional; ziggurat returns tensors and sequences only.")
         if is_sequence(value):  # its elements, as outputs S[0], S[1], ... (sequence_io.py)
             for i, element in enumerate(value):  # type: ignore[arg-type]
                 if isinstance(element, np.ndarray):

@@ -12,6 +12,8 @@ value:
   `SequenceEmpty` one for N = 0) that rebuilds `S` inside the graph;
 * the importer returns the elements of a sequence output `S` as the outputs
   `S[0]`, `S[1]`, ... (their number is known at import time);
+* an optional input is given as None (empty) or as its element, and becomes
+  an `Optional` node (on the flattened element);
 * `SequenceModel` takes Python lists for sequence inputs, compiles the
   flattened model per structure (guarded: a call whose lengths, element
   shapes or dtypes differ compiles again; cached, at most CACHE_SIZE
@@ -40,41 +42,32 @@ def element_name(name: str, index: int) -> str:
     return f"{name}[{index}]"
 
 
+_STRUCTURED = ("sequence_type", "optional_type")
+
+
 def has_sequence_io(model: onnx.ModelProto) -> bool:
-    return any(info.type.WhichOneof("value") == "sequence_type"
-               for info in (*model.graph.input, *model.graph.output))
+    """Whether graph inputs or outputs are sequences or optionals."""
+    return any(info.type.WhichOneof("value") in _STRUCTURED for info in (*model.graph.input, *model.graph.output))
 
 
 def sequence_inputs(model: onnx.ModelProto) -> list[str]:
-    return [i.name for i in model.graph.input if i.type.WhichOneof("value") == "sequence_type"]
+    return [i.name for i in model.graph.input if i.type.WhichOneof("value") in _STRUCTURED]
 
 
-def flatten_inputs(model: onnx.ModelProto, structure: Mapping[str, Sequence[np.ndarray]]) -> onnx.ModelProto:
-    """A copy of `model` whose sequence inputs named in `structure` are one
-    tensor input per element (of the elements' dtypes and shapes), gathered by
-    a SequenceConstruct node in front of the graph."""
+def flatten_inputs(model: onnx.ModelProto, structure: Mapping[str, Any]) -> onnx.ModelProto:
+    """A copy of `model` whose sequence (and optional) inputs named in
+    `structure` are one tensor input per element (of the elements' dtypes and
+    shapes), gathered by SequenceConstruct (Optional) nodes in front of the
+    graph; tensor inputs named there get the given array's shape."""
     flat = onnx.ModelProto()
     flat.CopyFrom(model)
-    inputs, front = [], []
+    inputs: list[onnx.ValueInfoProto] = []
+    front: list[onnx.NodeProto] = []
     for info in model.graph.input:
         if info.name not in structure:
             inputs.append(info)
             continue
-        if info.type.WhichOneof("value") == "tensor_type":  # a dynamic shape, fixed to the given one
-            array = structure[info.name]
-            elem = info.type.tensor_type.elem_type
-            inputs.append(onnx.helper.make_tensor_value_info(info.name, elem, array.shape))  # type: ignore[union-attr]
-            continue
-        elements = structure[info.name]
-        names = [element_name(info.name, i) for i in range(len(elements))]
-        for name, array in zip(names, elements):
-            elem = onnx.helper.np_dtype_to_tensor_dtype(array.dtype)
-            inputs.append(onnx.helper.make_tensor_value_info(name, elem, array.shape))
-        if elements:
-            front.append(onnx.helper.make_node("SequenceConstruct", names, [info.name]))
-        else:
-            elem = info.type.sequence_type.elem_type.tensor_type.elem_type or onnx.TensorProto.FLOAT
-            front.append(onnx.helper.make_node("SequenceEmpty", [], [info.name], dtype=elem))
+        _flatten(info.name, info.type, structure[info.name], inputs, front)
     del flat.graph.input[:]
     flat.graph.input.extend(inputs)
     nodes = list(flat.graph.node)
@@ -83,15 +76,72 @@ def flatten_inputs(model: onnx.ModelProto, structure: Mapping[str, Sequence[np.n
     return flat
 
 
+def _flatten(name: str, t: onnx.TypeProto, value: Any, inputs: list, front: list) -> None:
+    kind = t.WhichOneof("value")
+    if kind == "sequence_type":
+        if not isinstance(value, (list, tuple)):
+            raise InputError(f"input '{name}' is a sequence; pass a list of arrays")
+        names = [element_name(name, i) for i in range(len(value))]
+        for inner, element in zip(names, value):
+            _flatten(inner, t.sequence_type.elem_type, element, inputs, front)
+        if names:
+            front.append(onnx.helper.make_node("SequenceConstruct", names, [name]))
+        else:
+            elem = t.sequence_type.elem_type.tensor_type.elem_type or onnx.TensorProto.FLOAT
+            front.append(onnx.helper.make_node("SequenceEmpty", [], [name], dtype=elem))
+    elif kind == "optional_type":
+        if value is None:
+            front.append(onnx.helper.make_node("Optional", [], [name], type=t.optional_type.elem_type))
+        else:
+            inner = f"{name}[value]"
+            _flatten(inner, t.optional_type.elem_type, value, inputs, front)
+            front.append(onnx.helper.make_node("Optional", [inner], [name]))
+    else:
+        if not isinstance(value, np.ndarray):
+            raise InputError(f"input '{name}' is a tensor; pass an array")
+        elem = t.tensor_type.elem_type or onnx.helper.np_dtype_to_tensor_dtype(value.dtype)
+        inputs.append(onnx.helper.make_tensor_value_info(name, elem, value.shape))
+
+
+def _leaves(name: str, t: onnx.TypeProto, value: Any, out: dict[str, np.ndarray]) -> None:
+    """The flat tensor inputs of `value` given for input `name`, named as `_flatten` names them."""
+    kind = t.WhichOneof("value")
+    if kind == "sequence_type":
+        if not isinstance(value, (list, tuple)):
+            raise InputError(f"input '{name}' is a sequence; pass a list of arrays")
+        for i, element in enumerate(value):
+            _leaves(element_name(name, i), t.sequence_type.elem_type, element, out)
+    elif kind == "optional_type":
+        if value is not None:
+            _leaves(f"{name}[value]", t.optional_type.elem_type, value, out)
+    else:
+        out[name] = value
+
+
 def _dynamic(info: onnx.ValueInfoProto) -> bool:
     """Whether a tensor input's declared shape has a symbolic or unknown dim."""
     t = info.type.tensor_type
     return not t.HasField("shape") or any(d.WhichOneof("value") != "dim_value" for d in t.shape.dim)
 
 
+def _signature(value: Any) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, (list, tuple)):
+        return tuple(_signature(v) for v in value)
+    return (str(value.dtype), value.shape)
+
+
 def _structure_key(structure: Mapping[str, Any]) -> tuple:
-    return tuple((n, (str(v.dtype), v.shape) if isinstance(v, np.ndarray) else
-                  tuple((str(a.dtype), a.shape) for a in v)) for n, v in sorted(structure.items()))
+    return tuple((n, _signature(v)) for n, v in sorted(structure.items()))
+
+
+def _as_arrays(value: Any) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, (list, tuple)):
+        return [_as_arrays(v) for v in value]
+    return np.asarray(value)
 
 
 def _run(compiled: Any, feeds: Mapping[str, np.ndarray]) -> tuple[list[str], list[np.ndarray]]:
@@ -115,6 +165,7 @@ class SequenceModel:
         initializers = {t.name for t in model.graph.initializer}
         self.input_names = [i.name for i in model.graph.input if i.name not in initializers]
         self.sequences = set(sequence_inputs(model))
+        self.types = {i.name: i.type for i in model.graph.input}
         self.dynamic = {i.name for i in model.graph.input if i.name in self.input_names
                         and i.type.WhichOneof("value") == "tensor_type" and _dynamic(i)}
         self._variants: OrderedDict[tuple, Any] = OrderedDict()
@@ -145,23 +196,21 @@ class SequenceModel:
 
     def __call__(self, *args: Any, **kwargs: Any) -> list[Any]:
         given = self._feeds(args, kwargs)
-        structure: dict[str, list[np.ndarray]] = {}
+        structure: dict[str, Any] = {}
         feeds: dict[str, np.ndarray] = {}
         for name, value in given.items():
             if name in self.sequences:
-                if not isinstance(value, (list, tuple)):
-                    raise InputError(f"input '{name}' is a sequence; pass a list of arrays")
-                structure[name] = [np.asarray(v) for v in value]
-                feeds.update({element_name(name, i): a for i, a in enumerate(structure[name])})
+                structure[name] = _as_arrays(value)
+                _leaves(name, self.types[name], structure[name], feeds)
             else:
                 feeds[name] = np.asarray(value)
                 if name in self.dynamic:  # compiled for this shape too
-                    structure[name] = feeds[name]  # type: ignore[assignment]
+                    structure[name] = feeds[name]
         names, outputs = _run(self.variant(structure), feeds)
         by_name = dict(zip(names, outputs))
         results: list[Any] = []
         for info in self.model.graph.output:
-            if info.type.WhichOneof("value") == "sequence_type":
+            if info.name not in by_name:  # a sequence (or an optional of one): its elements
                 items, i = [], 0
                 while element_name(info.name, i) in by_name:
                     items.append(by_name[element_name(info.name, i)])

@@ -158,3 +158,36 @@ def test_sequence_into_a_tensor_op_is_refused():
               [tensor("a", [2])], [tensor("y", [2])])
     with pytest.raises(UnsupportedOpError, match="'s' is a sequence"):
         ziggurat.compile(m)
+
+
+def optional_model():
+    """An optional tensor input: its element plus 1 when present, else zeros; and whether it is present."""
+    then_body = helper.make_graph([helper.make_node("OptionalGetElement", ["o"], ["e"]),
+                                   helper.make_node("Add", ["e", "one"], ["r"])], "then", [], [tensor("r", [2])])
+    else_body = helper.make_graph([helper.make_node("Identity", ["zeros"], ["r"])], "else", [], [tensor("r", [2])])
+    return model([helper.make_node("OptionalHasElement", ["o"], ["has"]),
+                  helper.make_node("If", ["has"], ["y"], then_branch=then_body, else_branch=else_body)],
+                 [helper.make_value_info("o", helper.make_optional_type_proto(
+                     helper.make_tensor_type_proto(TensorProto.FLOAT, [2])))],
+                 [tensor("has", [], TensorProto.BOOL), tensor("y", [2])],
+                 [onnx.numpy_helper.from_array(np.float32(1), "one"),
+                  onnx.numpy_helper.from_array(np.zeros(2, np.float32), "zeros")])
+
+
+def test_optional_input_present_or_empty():
+    m = optional_model()
+    rep = backend.prepare(m)
+    ref = ReferenceEvaluator(m)
+    for value in (np.float32([3, 4]), None):
+        got = rep.run([value])
+        want = ref.run(None, {"o": value})
+        assert bool(got[0]) == bool(want[0])
+        np.testing.assert_array_equal(got[1], want[1])
+    assert rep.compiled.compiles == 2
+
+
+def test_get_element_of_an_empty_optional_is_a_clean_error():
+    m = model([helper.make_node("Optional", [], ["o"], type=helper.make_tensor_type_proto(TensorProto.FLOAT, [2])),
+               helper.make_node("OptionalGetElement", ["o"], ["y"])], [tensor("a", [2])], [tensor("y", [2])])
+    with pytest.raises(ShapeError, match="empty"):
+        ziggurat.compile(m)
