@@ -465,7 +465,8 @@ def _sequence_op(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value
     if not sequences:
         return None
     if node.op_type == "Identity" and node.domain in _DEFAULT_DOMAINS:
-        return [list(ctx.lookup(node.input[0]))]  # type: ignore[arg-type]
+        value = ctx.lookup(node.input[0])
+        return [list(value) if is_sequence(value) else value]  # type: ignore[arg-type]
     if node.op_type == "Loop" and node.domain in _DEFAULT_DOMAINS:  # unrolled: carries the list as it is
         return CONVERTERS["Loop"](ctx, node)
     what = "a sequence" if is_sequence(ctx.lookup(sequences[0])) else "an empty optional"

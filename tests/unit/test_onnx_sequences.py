@@ -191,3 +191,11 @@ def test_get_element_of_an_empty_optional_is_a_clean_error():
                helper.make_node("OptionalGetElement", ["o"], ["y"])], [tensor("a", [2])], [tensor("y", [2])])
     with pytest.raises(ShapeError, match="empty"):
         ziggurat.compile(m)
+
+
+def test_identity_of_an_empty_optional_then_has_element():
+    m = model([helper.make_node("Optional", [], ["o"], type=helper.make_tensor_type_proto(TensorProto.FLOAT, [2])),
+               helper.make_node("Identity", ["o"], ["o2"]),
+               helper.make_node("OptionalHasElement", ["o2"], ["has"])],
+              [tensor("a", [2])], [tensor("has", [], TensorProto.BOOL)])
+    assert not bool(ziggurat.compile(m)(np.zeros(2, np.float32))[0])
