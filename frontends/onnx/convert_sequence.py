@@ -256,6 +256,34 @@ def convert_optional_get_element(ctx: ConversionContext, node: onnx.NodeProto) -
     return [value]
 
 
+def refuse_structured(ctx: ConversionContext, node: onnx.NodeProto) -> None:
+    """Refuses `node` when an input is a sequence or an empty optional."""
+    for name in node.input:
+        if name and is_structured(ctx.lookup(name)):
+            what = "a sequence" if is_sequence(ctx.lookup(name)) else "an empty optional"
+            raise ctx.unsupported(f"input '{name}' is {what}; this op takes tensors only here")
+
+
+def convert_structured(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value] | None:
+    """The importer's first step for a default-domain node: sequence and
+    optional ops, Identity of one, and a Loop carrying one convert here
+    (before folding and the element-type policy); other ops with such an
+    input are refused; None for the rest."""
+    if node.op_type in SEQUENCE_CONVERTERS:
+        return SEQUENCE_CONVERTERS[node.op_type](ctx, node)
+    if not any(name and is_structured(ctx.lookup(name)) for name in node.input):
+        return None
+    if node.op_type == "Identity":
+        value = ctx.lookup(node.input[0])
+        return [list(value) if is_sequence(value) else value]  # type: ignore[list-item]
+    if node.op_type == "Loop":  # unrolled: carries the structure as it is
+        from ziggurat.frontends.onnx.convert_control import convert_loop
+
+        return convert_loop(ctx, node)
+    refuse_structured(ctx, node)
+    return None
+
+
 SEQUENCE_CONVERTERS = {
     "Optional": convert_optional,
     "OptionalHasElement": convert_optional_has_element,

@@ -102,7 +102,9 @@ from ziggurat.frontends.onnx.convert_cumprod import CUMPROD_CONVERTERS
 from ziggurat.frontends.onnx.convert_col2im import COL2IM_CONVERTERS
 from ziggurat.frontends.onnx.convert_stft import STFT_CONVERTERS
 from ziggurat.frontends.onnx.convert_onehot import ONEHOT_CONVERTERS
-from ziggurat.frontends.onnx.convert_sequence import SEQUENCE_CONVERTERS, is_sequence, is_structured
+from ziggurat.frontends.onnx.convert_sequence import (
+    SEQUENCE_CONVERTERS, convert_structured, is_sequence, is_structured, refuse_structured,
+)
 from ziggurat.frontends.onnx.convert_control import CONTROL_CONVERTERS, node_reads
 from ziggurat.frontends.onnx.convert_training import TRAINING_CONVERTERS, TRAINING_DEFAULT_OPSET, TRAINING_DOMAIN
 from ziggurat.frontends.onnx.convert_ml import ML_CONVERTERS, ML_DEFAULT_OPSET, ML_DOMAIN
@@ -438,7 +440,7 @@ def _sources(ctx: ConversionContext, names: Sequence[str]) -> list[str]:
 
 def _convert(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
     """Folds `node` when its inputs are known at import time, else converts it to graph ops."""
-    sequence_op = _sequence_op(ctx, node)
+    sequence_op = convert_structured(ctx, node) if node.domain in _DEFAULT_DOMAINS else refuse_structured(ctx, node)
     if sequence_op is not None:
         return sequence_op
     folded = fold_node(ctx, node)
@@ -454,23 +456,6 @@ def _convert(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
             "inputs are known at compile time (constants or shapes)"
         )
     return convert_typed(ctx, node, lambda: converter(ctx, node), ctx.value_types)
-
-
-def _sequence_op(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value] | None:
-    """Sequence ops (and Identity of a sequence) convert on compile-time lists
-    (convert_sequence.py); other ops refuse sequence inputs."""
-    if node.domain in _DEFAULT_DOMAINS and node.op_type in SEQUENCE_CONVERTERS:
-        return SEQUENCE_CONVERTERS[node.op_type](ctx, node)
-    sequences = [name for name in node.input if name and is_structured(ctx.lookup(name))]
-    if not sequences:
-        return None
-    if node.op_type == "Identity" and node.domain in _DEFAULT_DOMAINS:
-        value = ctx.lookup(node.input[0])
-        return [list(value) if is_sequence(value) else value]  # type: ignore[arg-type]
-    if node.op_type == "Loop" and node.domain in _DEFAULT_DOMAINS:  # unrolled: carries the list as it is
-        return CONVERTERS["Loop"](ctx, node)
-    what = "a sequence" if is_sequence(ctx.lookup(sequences[0])) else "an empty optional"
-    raise ctx.unsupported(f"input '{sequences[0]}' is {what}; this op takes tensors only here")
 
 
 def _convert_body(ctx: ConversionContext, node: onnx.NodeProto, body: list[onnx.NodeProto],
