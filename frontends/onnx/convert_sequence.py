@@ -58,7 +58,8 @@ def is_structured(value: object) -> bool:
 def _sequence(ctx: ConversionContext, name: str) -> list[Value]:
     value = ctx.lookup(name)
     if not is_sequence(value):
-        raise ctx.shape_error(f"input '{name}' must be a sequence, got {'an empty optional' if is_structured(value) else 'a tensor'}")
+        got = "an empty optional" if is_structured(value) else "a tensor"
+        raise ctx.shape_error(f"input '{name}' must be a sequence, got {got}")
     return value  # type: ignore[return-value]
 
 

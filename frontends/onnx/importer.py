@@ -344,7 +344,8 @@ def _input_type(info: onnx.ValueInfoProto) -> TensorType:
     """The static tensor type of a graph input; raises ShapeError otherwise."""
     if info.type.WhichOneof("value") != "tensor_type":
         hint = (" Compile it per sequence structure with ziggurat.frontends.onnx.sequence_io.SequenceModel "
-                "(the ONNX backend and `ziggurat conformance` do)." if info.type.WhichOneof("value") in ("sequence_type", "optional_type") else "")
+                "(the ONNX backend and `ziggurat conformance` do)."
+                if info.type.WhichOneof("value") in ("sequence_type", "optional_type") else "")
         raise ShapeError(f"input '{info.name}' is not a tensor; ziggurat supports tensor inputs only.{hint}")
     elem_type = info.type.tensor_type.elem_type
     elt = dtypes.from_onnx(elem_type)
