@@ -50,9 +50,8 @@ from ziggurat.dialects import loop
 from ziggurat.errors import ScheduleError
 from ziggurat.transforms.loop_default_schedule import (
     _clone_redirected,
-    _init_nest,
-    _pack_nest,
     _packable,
+    k_block_and_pack,
     match_reduce_nest,
     plan,
     _plan_parts,
@@ -259,23 +258,7 @@ def schedule_vector_nest(nest: Any, tile: list[list[int]], nvec: int, kc: int, p
     With `pack_a` each row block's k-block of A is first copied into a contiguous sliver."""
     n = len(nest.spatial)
     last = nest.spatial[-1]
-    read = _packable(nest, kc, width) if pack else None
-    kb = None
-    if kc:
-        _init_nest(nest)
-        top = nest.spatial[0]
-        kb = Builder(InsertPoint.before(top)).insert(loop.ForOp(0, nest.reduction[0].bounds[1], kc, "serial"))
-        kb.iv.name_hint = nest.reduction[0].iv.name_hint + "o"
-        top.detach()
-        kb.body.block.add_op(top)
-    packed = None
-    if read is not None and kb is not None:
-        elt = read.buffer.type.element_type  # type: ignore[attr-defined]
-        kbb = Builder(InsertPoint.before(nest.spatial[0]))
-        n_panels = last.trip_count // width
-        panel = kbb.insert(loop.AllocOp(MemRefType(elt, [n_panels, kc, width]), "local")).result
-        _pack_nest(kbb, kb, read.buffer, panel, kc, n_panels, width, nest.update.block_name.data)
-        packed = (read, panel)
+    kb, packed = k_block_and_pack(nest, _packable(nest, kc, width) if pack else None, kc, width)
     for d, u in tile:
         nest.spatial[d].properties["step"] = IntegerAttr(u, builtin.i64)
     n_rows = 1
