@@ -16,7 +16,9 @@ KERNEL = lower(te_matmul(32, 48, 64), "convert-te-to-loop")
 TARGET = "llvm -num-cores=1"
 
 
-def synthetic_db(path, n: int = 30) -> JSONDatabase:
+# 60 candidates, 40 trained on: with 30 (20 trained, 10 held out) the held-out Spearman swung
+# 0.09-0.86 with the sampling seed; with 60 it stayed 0.59-0.94 over four seeds.
+def synthetic_db(path, n: int = 60) -> JSONDatabase:
     """Records of sampled candidates whose cost is a fixed function of their loop features."""
     space = SearchSpace(KERNEL, "mm_0")
     key = WorkloadKey.from_text(KERNEL, "mm_0")
@@ -33,13 +35,13 @@ def synthetic_db(path, n: int = 30) -> JSONDatabase:
 
 def test_report_ranks_held_out_records(tmp_path):
     db = synthetic_db(tmp_path / "r.jsonl")
-    rows = ranking_report([("mm_0", KERNEL)], db, TARGET, train=20, k=3)
+    rows = ranking_report([("mm_0", KERNEL)], db, TARGET, train=40, k=3)
     (row,) = rows
-    assert row["kernel"] == "mm_0" and row["train"] == min(20, row["records"] - max(2, row["records"] // 5))
+    assert row["kernel"] == "mm_0" and row["train"] == min(40, row["records"] - max(2, row["records"] // 5))
     assert row["held_out"] == row["records"] - row["train"] >= 2
     assert -1.0 <= row["spearman"] <= 1.0 and 0.0 <= row["top_k_recall"] <= 1.0
     assert row["spearman"] > 0.3, "costs are a function of the features; the model should rank them"
     table = format_report(rows)
     assert "mm_0" in table and f"{row['spearman']:.3f}" in table
     # another target's records are not mixed in
-    assert ranking_report([("mm_0", KERNEL)], db, "llvm -num-cores=2", train=20) == []
+    assert ranking_report([("mm_0", KERNEL)], db, "llvm -num-cores=2", train=40) == []
