@@ -123,6 +123,17 @@ class ConversionContext:
             self.runtime_reads.append(name)
         return value
 
+    def scalar_parameter(self, name: str, what: str, why: str) -> np.generic:
+        """A `shape_parameter` that must be one compile-time value (a position, a
+        trip count, a depth): `what` names it in the errors, `why` says why a
+        run-time value is refused."""
+        value = self.shape_parameter(name)
+        if value is None:
+            raise self.unsupported(f"its {what} ('{name}') is known only at run time; {why}")
+        if value.size != 1:
+            raise self.shape_error(f"the {what} must hold one value, got shape {list(value.shape)}")
+        return value.reshape(-1)[0]
+
     def shape(self, name: str) -> Shape:
         value = self.lookup(name)
         return tuple(value.shape) if isinstance(value, np.ndarray) else shape_of(value)

@@ -171,17 +171,12 @@ def _as_type(value: Value):
     return dtypes.from_numpy(value.dtype) if isinstance(value, np.ndarray) else element_type(value)
 
 
-def _scalar(ctx: ConversionContext, name: str | None, what: str) -> np.ndarray | None:
+def _scalar(ctx: ConversionContext, name: str | None, what: str) -> np.generic | None:
     """Loop's trip count or condition, which must be known at import time."""
     if name is None:
         return None
-    value = ctx.shape_parameter(name)
-    if value is None:
-        raise ctx.unsupported(f"its {what} ('{name}') is known only at run time; Loop is unrolled at import "
-                              "time and needs it as a constant (or bound by value)")
-    if value.size != 1:
-        raise ctx.shape_error(f"the {what} must hold one value, got shape {list(value.shape)}")
-    return value.reshape(-1)[0]
+    return ctx.scalar_parameter(name, what, "Loop is unrolled at import time and needs it as a constant "
+                                "(or bound by value)")
 
 
 def convert_loop(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:

@@ -33,13 +33,8 @@ MAX_DEPTH = 1 << 20
 def convert_onehot(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
     """OneHot (opsets 9+): indices of any shape, compile-time depth, values [off, on]."""
     idx = ctx.value(node.input[0])
-    depth_value = ctx.shape_parameter(node.input[1])
-    if depth_value is None:
-        raise ctx.unsupported(f"input 'depth' ('{node.input[1]}') decides the output shape and must be known at "
-                              "compile time (a constant or computed from shapes); it is a run-time tensor here")
-    if depth_value.size != 1:
-        raise ctx.shape_error(f"depth must hold one value, got shape {list(depth_value.shape)}")
-    depth = depth_value.reshape(-1)[0]
+    depth = ctx.scalar_parameter(node.input[1], "depth", "it decides the output shape and must be known at compile "
+                                 "time (a constant, computed from shapes, or bound by value)")
     positions = np.arange(depth)
     n = positions.size
     if not 1 <= n <= MAX_DEPTH:

@@ -73,13 +73,8 @@ def _tensor(ctx: ConversionContext, name: str) -> Value:
 
 def _position(ctx: ConversionContext, name: str, length: int, inclusive: bool) -> int:
     """An import-time position in [-length, length) ([-length, length] when inclusive)."""
-    value = ctx.shape_parameter(name)
-    if value is None:
-        raise ctx.unsupported(f"its position ('{name}') is known only at run time; sequences are compile-time "
-                              "structure and need positions as constants (or inputs bound by value)")
-    if value.size != 1:
-        raise ctx.shape_error(f"the position must hold one value, got shape {list(value.shape)}")
-    pos = int(value.reshape(-1)[0])
+    pos = int(ctx.scalar_parameter(name, "position", "sequences are compile-time structure and need positions "
+                                   "as constants (or inputs bound by value)"))
     high = length if inclusive else length - 1
     if not -length <= pos <= high:
         raise ctx.shape_error(f"position {pos} is out of range for a sequence of length {length}")
