@@ -172,17 +172,9 @@ class SequenceModel:
         self.compiles = 0
 
     def _feeds(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
-        if args and kwargs:
-            raise InputError("pass the inputs either positionally or by name, not both")
-        if args:
-            if len(args) != len(self.input_names):
-                raise InputError(f"the model takes {len(self.input_names)} inputs "
-                                 f"({', '.join(self.input_names)}), got {len(args)}")
-            return dict(zip(self.input_names, args))
-        missing = [n for n in self.input_names if n not in kwargs]
-        if missing:
-            raise InputError(f"missing input(s) {', '.join(map(repr, missing))}")
-        return {n: kwargs[n] for n in self.input_names}
+        from ziggurat.frontends.onnx.specialize import gather_feeds
+
+        return gather_feeds(self.input_names, args, kwargs)
 
     def variant(self, structure: Mapping[str, Sequence[np.ndarray]]) -> Any:
         key = _structure_key(structure)

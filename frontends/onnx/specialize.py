@@ -41,6 +41,20 @@ parameters are short vectors; data tensors are never bound."""
 CACHE_SIZE = 8
 
 
+def gather_feeds(names: Sequence[str], args: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """The call's inputs by graph-input name, given positionally or by name (not both)."""
+    if args and kwargs:
+        raise InputError("pass the inputs either positionally or by name, not both")
+    if args:
+        if len(args) != len(names):
+            raise InputError(f"the model takes {len(names)} inputs ({', '.join(names)}), got {len(args)}")
+        return dict(zip(names, args))
+    missing = [n for n in names if n not in kwargs]
+    if missing:
+        raise InputError(f"missing input(s) {', '.join(map(repr, missing))}")
+    return {n: kwargs[n] for n in names}
+
+
 def needed_inputs(graph: onnx.GraphProto, upto: int, names: Sequence[str], sizes: Mapping[str, int]) -> list[str]:
     """The graph inputs (by name) that the values `names`, read by node
     `upto`, are computed from, keeping those of at most MAX_BOUND_ELEMENTS
@@ -125,17 +139,7 @@ class SpecializingModel:
         self.compiles = 0
 
     def _feeds(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, np.ndarray]:
-        if args and kwargs:
-            raise InputError("pass the inputs either positionally or by name, not both")
-        if args:
-            if len(args) != len(self.input_names):
-                raise InputError(f"the model takes {len(self.input_names)} inputs "
-                                 f"({', '.join(self.input_names)}), got {len(args)}")
-            return {n: np.asarray(a) for n, a in zip(self.input_names, args)}
-        missing = [n for n in self.input_names if n not in kwargs]
-        if missing:
-            raise InputError(f"missing input(s) {', '.join(map(repr, missing))}")
-        return {n: np.asarray(kwargs[n]) for n in self.input_names}
+        return {n: np.asarray(v) for n, v in gather_feeds(self.input_names, args, kwargs).items()}
 
     def variant(self, feeds: Mapping[str, np.ndarray]) -> Any:
         """The compiled model for the values of `feeds` it needs as constants."""
