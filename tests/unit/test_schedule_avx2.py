@@ -149,3 +149,20 @@ def test_avx2_dot_tile_matches_numpy(m, n, k, threads):
     (got,), ir = run8(model, [a, w], threads)
     assert ir.count('loop.block "matmul" [') <= 8
     np.testing.assert_allclose(got, a.astype(np.float64) @ w.T.astype(np.float64), rtol=1e-4, atol=1e-4)
+
+
+@settings(max_examples=60, deadline=None)
+@given(shape=st.lists(st.integers(1, 5), min_size=1, max_size=4), data=st.data())
+def test_pad_halo_boxes_cover_the_border_once(shape, data):
+    """schedule_pad zeroes only the halo: its boxes cover every padded point outside the interior exactly once."""
+    from ziggurat.transforms.schedule_pad import _halo
+
+    dims = data.draw(st.sets(st.integers(0, len(shape) - 1)))
+    pads = {d: (data.draw(st.integers(0, 2)), data.draw(st.integers(0, 2))) for d in dims}
+    padded = [s + sum(pads.get(d, (0, 0))) for d, s in enumerate(shape)]
+    count = np.zeros(padded, np.int64)
+    for box in _halo(shape, pads):
+        count[tuple(slice(lb, ub) for lb, ub in box)] += 1
+    interior = tuple(slice(pads.get(d, (0, 0))[0], pads.get(d, (0, 0))[0] + s) for d, s in enumerate(shape))
+    count[interior] += 1
+    assert (count == 1).all()

@@ -39,12 +39,23 @@ func.func @matmul(%a: memref<16x8xf32>, %b: memref<8x32xf32>, %c: memref<16x32xf
 // the streamed operand is packed into 16-wide panels, and each block loads the
 
 // A padded conv in NCHW8c (L = the 8 output lanes, one vector): the input is
-// copied into a zero-padded local buffer (zeros, then the interior at +1), the
+// copied into a zero-padded local buffer (zeros in the halo: rows 0 and 7, then
+// columns 0 and 7 of rows 1..6; then the interior at +1), the
 // reduction reads it without tests, and the block is 6 output rows x 2
 // output-channel blocks (12 accumulators).
 // CHECK-LABEL: func.func @conv_nchw8c
 // CHECK:         %[[PAD:.*]] = loop.alloc "local" : memref<1x2x8x8x8xf32>
+// CHECK:         loop.for %q2 = 0 to 1 serial {
 // CHECK:         loop.block "conv_pad_zero"
+// CHECK:         loop.for %q2{{.*}} = 7 to 8 serial {
+// CHECK:         loop.block "conv_pad_zero"
+// CHECK:         loop.for %q2{{.*}} = 1 to 7 serial {
+// CHECK-NEXT:      loop.for %q3{{.*}} = 0 to 1 serial {
+// CHECK:         loop.block "conv_pad_zero"
+// CHECK:         loop.for %q2{{.*}} = 1 to 7 serial {
+// CHECK-NEXT:      loop.for %q3{{.*}} = 7 to 8 serial {
+// CHECK:         loop.block "conv_pad_zero"
+// CHECK-NOT:     loop.block "conv_pad_zero"
 // CHECK:         loop.block "conv_pad_copy"
 // CHECK:           loop.store %{{.*}}, %[[PAD]]
 // CHECK:         loop.for %i1 = 0 to 2 step 2 serial {
