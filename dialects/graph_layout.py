@@ -25,6 +25,7 @@ from xdsl.irdl import (
     ParsePropInAttrDict,
     irdl_op_definition,
     operand_def,
+    opt_prop_def,
     prop_def,
     result_def,
     traits_def,
@@ -88,8 +89,15 @@ class LayoutTransformOp(IRDLOperation):
     `convert-layout` puts these only at the boundaries of a layout region;
     weight transforms are evaluated at compile time.
 
+    Optional `pads` ([top, left, bottom, right], `NCHW -> NCHW<b>c` only)
+    zero-pad the blocked result's H and W: `out[n, cb, h, w, c] =
+    in[n, cb*b + c, h - top, w - left]` inside, 0 outside. `convert-layout`
+    moves a boundary conv's padding here, so the conv reads a padded input
+    without tests or a padded copy of its own.
+
     ```mlir
     %b = graph.layout_transform %x {src = "NCHW", dst = "NCHW16c"} : tensor<1x32x8x8xf32> -> tensor<1x2x8x8x16xf32>
+    %p = graph.layout_transform %x {src = "NCHW", dst = "NCHW16c", pads = array<i64: 1, 1, 1, 1>} : tensor<1x32x8x8xf32> -> tensor<1x2x10x10x16xf32>
     ```
     """
 
@@ -97,14 +105,21 @@ class LayoutTransformOp(IRDLOperation):
     input = operand_def(TensorType)
     src = prop_def(StringAttr)
     dst = prop_def(StringAttr)
+    pads = opt_prop_def(DenseArrayBase)
     result = result_def(TensorType)
     traits = traits_def(Pure(), OpPattern(PatternKind.INJECTIVE))
     irdl_options = (ParsePropInAttrDict(),)
     assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
 
-    def __init__(self, input, src: str, dst: str, result_type):
-        super().__init__(operands=[input], properties={"src": StringAttr(src), "dst": StringAttr(dst)},
-                         result_types=[result_type])
+    def __init__(self, input, src: str, dst: str, result_type, pads: Sequence[int] | None = None):
+        props = {"src": StringAttr(src), "dst": StringAttr(dst)}
+        if pads is not None and any(pads):
+            props["pads"] = int_array(pads)
+        super().__init__(operands=[input], properties=props, result_types=[result_type])
+
+    def padding(self) -> tuple[int, int, int, int]:
+        """[top, left, bottom, right] (zeros without `pads`)."""
+        return _ints(self.pads) if self.pads is not None else (0, 0, 0, 0)  # type: ignore[return-value]
 
     def verify_(self) -> None:
         try:
@@ -115,6 +130,14 @@ class LayoutTransformOp(IRDLOperation):
         x, r = _shape(self.input), _shape(self.result)
         _require(len(x) == layout_rank(self.src.data), self, f"input shape {x} does not fit {self.src.data}")
         want = blocked_shape(plain_shape(x, self.src.data), self.dst.data)
+        if self.pads is not None:
+            p = self.padding()
+            _require(len(p) == 4 and min(p) >= 0, self, f"pads must be 4 values >= 0 [top, left, bottom, right], got {list(p)}")
+            _require(ks == "NCHW" and parse_layout(self.src.data)[1] == () and parse_layout(self.dst.data)[1] != (),
+                     self, f"pads apply to NCHW -> NCHW<b>c only, not {self.src.data} -> {self.dst.data}")
+            if want is not None:
+                n, cb, h, w, c = want
+                want = (n, cb, h + p[0] + p[2], w + p[1] + p[3], c)
         _require(want == r, self, f"result shape {r} should be {want} for {self.src.data} -> {self.dst.data}")
 
 

@@ -143,6 +143,18 @@ class _Rewriter:
         self.bl[v] = t
         return t
 
+    def padded_boundary(self, conv: graph.Conv2dOp) -> bool:
+        """A padded conv whose NCHW input enters the region here and feeds nothing else."""
+        v = conv.input
+        return (any(_ints(conv.pads)) and v not in self.bl and not isinstance(v.owner, graph.ConstantOp)
+                and all(u.operation is conv for u in v.uses))
+
+    def to_blocked_padded(self, at: Operation, v: SSAValue, b: int, pads: tuple[int, ...]) -> SSAValue:
+        """`v` in NCHW<b>c with its H and W zero-padded by `pads` (not cached: only `at` reads it)."""
+        n, cb, h, w, c = blocked_shape(_shape(v), f"NCHW{b}c")
+        shape = (n, cb, h + pads[0] + pads[2], w + pads[1] + pads[3], c)
+        return self.insert(at, LayoutTransformOp(v, "NCHW", f"NCHW{b}c", _tensor(v, shape), pads=pads))
+
     def broadcast_operand(self, at: Operation, v: SSAValue, out: tuple[int, ...]) -> SSAValue:
         """A per-channel (or scalar) operand reshaped to [1, C/b, 1, 1, b] (or [1, 1, 1, 1, 1])."""
         c = (1,) * (4 - len(_shape(v))) + _shape(v)
@@ -186,10 +198,15 @@ class _Rewriter:
         res = op.results[0]
         if isinstance(op, graph.Conv2dOp):
             bi = input_block(_shape(op.input)[1], b)
-            x = self.to_blocked(op, op.input, bi)
+            pads = _ints(op.pads)
+            if self.padded_boundary(op):  # the boundary transform pads: no padded copy in the conv kernel
+                x = self.to_blocked_padded(op, op.input, bi, pads)
+                pads = (0, 0, 0, 0)
+            else:
+                x = self.to_blocked(op, op.input, bi)
             w = self.weight(op, op.weight, bi, b)
             new: Operation = Conv2dNchwcOp(x, w, _tensor(res, blocked_shape(_shape(res), f"NCHW{b}c")),
-                                           _ints(op.strides), _ints(op.pads), _ints(op.dilations))
+                                           _ints(op.strides), pads, _ints(op.dilations))
         elif isinstance(op, graph.MaxPool2dOp):
             x = self.bl[op.input]
             new = MaxPool2dNchwcOp(x, _tensor(res, blocked_shape(_shape(res), f"NCHW{b}c")), _ints(op.kernel),

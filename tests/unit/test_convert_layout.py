@@ -186,3 +186,30 @@ def test_bad_options_give_one_clear_error(tmp_path):
     with pytest.raises(CompileError, match="cannot open the record file"):
         run_passes(import_onnx(model).module,
                    parse_pipeline(f'convert-layout{{cost-guided=true measure=true database="{bad}"}}'))
+
+
+@settings(max_examples=10, deadline=None)
+@given(pads=st.lists(st.integers(0, 2), min_size=4, max_size=4), stride=st.sampled_from([1, 2]),
+       block=st.sampled_from([8, 16]), threads=st.sampled_from([1, 2]))
+def test_boundary_conv_padding_moves_into_the_layout_transform(pads, stride, block, threads):
+    """A padded conv that alone reads the region's input: the transform into NCHW<b>c pads (asymmetric
+    pads, strides), the blocked conv has pads 0, and the result matches onnxruntime."""
+    from ziggurat.compiler import parse_pipeline, run_passes
+    from ziggurat.dialects.graph_layout import Conv2dNchwcOp, LayoutTransformOp
+    from ziggurat.frontends.onnx import import_onnx
+    from ziggurat.transforms.weight_binding import bind_weights
+
+    rng = np.random.default_rng(sum(pads) * 5 + stride)
+    h, w = 9, 11
+    ho, wo = (h + pads[0] + pads[2] - 3) // stride + 1, (w + pads[1] + pads[3] - 3) // stride + 1
+    node = helper.make_node("Conv", ["x", "w"], ["y"], pads=pads, kernel_shape=[3, 3], strides=[stride, stride])
+    model = _model([node], (1, 16, h, w), (1, 16, ho, wo), [_w(rng, "w", (16, 16, 3, 3))])
+    x = rng.standard_normal((1, 16, h, w)).astype(np.float32)
+    _check(model, x, block, threads)
+    imported = import_onnx(model)
+    bind_weights(imported.module, imported.weights)
+    run_passes(imported.module, parse_pipeline(LAYOUT.split(",fuse-ops")[0] % block))
+    into = [o for o in imported.module.walk() if isinstance(o, LayoutTransformOp) and o.src.data == "NCHW"]
+    (conv,) = [o for o in imported.module.walk() if isinstance(o, Conv2dNchwcOp)]
+    assert len(into) == 1 and into[0].padding() == (pads[0], pads[1], pads[2], pads[3])
+    assert conv.input is into[0].result and not any(conv.pads.get_values())  # type: ignore[union-attr]

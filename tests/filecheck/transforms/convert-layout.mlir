@@ -39,9 +39,18 @@ func.func @chain(%x: tensor<1x32x8x8xf32>) -> tensor<1x32x4x4xf32> {
 
 // A first layer (C_in = 3) blocks its input by 3; a region value that two ops
 // outside the region read (global pooling and a flatten) gets ONE transform back.
+// The conv is the only reader of %x, so the transform into the region also
+// pads it (10x10) and the blocked conv has no padding of its own (in @chain
+// the residual add reads %x too: its transform stays unpadded).
 // CHECK-LABEL: func.func @stem
-// CHECK:      graph.layout_transform %x {src = "NCHW", dst = "NCHW3c"} : tensor<1x3x8x8xf32> -> tensor<1x1x8x8x3xf32>
+// CHECK:      %[[XP:.*]] = graph.layout_transform %x {src = "NCHW", dst = "NCHW3c", pads = array<i64: 1, 1, 1, 1>} : tensor<1x3x8x8xf32> -> tensor<1x1x10x10x3xf32>
 // CHECK:      graph.layout_transform %w {src = "OIHW", dst = "OIHW3i16o"} : tensor<16x3x3x3xf32> -> tensor<1x1x3x3x3x16xf32>
+// With the padding moved into the transform, the roofline prices the blocked
+// side lower here (the NCHW conv's per-tap bounds tests are gone from the conv):
+// ROOF-LABEL: func.func @stem
+// ROOF:       graph.layout_transform %x {src = "NCHW", dst = "NCHW3c", pads = array<i64: 1, 1, 1, 1>}
+// ROOF:       graph.conv2d_nchwc %{{.*}} {graph.layout_decision = "NCHW16c: 1 conv, 2 ops, cost NCHW {{[0-9.]+}}us, blocked {{[0-9.]+}}us"
+// CHECK:      %c = graph.conv2d_nchwc %[[XP]], %{{.*}} {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : tensor<1x1x10x10x3xf32>
 // CHECK:      %r = graph.relu %c : tensor<1x1x8x8x16xf32>
 // CHECK-NEXT: %[[B:.*]] = graph.layout_transform %r {src = "NCHW16c", dst = "NCHW"}
 // CHECK-NEXT: %g = graph.global_avg_pool %[[B]]

@@ -133,3 +133,19 @@ func.func @gather_elements_shape(%x: tensor<3x5xf32>, %i: tensor<4x2xf32>) {
   func.return
 }
 // CHECK: 'graph.gather_elements' op result (4, 2) exceeds the input (3, 5) outside axis 1
+
+// -----
+
+func.func @bad_padded_layout_shape(%x: tensor<1x32x8x8xf32>) {
+  %b = graph.layout_transform %x {src = "NCHW", dst = "NCHW16c", pads = array<i64: 1, 1, 1, 1>} : tensor<1x32x8x8xf32> -> tensor<1x2x8x8x16xf32>
+  func.return
+}
+// CHECK: 'graph.layout_transform' op result shape (1, 2, 8, 8, 16) should be (1, 2, 10, 10, 16) for NCHW -> NCHW16c
+
+// -----
+
+func.func @bad_padded_layout_direction(%x: tensor<1x2x8x8x16xf32>) {
+  %b = graph.layout_transform %x {src = "NCHW16c", dst = "NCHW", pads = array<i64: 1, 1, 1, 1>} : tensor<1x2x8x8x16xf32> -> tensor<1x32x8x8xf32>
+  func.return
+}
+// CHECK: 'graph.layout_transform' op pads apply to NCHW -> NCHW<b>c only, not NCHW16c -> NCHW
