@@ -264,6 +264,10 @@ class ConvertLayoutPass(ModulePass):
     are transformed at compile time into new weight-store entries
     (`<name>.OIHW16i16o`, `<name>.NCHW16c`); without a weight store (a bare
     text file) the pass emits `graph.layout_transform` on the constant.
+    A padded conv whose NCHW input enters the region and feeds nothing else
+    gets its padding from the transform instead (`graph.layout_transform`
+    with `pads`, zeros outside the input) and keeps pads 0: the conv kernel
+    then reads its input without bounds tests or a padded copy of its own.
 
     **Options:** `block` (int, default 0: the host's f32 lanes per register,
     8 with AVX2, 16 with AVX-512; the default pipelines pass the target's);
@@ -286,9 +290,9 @@ class ConvertLayoutPass(ModulePass):
     ```
     becomes
     ```mlir
-    %0 = graph.layout_transform %x {src = "NCHW", dst = "NCHW16c"} : tensor<1x32x8x8xf32> -> tensor<1x2x8x8x16xf32>
+    %0 = graph.layout_transform %x {src = "NCHW", dst = "NCHW16c", pads = array<i64: 1, 1, 1, 1>} : tensor<1x32x8x8xf32> -> tensor<1x2x10x10x16xf32>
     %1 = graph.constant "w.OIHW16i16o" : tensor<2x2x3x3x16x16xf32>
-    %c = graph.conv2d_nchwc %0, %1 {...} : tensor<1x2x8x8x16xf32>, tensor<2x2x3x3x16x16xf32> -> tensor<1x2x8x8x16xf32>
+    %c = graph.conv2d_nchwc %0, %1 {..., pads = array<i64: 0, 0, 0, 0>, ...} : tensor<1x2x10x10x16xf32>, tensor<2x2x3x3x16x16xf32> -> tensor<1x2x8x8x16xf32>
     %y = graph.relu %c : tensor<1x2x8x8x16xf32>
     %y_1 = graph.layout_transform %y {src = "NCHW16c", dst = "NCHW"} : tensor<1x2x8x8x16xf32> -> tensor<1x32x8x8xf32>
     func.return %y_1 : tensor<1x32x8x8xf32>
