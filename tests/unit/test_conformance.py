@@ -145,7 +145,8 @@ def test_ci_subset(cache, tmp_path):
     assert summary["crashed"] == 0 and summary["total"] == len(names)
     assert summary["pass_rate"] == pytest.approx(len(MUST_PASS) / len(names), abs=1e-4)
     assert (cache / "test_abs" / "test_data_set_0" / "input_0.pb").exists()
-    assert time.monotonic() - start < 90
+    # a guard on CI's budget, not a speed check: ~50-70 s here, 97 s once on a loaded 2-core Zen 1 host
+    assert time.monotonic() - start < 300
     # breadth: the passing cases cover many distinct ONNX op types
     ops = {n.op_type for name in MUST_PASS for n in onnx.load(str(cache / name / "model.onnx")).graph.node}
     assert len(MUST_PASS) >= 200 and len(ops) >= 100, sorted(ops)
