@@ -24,7 +24,8 @@ def define_layout_transform(op: gl.LayoutTransformOp, b: Builder, x: Lookup) -> 
     inp = x(op.input)
     kind, src = gl.parse_layout(op.src.data)
     _, dst = gl.parse_layout(op.dst.data)
-    pt, pl, _, _ = op.padding()
+    padding = op.padding()
+    pt, pl = padding[0], padding[1]
 
     def plain_index(e: Expr, i: Sequence[SSAValue]) -> list[SSAValue]:
         """Output indices (in dst) -> plain NCHW/OIHW indices."""
@@ -38,7 +39,7 @@ def define_layout_transform(op: gl.LayoutTransformOp, b: Builder, x: Lookup) -> 
 
     def body(e: Expr, i: Sequence[SSAValue]) -> SSAValue:
         p = plain_index(e, i)
-        if not src and any(op.padding()):  # padded NCHW -> NCHW<b>c: zeros outside the input
+        if not src and any(padding):  # padded NCHW -> NCHW<b>c: zeros outside the input
             return e.read(inp, [p[0], p[1], e.affine([(p[2], 1)], -pt), e.affine([(p[3], 1)], -pl)], pad=0.0)
         if not src:
             return e.read(inp, p)

@@ -441,8 +441,9 @@ class LoopDefaultSchedulePass(ModulePass):
     most 12 accumulators; matmuls are k-blocked and packed from k = 512 (k =
     256 as one block with >= 32 rows). A padded conv's clamped input read
     becomes a read of a zero-padded local copy (transforms/schedule_pad.py;
-    only its halo is zeroed, then the interior copied), and a dot-product tile keeps at most 4 x 2 points. Vector width 16 keeps
-    the schedule above.
+    only its halo is zeroed, then the interior copied), and a dot-product
+    tile keeps at most 4 x 2 points. Vector width 16 keeps the schedule
+    above.
 
     **Options:** `vector-width` (default 16); `int8-dot` (`auto`: VNNI when
     the host has AVX512-VNNI; `vnni`; `none`: leave qgemm nests scalar).

@@ -181,7 +181,7 @@ def _halo(shape: list[int], pads: dict[int, tuple[int, int]]) -> list[list[tuple
     and 5 over rows 1..4."""
     padded = [s + sum(pads.get(d, (0, 0))) for d, s in enumerate(shape)]
     boxes = []
-    for d, (lo, hi) in sorted(pads.items()):
+    for d, (lo, _) in sorted(pads.items()):
         for part in ((0, lo), (lo + shape[d], padded[d])):
             if part[0] == part[1]:
                 continue
