@@ -40,7 +40,7 @@ from xdsl.dialects import builtin, func
 from xdsl.parser import Parser
 
 from ziggurat.autotune.cost_model import GBTCostModel
-from ziggurat.autotune.database import VALIDATION, JSONDatabase, WorkloadKey
+from ziggurat.autotune.database import VALIDATION, JSONDatabase, WorkloadKey, host_cpu
 from ziggurat.autotune.measure import Builder, LocalBuilder, LocalRunner, MeasureInput, Runner, to_record
 from ziggurat.autotune.search import EvolutionarySearch
 from ziggurat.autotune.space import DEFAULT_TRACE, SearchSpace, apply_trace
@@ -412,12 +412,15 @@ def apply_tuning(module: builtin.ModuleOp, db: JSONDatabase | str, target: str |
             return apply_tuning(module, opened, tgt, loop_spec, run)
     tuned: dict[str, func.FuncOp] = {}
     elsewhere: set[str] = set()
+    foreign: dict[str, str] = {}  # kernel -> the other CPU its replayed record was measured on
     for name in kernel_names(module):
         key = WorkloadKey.from_text(kernel_text(module, name), name)
         best = db.best(key, target_key(tgt))
         if best is None:
             elsewhere |= {r.target for r in db.records(key) if r.ok}
             continue
+        if best.versions.get("cpu", host_cpu()) != host_cpu():
+            foreign[name] = best.versions["cpu"]
         tmp = Parser(make_context(), kernel_text(module, name)).parse_module()
         try:
             apply_trace(tmp, name, best.trace, tgt.vector_width)
@@ -432,6 +435,12 @@ def apply_tuning(module: builtin.ModuleOp, db: JSONDatabase | str, target: str |
         warnings.warn(f"the tuning database holds records of some kernels for target(s) {sorted(elsewhere)} "
                       f"but not for '{target_key(tgt)}'; those kernels keep the default schedule "
                       f"(tune with --target '{tgt}')",
+                      stacklevel=2)
+    if foreign:
+        cpus = sorted(set(foreign.values()))
+        warnings.warn(f"the tuning records replayed for kernel(s) {sorted(foreign)} were measured on CPU {cpus}, "
+                      f"this host is '{host_cpu()}': they give correct results, but the fastest schedule there "
+                      f"may not be the fastest here (tune again on this machine with ziggurat tune)",
                       stacklevel=2)
     parts = [p for p in loop_spec.split(",") if p]
     hw = [p for p in parts if p.startswith("convert-loop-to-hw")]

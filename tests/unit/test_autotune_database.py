@@ -53,7 +53,7 @@ def test_commit_query_and_reload(tmp_path):
     assert [r.workload for r in db.records(B)] == [B]
     assert [w.name for w in db.workloads()] == ["dense_0", "conv_0"]
     first = db.records(A)[0]
-    assert first.versions.keys() == {"ziggurat", "llvmlite", "xdsl"} and first.started <= first.finished
+    assert first.versions.keys() == {"ziggurat", "llvmlite", "xdsl", "cpu"} and first.started <= first.finished
 
 
 def test_records_validate_error_codes():

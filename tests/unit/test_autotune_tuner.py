@@ -134,3 +134,37 @@ def test_validation_round_decides_the_best(tmp_path):
         # a later round replaces the earlier one
         db.commit(TuningRecord(res.key, TARGET, DEFAULT_TRACE, [1e-9], message=VALIDATION + "9" * 17))
         assert db.best(res.key, TARGET).trace == DEFAULT_TRACE
+
+
+def test_records_from_another_cpu_replay_with_a_warning(tmp_path):
+    """Records carry the CPU they were measured on (versions['cpu']); replaying one from another CPU
+    still compiles a correct model, and says so once; this host's own records replay silently."""
+    import warnings
+
+    from ziggurat.autotune.database import WorkloadKey, host_cpu
+
+    path = tmp_path / "mlp.onnx"
+    onnx.save(mlp(), path)
+    tasks = extract_tasks(str(path), target=TARGET)
+    x = np.random.default_rng(2).standard_normal((4, 32)).astype(np.float32)
+    plain = ziggurat.compile(str(path), target=TARGET)(x)[0]
+    for cpu, warned in ((host_cpu(), False), ("some-other-cpu", True)):
+        db_path = tmp_path / f"{cpu}.jsonl"
+        with JSONDatabase(db_path, fsync=False) as db:
+            for name, text, _ in tasks:
+                cand = SearchSpace(text, name).sample(random.Random(3), 1)[0]
+                rec = TuningRecord(WorkloadKey.from_text(text, name), TARGET, cand.trace, [1e-6])
+                assert rec.versions["cpu"] == host_cpu()
+                rec.versions["cpu"] = cpu
+                db.commit(rec)
+        with JSONDatabase(db_path, fsync=False) as db:  # the CPU survives the JSON round trip
+            assert {r.versions["cpu"] for r in db.records()} == {cpu}
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            tuned = ziggurat.compile(str(path), target=TARGET, tuning_db=str(db_path))
+        msgs = [str(w.message) for w in caught if "measured on CPU" in str(w.message)]
+        assert len(msgs) == (1 if warned else 0), msgs
+        if warned:
+            assert "some-other-cpu" in msgs[0] and host_cpu() in msgs[0]
+        assert len(tuned.info["stats"].tuned_kernels) == len(tasks)
+        np.testing.assert_allclose(tuned(x)[0], plain, rtol=1e-4, atol=1e-4)
