@@ -24,7 +24,6 @@ best = db.best(key, "llvm")           # lowest mean cost among "ok" records
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import os
@@ -53,18 +52,12 @@ def structural_hash(value: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-@functools.lru_cache(maxsize=1)
-def host_cpu() -> str:
-    """LLVM's name of this machine's CPU (`znver1`, `sapphirerapids`, ...)."""
-    import llvmlite.binding as llvm
-
-    return str(llvm.get_host_cpu_name())
-
-
 def versions() -> dict[str, str]:
     """Versions of the packages whose behaviour a measurement depends on, and the CPU (`cpu`: LLVM's
     name of the CPU of the process that writes the record; with remote runners, the tuner's)."""
     from importlib.metadata import PackageNotFoundError, version
+
+    from ziggurat.backends.llvm.jit import host_target
 
     out = {}
     for pkg in ("ziggurat", "llvmlite", "xdsl"):
@@ -72,7 +65,7 @@ def versions() -> dict[str, str]:
             out[pkg] = version(pkg)
         except PackageNotFoundError:
             out[pkg] = "unknown"
-    out["cpu"] = host_cpu()
+    out["cpu"] = host_target()[0]
     return out
 
 

@@ -40,10 +40,11 @@ from xdsl.dialects import builtin, func
 from xdsl.parser import Parser
 
 from ziggurat.autotune.cost_model import GBTCostModel
-from ziggurat.autotune.database import VALIDATION, JSONDatabase, WorkloadKey, host_cpu
+from ziggurat.autotune.database import VALIDATION, JSONDatabase, WorkloadKey
 from ziggurat.autotune.measure import Builder, LocalBuilder, LocalRunner, MeasureInput, Runner, to_record
 from ziggurat.autotune.search import EvolutionarySearch
 from ziggurat.autotune.space import DEFAULT_TRACE, SearchSpace, apply_trace
+from ziggurat.backends.llvm.jit import host_target
 from ziggurat.dialects import loop, make_context
 from ziggurat.errors import ScheduleError, TuningError
 from ziggurat.target import Target
@@ -413,13 +414,14 @@ def apply_tuning(module: builtin.ModuleOp, db: JSONDatabase | str, target: str |
     tuned: dict[str, func.FuncOp] = {}
     elsewhere: set[str] = set()
     foreign: dict[str, str] = {}  # kernel -> the other CPU its replayed record was measured on
+    here = host_target()[0]
     for name in kernel_names(module):
         key = WorkloadKey.from_text(kernel_text(module, name), name)
         best = db.best(key, target_key(tgt))
         if best is None:
             elsewhere |= {r.target for r in db.records(key) if r.ok}
             continue
-        if best.versions.get("cpu", host_cpu()) != host_cpu():
+        if best.versions.get("cpu", here) != here:
             foreign[name] = best.versions["cpu"]
         tmp = Parser(make_context(), kernel_text(module, name)).parse_module()
         try:
@@ -439,7 +441,7 @@ def apply_tuning(module: builtin.ModuleOp, db: JSONDatabase | str, target: str |
     if foreign:
         cpus = sorted(set(foreign.values()))
         warnings.warn(f"the tuning records replayed for kernel(s) {sorted(foreign)} were measured on CPU {cpus}, "
-                      f"this host is '{host_cpu()}': they give correct results, but the fastest schedule there "
+                      f"this host is '{here}': they give correct results, but the fastest schedule there "
                       f"may not be the fastest here (tune again on this machine with ziggurat tune)",
                       stacklevel=2)
     parts = [p for p in loop_spec.split(",") if p]

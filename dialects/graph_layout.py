@@ -62,6 +62,15 @@ def blocked_shape(shape: Sequence[int], layout: str) -> tuple[int, ...] | None:
     return (a // o, b // i, h, w, i, o) if a % o == 0 and b % i == 0 else None
 
 
+def padded_blocked_shape(shape: Sequence[int], layout: str, pads: Sequence[int]) -> tuple[int, ...] | None:
+    """`blocked_shape` of an NCHW `shape` with H and W grown by `pads` ([top, left, bottom, right])."""
+    blocked = blocked_shape(shape, layout)
+    if blocked is None or not any(pads):
+        return blocked
+    n, cb, h, w, c = blocked
+    return (n, cb, h + pads[0] + pads[2], w + pads[1] + pads[3], c)
+
+
 def layout_rank(layout: str) -> int:
     """The rank of a tensor in `layout` (4 plain, 5 for NCHW<b>c, 6 for OIHW<i>i<o>o)."""
     kind, blocks = parse_layout(layout)
@@ -117,9 +126,9 @@ class LayoutTransformOp(IRDLOperation):
             props["pads"] = int_array(pads)
         super().__init__(operands=[input], properties=props, result_types=[result_type])
 
-    def padding(self) -> tuple[int, int, int, int]:
+    def padding(self) -> tuple[int, ...]:
         """[top, left, bottom, right] (zeros without `pads`)."""
-        return _ints(self.pads) if self.pads is not None else (0, 0, 0, 0)  # type: ignore[return-value]
+        return _ints(self.pads) or (0, 0, 0, 0)
 
     def verify_(self) -> None:
         try:
@@ -135,9 +144,7 @@ class LayoutTransformOp(IRDLOperation):
             _require(len(p) == 4 and min(p) >= 0, self, f"pads must be 4 values >= 0 [top, left, bottom, right], got {list(p)}")
             _require(ks == "NCHW" and parse_layout(self.src.data)[1] == () and parse_layout(self.dst.data)[1] != (),
                      self, f"pads apply to NCHW -> NCHW<b>c only, not {self.src.data} -> {self.dst.data}")
-            if want is not None:
-                n, cb, h, w, c = want
-                want = (n, cb, h + p[0] + p[2], w + p[1] + p[3], c)
+            want = padded_blocked_shape(x, self.dst.data, p)
         _require(want == r, self, f"result shape {r} should be {want} for {self.src.data} -> {self.dst.data}")
 
 

@@ -14,7 +14,13 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint
 
 from ziggurat.dialects import graph
-from ziggurat.dialects.graph_layout import Conv2dNchwcOp, LayoutTransformOp, MaxPool2dNchwcOp, blocked_shape
+from ziggurat.dialects.graph_layout import (
+    Conv2dNchwcOp,
+    LayoutTransformOp,
+    MaxPool2dNchwcOp,
+    blocked_shape,
+    padded_blocked_shape,
+)
 from ziggurat.frontends.weights import WeightStore
 from ziggurat.transforms.weight_binding import weights_of
 
@@ -151,8 +157,7 @@ class _Rewriter:
 
     def to_blocked_padded(self, at: Operation, v: SSAValue, b: int, pads: tuple[int, ...]) -> SSAValue:
         """`v` in NCHW<b>c with its H and W zero-padded by `pads` (not cached: only `at` reads it)."""
-        n, cb, h, w, c = blocked_shape(_shape(v), f"NCHW{b}c")
-        shape = (n, cb, h + pads[0] + pads[2], w + pads[1] + pads[3], c)
+        shape = padded_blocked_shape(_shape(v), f"NCHW{b}c", pads)
         return self.insert(at, LayoutTransformOp(v, "NCHW", f"NCHW{b}c", _tensor(v, shape), pads=pads))
 
     def broadcast_operand(self, at: Operation, v: SSAValue, out: tuple[int, ...]) -> SSAValue:

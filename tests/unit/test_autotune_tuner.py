@@ -141,7 +141,11 @@ def test_records_from_another_cpu_replay_with_a_warning(tmp_path):
     still compiles a correct model, and says so once; this host's own records replay silently."""
     import warnings
 
-    from ziggurat.autotune.database import WorkloadKey, host_cpu
+    from ziggurat.autotune.database import WorkloadKey
+    from ziggurat.backends.llvm.jit import host_target
+
+    def host_cpu() -> str:
+        return host_target()[0]
 
     path = tmp_path / "mlp.onnx"
     onnx.save(mlp(), path)
