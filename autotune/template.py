@@ -16,6 +16,11 @@ decisions (`transforms/loop_default_schedule.py`) as knobs and widens them:
 * `rorder`: the order of the reduction loops, outermost first (a conv's
   input-channel loop innermost keeps the padding masks of a filter tap
   loop-invariant);
+* `sorder`: the order of the spatial loops other than `L`, outermost first
+  (nests with at least two of them; absent: as they are). It also picks the
+  parallel loop, the outermost one with more than one trip: a conv's output
+  rows instead of its output-channel blocks, so that each thread reads its
+  own band of the input rather than all of it;
 * `pack`: pack the streamed operand's k-slices into `[panel][kc][width]`
   panels (plain 2-D matmul with `kc` only);
 * `pack_a`: copy the register block's rows of A (per k-block) into a
@@ -164,10 +169,13 @@ def random_nest_knobs(rng: random.Random, nest: Any, kind: str, width: int) -> d
         for _, u in tile:
             points *= u
         if fits(points, nvec, width):
-            return {"block": name, "kind": "vector", "tile": tile, "nvec": nvec, "kc": kc, "pack": pack,
-                    "rorder": _random_order(rng, len(nest.reduction)),
-                    "jouter": int((pack or nvec > 1) and rng.random() < 0.25),  # 10-40% slower on Zen 3
-                    "pack_a": int(packable_a(nest, tile) is not None and rng.random() < 0.5)}
+            knobs = {"block": name, "kind": "vector", "tile": tile, "nvec": nvec, "kc": kc, "pack": pack,
+                     "rorder": _random_order(rng, len(nest.reduction)),
+                     "jouter": int((pack or nvec > 1) and rng.random() < 0.25),  # 10-40% slower on Zen 3
+                     "pack_a": int(packable_a(nest, tile) is not None and rng.random() < 0.5)}
+            if n > 2:
+                knobs["sorder"] = _random_order(rng, n - 1)
+            return knobs
     return {"block": name, "kind": "vector", "tile": [], "nvec": 1, "kc": kc, "pack": pack,
             "rorder": list(range(len(nest.reduction)))}
 
@@ -214,7 +222,17 @@ def narrow_neighbours(nest: Any, k: dict[str, Any], width: int) -> list[dict[str
     n_red = len(nest.reduction)
     if n_red > 1:  # the first reduction loop (a conv's input channels) innermost
         add({**k, "rorder": list(range(1, n_red)) + [0]})
+    for order in outer_first(nest):  # another loop outermost (and so parallel)
+        for v in [k] + [v for v in out if v["tile"] == k["tile"] and v["nvec"] == k["nvec"] and "sorder" not in v]:
+            add({**v, "sorder": order})
     return out
+
+
+def outer_first(nest: Any) -> list[list[int]]:
+    """Spatial orders (`sorder`) that move one loop with more than one trip, other than the vectorized
+    last one and the outermost such loop, to the front."""
+    multi = [d for d in range(len(nest.spatial) - 1) if nest.spatial[d].trip_count > 1]
+    return [[d] + [e for e in range(len(nest.spatial) - 1) if e != d] for d in multi[1:]]
 
 
 def _random_order(rng: random.Random, n: int) -> list[int]:
@@ -238,6 +256,10 @@ def _check(nest: Any, k: dict[str, Any], width: int) -> None:
         if nest.spatial[-1].trip_count % (k["nvec"] * width) and k["nvec"] > 1:
             raise ScheduleError(f"template nvec={k['nvec']} of block '{name}' does not divide the last loop")
         red = nest.reduction[0].trip_count
+        sorder = k.get("sorder")
+        if sorder is not None and sorted(sorder) != list(range(n - 1)):
+            raise ScheduleError(f"template sorder={sorder} of block '{name}' is not a permutation of its "
+                                f"{n - 1} spatial loops outside the vectorized one")
         rorder = k.get("rorder")
         if rorder is not None and sorted(rorder) != list(range(len(nest.reduction))):
             raise ScheduleError(f"template rorder={rorder} of block '{name}' is not a permutation of its "
@@ -250,12 +272,14 @@ def _check(nest: Any, k: dict[str, Any], width: int) -> None:
 
 
 def schedule_vector_nest(nest: Any, tile: list[list[int]], nvec: int, kc: int, pack: bool, width: int,
-                         rorder: list[int] | None = None, jouter: bool = False, pack_a: bool = False) -> None:
+                         rorder: list[int] | None = None, jouter: bool = False, pack_a: bool = False,
+                         sorder: list[int] | None = None) -> None:
     """The default schedule (`schedule_reduce_nest`) generalized to a 2-D register tile, `nvec` vectors
     and a permutation `rorder` of the reduction loops (outermost first). With `jouter` (and a panel
     loop: packed or nvec > 1) the panel loop runs outside the spatial loops (inside the kc block):
     one panel of the streamed operand stays in L1 while the rows sweep past it (GotoBLAS order).
-    With `pack_a` each row block's k-block of A is first copied into a contiguous sliver."""
+    With `pack_a` each row block's k-block of A is first copied into a contiguous sliver. `sorder`
+    permutes the spatial loops outside the vectorized one (outermost first)."""
     n = len(nest.spatial)
     last = nest.spatial[-1]
     kb, packed = k_block_and_pack(nest, _packable(nest, kc, width) if pack else None, kc, width)
@@ -351,6 +375,8 @@ def schedule_vector_nest(nest: Any, tile: list[list[int]], nvec: int, kc: int, p
         bb.insert(loop.StoreOp(v, nest.out, list(wb.vars)))
     last.detach()
     last.erase()
+    if sorder is not None and sorder != sorted(sorder):
+        interchange(nest.spatial[:-1], sorder)
     if jouter and jo is not None:
         top = nest.spatial[0]
         outer = Builder(InsertPoint.before(top)).insert(loop.ForOp(0, ub // width, nvec))
@@ -360,6 +386,21 @@ def schedule_vector_nest(nest: Any, tile: list[list[int]], nvec: int, kc: int, p
         Rewriter.inline_block(jo.body.block, InsertPoint.before(jo), [outer.iv])
         jo.detach()
         jo.erase()
+
+
+def interchange(loops: list[Any], order: list[int]) -> None:
+    """Permutes a perfectly nested chain of constant-bound loops (outermost first): position `p` then
+    iterates what `loops[order[p]]` iterated. Each loop keeps its place and takes over another's
+    bounds, step and variable uses; the body is unchanged, so this is legal wherever the iterations
+    are independent (the spatial loops of an output tile)."""
+    props = [(f.properties["lb"], f.properties["ub"], f.properties["step"], f.iv.name_hint) for f in loops]
+    new_iv = {loops[q].iv: loops[p].iv for p, q in enumerate(order)}
+    users = {id(u.operation): u.operation for f in loops for u in f.iv.uses}
+    for p, q in enumerate(order):
+        f = loops[p]
+        f.properties["lb"], f.properties["ub"], f.properties["step"], f.iv.name_hint = props[q]
+    for op in users.values():
+        op.operands = [new_iv.get(v, v) for v in op.operands]
 
 
 def _pack_a_whole(nest: Any, read: Any, rows: int, depth: int, kb: Any) -> Any:
@@ -407,7 +448,8 @@ def apply_template(module: builtin.ModuleOp, name: str, trace: dict[str, Any], v
                 schedule_dot(nest, [tuple(t) for t in k["dot"]])
         else:
             schedule_vector_nest(nest, k["tile"], k["nvec"], k["kc"], bool(k["pack"]), vector_width,
-                                 k.get("rorder"), bool(k.get("jouter", 0)), bool(k.get("pack_a", 0)))
+                                 k.get("rorder"), bool(k.get("jouter", 0)), bool(k.get("pack_a", 0)),
+                                 k.get("sorder"))
     tmp = builtin.ModuleOp([fn])
     run_passes(tmp, parse_pipeline(default_loop_pipeline(vector_width)), verify=False)
     old = _kernel(module, name)

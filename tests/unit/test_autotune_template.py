@@ -151,6 +151,7 @@ def test_template_conv_with_2d_tile_and_reordered_reduction_matches_numpy():
     ({"tile": [[1, 2]]}, "vectorized last loop"),
     ({"kc": 100}, "must divide the reduction"),
     ({"rorder": [0, 0]}, "not a permutation"),
+    ({"sorder": [0, 0]}, "sorder=.* not a permutation"),
     ({"block": "nope"}, "not a naive reduction nest"),
     ({"tile": [], "pack_a": 1}, "pack_a=1"),
 ])
@@ -203,6 +204,46 @@ def test_8_lane_template_conv_candidates_match_numpy():
     for trace in space.seeds()[:3] + [space.random_template(random.Random(4))]:
         assert space.build(trace) is not None
         np.testing.assert_allclose(run(text, name, trace, [x, w], (1, 16, 12, 20), 8), want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("sorder, tile, width", [
+    ([2, 0, 1], [[1, 4]], 8),          # output rows outermost: the parallel loop
+    ([1, 2, 0], [[1, 2], [2, 4]], 8),  # the batch loop (one trip) innermost
+    ([2, 1, 0], [[2, 3]], 16),
+    ([0, 1, 2], [[1, 4]], 8),          # as they are
+])
+def test_template_spatial_order_matches_numpy_and_moves_the_parallel_loop(sorder, tile, width):
+    """`sorder` permutes the spatial loops outside the vectorized one (with their tile steps); the
+    outermost loop with more than one trip becomes the parallel one, and the result is numpy's."""
+    name, text, w = conv_kernel()
+    x = np.random.default_rng(7).uniform(-1, 1, (1, 8, 12, 20)).astype(np.float32)
+    trace = {"template": [{"block": "conv2d", "kind": "vector", "tile": tile, "nvec": 1, "kc": 0, "pack": 0,
+                           "rorder": [0, 1, 2], "sorder": sorder}]}
+    module = Parser(make_context(), text).parse_module()
+    apply_trace(module, name, trace, width)
+    extents = {0: 1, 1: 16, 2: 12}
+    steps = dict(tile)
+    first = next(d for d in sorder if extents[d] > 1)
+    parallel = next(line for line in str(module).splitlines() if " parallel" in line and "%i" in line)
+    assert f"to {extents[first]} step {steps[first]} parallel" in parallel if steps.get(first, 1) > 1 \
+        else f"to {extents[first]} parallel" in parallel
+    got = run(text, name, trace, [x, w], (1, 16, 12, 20), width)
+    np.testing.assert_allclose(got, conv_ref(x, w), rtol=1e-4, atol=1e-4)
+
+
+def test_spatial_order_seeds_and_draws():
+    """8-lane seeds hold the default block with each multi-trip spatial loop moved outermost; random
+    conv candidates draw an order, a plain matmul (one spatial loop outside the vector) never does."""
+    name, text, _ = conv_kernel()
+    space = SearchSpace(text, name, vector_width=8)
+    orders = {tuple(s["template"][0].get("sorder", ())) for s in space.seeds()}
+    assert (2, 0, 1) in orders
+    r = random.Random(3)
+    assert all(sorted(space.random_template(r)["template"][0]["sorder"]) == [0, 1, 2] for _ in range(10))
+    mm = SearchSpace(lower(te_matmul(24, 32, 64), "convert-te-to-loop"), "mm_0", vector_width=8)
+    drawn = [mm.random_template(r) for _ in range(10)] + mm.seeds()
+    drawn += [mm.mutate(r, d) for d in drawn for _ in range(3)]
+    assert not any("sorder" in d["template"][0] for d in drawn if isinstance(d, dict) and "template" in d)
 
 
 @pytest.mark.parametrize("m, n, k, tile, nvec, kc, pack, width, jouter", [
