@@ -161,7 +161,7 @@ class Database(Protocol):
 
     def has_measured(self, workload: WorkloadKey, trace: Any) -> bool: ...
 
-    def best(self, workload: WorkloadKey, target: str) -> TuningRecord | None: ...
+    def best(self, workload: WorkloadKey, target: str, cpu: str | None = None) -> TuningRecord | None: ...
 
     def records(self, workload: WorkloadKey | None = None) -> list[TuningRecord]: ...
 
@@ -231,13 +231,19 @@ class JSONDatabase:
             return list(self._records)
         return [r for r in self._records if r.workload.hash == workload.hash]
 
-    def best(self, workload: WorkloadKey, target: str) -> TuningRecord | None:
+    def best(self, workload: WorkloadKey, target: str, cpu: str | None = None) -> TuningRecord | None:
         """The 'ok' record with the lowest (median) cost for this workload and target.
 
         When the tuner validated its finalists (records whose message is `validation <round>`: the
         default and the best few re-measured together, under the same conditions), the best of the
-        latest round wins, by the median over that round's records of each trace."""
+        latest round wins, by the median over that round's records of each trace.
+
+        With `cpu` (LLVM's CPU name, `versions.cpu`), records measured on that CPU (or with no CPU
+        noted: older records) are ranked alone when there are any; records of other CPUs are the
+        fallback, since their costs were timed on another machine and do not compare."""
         ok = [r for r in self._records if r.ok and r.target == target and r.workload.hash == workload.hash]
+        if cpu is not None:
+            ok = [r for r in ok if r.versions.get("cpu", cpu) == cpu] or ok
         rounds = sorted({r.message for r in ok if r.message.startswith(VALIDATION)})
         if rounds:
             by_trace: dict[str, list[TuningRecord]] = {}

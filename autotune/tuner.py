@@ -417,7 +417,7 @@ def apply_tuning(module: builtin.ModuleOp, db: JSONDatabase | str, target: str |
     here = host_target()[0]
     for name in kernel_names(module):
         key = WorkloadKey.from_text(kernel_text(module, name), name)
-        best = db.best(key, target_key(tgt))
+        best = db.best(key, target_key(tgt), cpu=here)
         if best is None:
             elsewhere |= {r.target for r in db.records(key) if r.ok}
             continue

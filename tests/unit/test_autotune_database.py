@@ -126,3 +126,19 @@ def test_sigkill_mid_run_loses_at_most_the_record_being_written(tmp_path):
         assert db.skipped <= round_ + 1
         traces = [r.trace["i"] for r in db]
         assert traces == list(range(len(db)))
+
+
+def test_best_prefers_records_of_the_given_cpu(tmp_path):
+    """With `cpu`, records timed on that CPU (or with no CPU noted) are ranked alone; another CPU's
+    records, faster on paper, are only the fallback where this CPU has none."""
+    with JSONDatabase(tmp_path / "db.jsonl") as db:
+        here, there, old = rec(A, {"tile": [4, 16]}, [2e-3]), rec(A, {"tile": [8, 16]}, [1e-3]), rec(B, {"t": 1}, [5e-3])
+        here.versions["cpu"], there.versions["cpu"] = "znver1", "znver3"
+        del old.versions["cpu"]
+        for r in (here, there, old):
+            db.commit(r)
+    db = JSONDatabase(tmp_path / "db.jsonl")
+    assert db.best(A, "llvm").trace == {"tile": [8, 16]}  # no cpu given: every record ranks
+    assert db.best(A, "llvm", cpu="znver1").trace == {"tile": [4, 16]}
+    assert db.best(A, "llvm", cpu="skylake").trace == {"tile": [8, 16]}  # none of its own: the fallback
+    assert db.best(B, "llvm", cpu="znver1").trace == {"t": 1}  # no CPU noted: counts as this one's
