@@ -393,6 +393,10 @@ def interchange(loops: list[Any], order: list[int]) -> None:
     iterates what `loops[order[p]]` iterated. Each loop keeps its place and takes over another's
     bounds, step and variable uses; the body is unchanged, so this is legal wherever the iterations
     are independent (the spatial loops of an output tile)."""
+    for outer, inner in zip(loops, loops[1:]):
+        if list(outer.body.block.ops) != [inner]:
+            raise ScheduleError(f"template sorder: loop '{outer.iv.name_hint}' is not perfectly nested around "
+                                f"'{inner.iv.name_hint}'; leave sorder out for this nest")
     props = [(f.properties["lb"], f.properties["ub"], f.properties["step"], f.iv.name_hint) for f in loops]
     new_iv = {loops[q].iv: loops[p].iv for p, q in enumerate(order)}
     users = {id(u.operation): u.operation for f in loops for u in f.iv.uses}

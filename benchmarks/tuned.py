@@ -6,13 +6,17 @@ Each workload is compiled twice, with the default schedules and with
 `tuning_db` (the best record of each kernel the database holds for the
 thread count's target, `ziggurat tune ... --target 'llvm -num-cores=N'`),
 and both are timed against onnxruntime (same intra-op threads) in one process,
-alternating blocks of runs as `benchmarks/run.py` does. For matmul, numpy's
+in blocks of 10 runs per engine (`--rounds` runs in all), the engines' order
+flipped every block. For matmul, numpy's
 OpenBLAS at the same thread count (threadpoolctl) is timed too, in the same
 alternating blocks (timed in a child process at another moment, its ratio
 followed the load of this shared host rather than the kernels). Columns:
 median ms of default, tuned and onnxruntime; tuned/ORT latency ratio (< 1:
-tuned is faster); default/tuned speedup; for matmul numpy's ms and the
-tuned/numpy throughput ratio (> 1: tuned is faster); how many kernels the
+tuned is faster), the ratio of the medians and, in parentheses, the paired
+one (the median over blocks of the ratio of neighbouring blocks' medians,
+far less sensitive to bursts of load on a shared host); default/tuned
+speedup; for matmul numpy's ms and the tuned/numpy throughput ratio (> 1:
+tuned is faster; paired in parentheses); how many kernels the
 database tuned; max error of the tuned outputs against onnxruntime or
 expected.npz.
 """
@@ -31,6 +35,8 @@ import numpy as np
 
 import ziggurat
 from ziggurat.benchmarks.run import BLOCKS, DEFAULT_MODELS, SETTLE_S, _median_iqr, _ort_session
+
+PAIRED_RUNS = 10  # timed runs per engine and block: short blocks, many pairs
 from ziggurat.errors import ZigguratError
 
 
@@ -70,35 +76,44 @@ def bench_tuned(name: str, model, inputs: dict, threads: int, rounds: int, tunin
         engines.append((lambda: np.matmul(a, b, out=c), None, None))
         limits.append(lambda: threadpool_limits(limits=threads, user_api="blas"))
     times: list[list[float]] = [[] for _ in engines]
-    per_block = max(2, rounds // BLOCKS)
-    for _ in range(BLOCKS):
-        for (call, _, _), ts, limit in zip(engines, times, limits):
+    blocks: list[list[float]] = [[] for _ in engines]  # each engine's median per block, for paired ratios
+    per_block = max(2, min(PAIRED_RUNS, rounds // BLOCKS))
+    order = list(range(len(engines)))
+    for _ in range(max(BLOCKS, rounds // per_block)):
+        for i in order:
+            (call, _, _), limit = engines[i], limits[i]
             time.sleep(SETTLE_S)  # let the other runtime's workers stop spinning
             with limit():
                 call()
+                ts = []
                 for _ in range(per_block):
                     t = time.perf_counter()
                     call()
                     ts.append(time.perf_counter() - t)
+            times[i] += ts
+            blocks[i].append(float(np.median(ts)))
+        order.reverse()  # a burst of load on the shared host hits both ends of the order alike
     row["default_ms"], row["tuned_ms"], row["ort_ms"] = (_median_iqr(ts)[0] * 1e3 for ts in times[:3])
+    row["paired_tuned_vs_ort"] = float(np.median(np.array(blocks[1]) / np.array(blocks[2])))
     if numpy_matmul:
         row["numpy_ms"] = _median_iqr(times[3])[0] * 1e3
+        row["paired_numpy_vs_tuned"] = float(np.median(np.array(blocks[3]) / np.array(blocks[1])))
     row["tuned_vs_ort"] = row["tuned_ms"] / row["ort_ms"]
     row["speedup"] = row["default_ms"] / row["tuned_ms"]
     return row
 
 
 def format_tuned(rows: list[dict]) -> str:
-    lines = ["| workload | threads | default (ms) | tuned (ms) | ORT (ms) | tuned/ORT | default/tuned | numpy (ms) | "
-             "tuned/numpy throughput | tuned kernels | max error |", "|" + "---|" * 11]
+    lines = ["| workload | threads | default (ms) | tuned (ms) | ORT (ms) | tuned/ORT (paired) | default/tuned | "
+             "numpy (ms) | tuned/numpy throughput (paired) | tuned kernels | max error |", "|" + "---|" * 11]
     for r in rows:
         if "skipped" in r:
             lines.append(f"| {r['workload']} | {r['threads']} | skipped: {r['skipped']} |||||||||")
             continue
         npm = f"{r['numpy_ms']:.3f}" if "numpy_ms" in r else "-"
-        npr = f"{r['numpy_ms'] / r['tuned_ms']:.2f}" if "numpy_ms" in r else "-"
+        npr = f"{r['numpy_ms'] / r['tuned_ms']:.2f} ({r['paired_numpy_vs_tuned']:.3f})" if "numpy_ms" in r else "-"
         lines.append(f"| {r['workload']} | {r['threads']} | {r['default_ms']:.3f} | {r['tuned_ms']:.3f} | "
-                     f"{r['ort_ms']:.3f} | {r['tuned_vs_ort']:.2f} | {r['speedup']:.2f} | {npm} | {npr} | "
+                     f"{r['ort_ms']:.3f} | {r['tuned_vs_ort']:.2f} ({r['paired_tuned_vs_ort']:.3f}) | {r['speedup']:.2f} | {npm} | {npr} | "
                      f"{r['tuned_kernels']} | {r['max_error']:.1e} |")
     return "\n".join(lines)
 
