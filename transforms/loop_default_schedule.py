@@ -10,11 +10,12 @@ from xdsl.dialects import arith, builtin, func
 from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, StringAttr
 from xdsl.ir import BlockArgument, SSAValue
 from xdsl.passes import ModulePass
-from xdsl.rewriter import InsertPoint
+from xdsl.rewriter import InsertPoint, Rewriter
 
 from ziggurat.dialects import loop
 from ziggurat.errors import ScheduleError
 from ziggurat.lowering.qgemm import schedule_qgemm
+from ziggurat.transforms.schedule_epilogue import attach_epilogue
 from ziggurat.transforms.schedule_pad import pad_clamped_reads
 from ziggurat.transforms.schedule_plan import plan_narrow, schedule_block
 
@@ -288,23 +289,37 @@ def k_block_and_pack(nest: _ReduceNest, read: loop.LoadOp | None, kc: int, width
     """With `kc`, splits the init off (`_init_nest`) and wraps the spatial nest
     in a serial k-block loop of step `kc`; with `read` (a `_packable` B read)
     too, packs each k-block of B into panels [n_panels, kc, width] before the
-    nest. Returns (the k-block loop or None, (read, panel) or None)."""
+    nest. Returns (the k-block loop or None, (read, panel) or None).
+
+    A `kc` that covers the whole reduction is one block: B is packed once
+    before the nest, and there is no k-block loop and no init nest (returns
+    None for the loop), so the accumulators start from the init value and
+    the output is written once, instead of zeroed, reloaded and rewritten."""
     kb = None
+    single = bool(kc) and kc >= nest.reduction[0].trip_count
     if kc:
-        _init_nest(nest)
+        if not single:
+            _init_nest(nest)
         top = nest.spatial[0]
         kb = Builder(InsertPoint.before(top)).insert(loop.ForOp(0, nest.reduction[0].bounds[1], kc, "serial"))
         kb.iv.name_hint = nest.reduction[0].iv.name_hint + "o"
         top.detach()
         kb.body.block.add_op(top)
-    if read is None or kb is None:
-        return kb, None
-    n_panels = nest.spatial[-1].trip_count // width
-    elt = read.buffer.type.element_type  # type: ignore[attr-defined]
-    kbb = Builder(InsertPoint.before(nest.spatial[0]))
-    panel = kbb.insert(loop.AllocOp(MemRefType(elt, [n_panels, kc, width]), "local")).result
-    _pack_nest(kbb, kb, read.buffer, panel, kc, n_panels, width, nest.update.block_name.data)
-    return kb, (read, panel)
+    packed = None
+    if read is not None and kb is not None:
+        n_panels = nest.spatial[-1].trip_count // width
+        elt = read.buffer.type.element_type  # type: ignore[attr-defined]
+        kbb = Builder(InsertPoint.before(nest.spatial[0]))
+        panel = kbb.insert(loop.AllocOp(MemRefType(elt, [n_panels, kc, width]), "local")).result
+        _pack_nest(kbb, kb, read.buffer, panel, kc, n_panels, width, nest.update.block_name.data)
+        packed = (read, panel)
+    if single and kb is not None:
+        zero = Builder(InsertPoint.before(kb)).insert(arith.ConstantOp(IntegerAttr(0, IndexType()))).result
+        Rewriter.inline_block(kb.body.block, InsertPoint.before(kb), [zero])
+        kb.detach()
+        kb.erase()
+        kb = None
+    return kb, packed
 
 
 def _pack_nest(b: Builder, kb: loop.ForOp, src: SSAValue, panel: SSAValue, kc: int, n_panels: int,
@@ -494,10 +509,12 @@ class LoopDefaultSchedulePass(ModulePass):
                     block = plan_narrow(nest, self.vector_width, *parts)
                     if block is not None:  # 16 registers: rows x 2 vectors (transforms/schedule_plan.py)
                         schedule_block(nest, block, self.vector_width)
+                        attach_epilogue(fn, nest.spatial[0])
                         continue
                 decision = plan(nest)
                 if decision is not None:
                     schedule_reduce_nest(nest, *decision, self.vector_width)
+                    attach_epilogue(fn, nest.spatial[0])
                     continue
                 tile = plan_dot(nest, self.vector_width)
                 if tile is not None:
