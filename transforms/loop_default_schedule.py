@@ -454,7 +454,15 @@ class LoopDefaultSchedulePass(ModulePass):
     vectors, along `L` (`L` walks 8-lane panels two at a time) or, when `L`
     is one vector (a conv in NCHW8c), over a second output-channel block, at
     most 12 accumulators; matmuls are k-blocked and packed from k = 512 (k =
-    256 as one block with >= 32 rows). A padded conv's clamped input read
+    256 as one block with >= 32 rows: B packed once, no init nest, no
+    reload of partial sums).
+
+    A fused kernel's elementwise epilogue (bias, activation: te keeps it as
+    a nest of its own behind a local buffer) then moves under the blocked
+    nest's outermost loop with more than one trip
+    (transforms/schedule_epilogue.py), so each row block (or output-channel
+    block) gets its epilogue while it is still in cache; where that is not
+    legal (a k-blocked matmul) it stays a nest of its own. A padded conv's clamped input read
     becomes a read of a zero-padded local copy (transforms/schedule_pad.py;
     only its halo is zeroed, then the interior copied), and a dot-product
     tile keeps at most 4 x 2 points. Vector width 16 keeps the schedule

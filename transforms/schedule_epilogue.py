@@ -36,6 +36,8 @@ from ziggurat.transforms.schedule.reverse_compute_at import reverse_compute_at
 def attach_epilogue(fn: func.FuncOp, inside: loop.ForOp) -> bool:
     """Moves the nest right after the scheduled nest holding `inside` (its single block) under that
     nest's outermost loop with more than one trip; True when it moved."""
+    if inside.parent_op() is None:  # the blocked nest replaced it (a nest with one spatial loop)
+        return False
     top = root(inside)
     if not isinstance(top, loop.ForOp):
         return False
