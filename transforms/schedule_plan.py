@@ -27,7 +27,7 @@ from xdsl.builder import Builder
 from xdsl.dialects import arith, builtin
 from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType
 from xdsl.ir import SSAValue
-from xdsl.rewriter import InsertPoint
+from xdsl.rewriter import InsertPoint, Rewriter
 
 from ziggurat.dialects import loop
 
@@ -133,7 +133,7 @@ def pack_a_sliver(b: Builder, nest, read: loop.LoadOp, rows: int, depth: int, kb
 
 def schedule_block(nest, p: BlockPlan, width: int) -> None:
     """Rewrites `nest` in place with register block `p` (see the module docstring)."""
-    from ziggurat.transforms.loop_default_schedule import _clone_redirected, _packable, k_block_and_pack
+    from ziggurat.transforms.loop_default_schedule import _clone_redirected, _packable
 
     n = len(nest.spatial)
     last = nest.spatial[-1]
@@ -221,3 +221,73 @@ def schedule_block(nest, p: BlockPlan, width: int) -> None:
         bb.insert(loop.StoreOp(v, nest.out, list(wb.vars)))
     last.detach()
     last.erase()
+
+
+def _init_nest(nest) -> None:
+    """A plain spatial nest with the init block, before the reduction nest."""
+    b = Builder(InsertPoint.before(nest.spatial[0]))
+    ivs = []
+    for f in nest.spatial:
+        g = b.insert(loop.ForOp(*f.bounds, "serial"))
+        g.iv.name_hint = f.iv.name_hint
+        ivs.append(g.iv)
+        b = Builder(InsertPoint.at_end(g.body.block))
+    b.insert(nest.init.clone()).operands = ivs  # type: ignore[misc]
+
+
+def k_block_and_pack(nest, read: loop.LoadOp | None, kc: int, width: int
+                     ) -> tuple[loop.ForOp | None, tuple[loop.LoadOp, SSAValue] | None]:
+    """With `kc`, splits the init off (`_init_nest`) and wraps the spatial nest
+    in a serial k-block loop of step `kc`; with `read` (a `_packable` B read)
+    too, packs each k-block of B into panels [n_panels, kc, width] before the
+    nest. Returns (the k-block loop or None, (read, panel) or None).
+
+    A `kc` that covers the whole reduction is one block: B is packed once
+    before the nest, and there is no k-block loop and no init nest (returns
+    None for the loop), so the accumulators start from the init value and
+    the output is written once, instead of zeroed, reloaded and rewritten."""
+    kb = None
+    single = bool(kc) and kc >= nest.reduction[0].trip_count
+    if kc:
+        if not single:
+            _init_nest(nest)
+        top = nest.spatial[0]
+        kb = Builder(InsertPoint.before(top)).insert(loop.ForOp(0, nest.reduction[0].bounds[1], kc, "serial"))
+        kb.iv.name_hint = nest.reduction[0].iv.name_hint + "o"
+        top.detach()
+        kb.body.block.add_op(top)
+    packed = None
+    if read is not None and kb is not None:
+        n_panels = nest.spatial[-1].trip_count // width
+        elt = read.buffer.type.element_type  # type: ignore[attr-defined]
+        kbb = Builder(InsertPoint.before(nest.spatial[0]))
+        panel = kbb.insert(loop.AllocOp(MemRefType(elt, [n_panels, kc, width]), "local")).result
+        _pack_nest(kbb, kb, read.buffer, panel, kc, n_panels, width, nest.update.block_name.data)
+        packed = (read, panel)
+    if single and kb is not None:
+        zero = Builder(InsertPoint.before(kb)).insert(arith.ConstantOp(IntegerAttr(0, IndexType()))).result
+        Rewriter.inline_block(kb.body.block, InsertPoint.before(kb), [zero])
+        kb.detach()
+        kb.erase()
+        kb = None
+    return kb, packed
+
+
+def _pack_nest(b: Builder, kb: loop.ForOp, src: SSAValue, panel: SSAValue, kc: int, n_panels: int,
+               width: int, tag: str) -> None:
+    """panel[p, r, l] = src[kb + r, p * width + l], vectorized along l."""
+    po = b.insert(loop.ForOp(0, n_panels))
+    po.iv.name_hint = "p"
+    r = Builder(InsertPoint.at_end(po.body.block)).insert(loop.ForOp(0, kc))
+    r.iv.name_hint = "pk"
+    lane = Builder(InsertPoint.at_end(r.body.block)).insert(loop.ForOp(0, width, 1, "vectorized"))
+    lane.iv.name_hint = "pl"
+    blk = Builder(InsertPoint.at_end(lane.body.block)).insert(
+        loop.BlockOp(f"{tag}_pack", "SSSS", [kb.iv, r.iv, po.iv, lane.iv]))
+    a, k, p, l = blk.vars
+    bb = Builder(InsertPoint.at_end(blk.body.block))
+    row = bb.insert(arith.AddiOp(a, k)).result
+    w = bb.insert(arith.ConstantOp(IntegerAttr(width, IndexType()))).result
+    col = bb.insert(arith.AddiOp(bb.insert(arith.MuliOp(p, w)).result, l)).result
+    v = bb.insert(loop.LoadOp(src, [row, col])).result
+    bb.insert(loop.StoreOp(v, panel, [p, k, l]))
