@@ -15,7 +15,6 @@ from xdsl.rewriter import InsertPoint
 from ziggurat.dialects import loop
 from ziggurat.errors import ScheduleError
 from ziggurat.lowering.qgemm import schedule_qgemm
-from ziggurat.transforms.schedule_epilogue import attach_epilogue
 from ziggurat.transforms.schedule_pad import pad_clamped_reads
 from ziggurat.transforms.schedule_plan import k_block_and_pack, plan_narrow, schedule_block
 
@@ -385,14 +384,7 @@ class LoopDefaultSchedulePass(ModulePass):
     is one vector (a conv in NCHW8c), over a second output-channel block, at
     most 12 accumulators; matmuls are k-blocked and packed from k = 512 (k =
     256 as one block with >= 32 rows: B packed once, no init nest, no
-    reload of partial sums).
-
-    A fused kernel's elementwise epilogue (bias, activation: te keeps it as
-    a nest of its own behind a local buffer) then moves under the blocked
-    nest's outermost loop with more than one trip
-    (transforms/schedule_epilogue.py), so each row block (or output-channel
-    block) gets its epilogue while it is still in cache; where that is not
-    legal (a k-blocked matmul) it stays a nest of its own. A padded conv's clamped input read
+    reload of partial sums). A padded conv's clamped input read
     becomes a read of a zero-padded local copy (transforms/schedule_pad.py;
     only its halo is zeroed, then the interior copied), and a dot-product
     tile keeps at most 4 x 2 points. Vector width 16 keeps the schedule
@@ -447,12 +439,10 @@ class LoopDefaultSchedulePass(ModulePass):
                     block = plan_narrow(nest, self.vector_width, *parts)
                     if block is not None:  # 16 registers: rows x 2 vectors (transforms/schedule_plan.py)
                         schedule_block(nest, block, self.vector_width)
-                        attach_epilogue(fn, nest.spatial[0])
                         continue
                 decision = plan(nest)
                 if decision is not None:
                     schedule_reduce_nest(nest, *decision, self.vector_width)
-                    attach_epilogue(fn, nest.spatial[0])
                     continue
                 tile = plan_dot(nest, self.vector_width)
                 if tile is not None:

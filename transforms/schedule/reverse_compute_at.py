@@ -110,10 +110,7 @@ def _done_before(w: loop.BlockOp, f: loop.ForOp) -> bool:
     return all(any(k == "S" and uses(b, g.iv, {}) for k, b in zip(w.iter_kinds.data, w.bindings)) for g in common)
 
 
-def reverse_compute_at(fn: func.FuncOp, blk: loop.BlockOp, f: loop.ForOp, covered: bool = False) -> None:
-    """See the module docstring. `covered`: the caller vouches that the writers under `f` together
-    write all of the buffer (the store blocks of a register-blocked nest, each of which writes one
-    offset of the tile), where the check otherwise wants one writer covering it alone."""
+def reverse_compute_at(fn: func.FuncOp, blk: loop.BlockOp, f: loop.ForOp) -> None:
     name = blk.block_name.data
     if "R" in blk.iter_kinds.data:
         raise ScheduleError(f"{W}: block '{name}' is a reduction; only spatial consumers can be moved")
@@ -132,7 +129,7 @@ def reverse_compute_at(fn: func.FuncOp, blk: loop.BlockOp, f: loop.ForOp, covere
     if ops.index(r_blk) <= ops.index(r_f):
         raise ScheduleError(f"{W}: block '{name}' does not come after {describe(f)}")
     writers = [b for b in under if has(writes(b), buf)]
-    if not covered and not any(_covers(w, buf) for w in writers):
+    if not any(_covers(w, buf) for w in writers):
         raise ScheduleError(f"{W}: no block under {describe(f)} writes all of {buffer_name(buf)} at its own spatial "
                             f"variables; block '{name}' would miss part of it")
     base, lo, hi = written_region(writers, buf, f, name)
