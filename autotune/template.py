@@ -154,7 +154,7 @@ def random_nest_knobs(rng: random.Random, nest: Any, kind: str, width: int) -> d
     ub = nest.spatial[-1].trip_count
     loops = [d for d in range(n - 1) if nest.spatial[d].trip_count > 1]
     red = nest.reduction[0].trip_count
-    kcs = [k for k in KC_CHOICES if red > k and red % k == 0]
+    kcs = [k for k in KC_CHOICES if red >= k and red % k == 0]  # kc = red: one block (packed B, no reload)
     kc = rng.choice([0] + kcs) if kcs else 0
     pack = int(kc > 0 and _packable(nest, kc, width) is not None and rng.random() < 0.8)
     nvecs = [1] + [v for v in (2, 3, 4) if ub % (v * width) == 0]  # one vector needs no divisor
@@ -206,7 +206,7 @@ def narrow_neighbours(nest: Any, k: dict[str, Any], width: int) -> list[dict[str
             for nvec in nvecs:
                 add({**k, "tile": tile, "nvec": nvec,
                      "pack": int(k["kc"] > 0 and _packable(nest, k["kc"], width) is not None)})
-    for kc in [0] + [c for c in KC_CHOICES if red > c and red % c == 0]:
+    for kc in [0] + [c for c in KC_CHOICES if red >= c and red % c == 0]:
         pack = int(kc > 0 and _packable(nest, kc, width) is not None)
         add({**k, "kc": kc, "pack": pack})
         if pack:
@@ -217,7 +217,7 @@ def narrow_neighbours(nest: Any, k: dict[str, Any], width: int) -> list[dict[str
         for v in [k] + [v for v in out if v["tile"] == k["tile"] and v["nvec"] == k["nvec"] and not v.get("jouter")]:
             add({**v, "pack_a": 1 - v.get("pack_a", 0)})
     if k["pack"] or k["nvec"] > 1:  # the panel loop outside the rows, at each kc
-        for kc in [c for c in [k["kc"]] + list(KC_CHOICES) if c == 0 or red > c and red % c == 0]:
+        for kc in [c for c in [k["kc"]] + list(KC_CHOICES) if c == 0 or red >= c and red % c == 0]:
             add({**k, "kc": kc, "pack": int(kc > 0 and _packable(nest, kc, width) is not None), "jouter": 1})
     n_red = len(nest.reduction)
     if n_red > 1:  # the first reduction loop (a conv's input channels) innermost
@@ -264,7 +264,7 @@ def _check(nest: Any, k: dict[str, Any], width: int) -> None:
         if rorder is not None and sorted(rorder) != list(range(len(nest.reduction))):
             raise ScheduleError(f"template rorder={rorder} of block '{name}' is not a permutation of its "
                                 f"{len(nest.reduction)} reduction loops")
-        if k["kc"] and (red % k["kc"] or red <= k["kc"]):
+        if k["kc"] and (red % k["kc"] or red < k["kc"]):
             raise ScheduleError(f"template kc={k['kc']} of block '{name}' must divide the reduction extent {red}")
         if k.get("pack_a") and packable_a(nest, k["tile"]) is None:
             raise ScheduleError(f"template pack_a=1 of block '{name}': A slivers need a plain 2-D matmul "

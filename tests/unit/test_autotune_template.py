@@ -293,3 +293,29 @@ def test_pack_a_knob_is_drawn_only_where_legal():
     r = random.Random(6)
     assert not any(t["template"][0].get("pack_a") for t in [cspace.random_template(r) for _ in range(20)]
                    + cspace.seeds())
+
+
+def test_a_kc_covering_the_whole_reduction_is_one_packed_block():
+    """k = 256 with >= 32 rows: the 8-lane default packs B as one block (kc = 256 = k). That point and its
+    neighbours at kc = k are legal template decisions (they were rejected as 'must divide' once), build
+    the default's IR, and compute numpy's product; kc above k is still a ScheduleError."""
+    from ziggurat.autotune.space import DEFAULT_TRACE
+
+    text = lower(te_matmul(64, 32, 256), "convert-te-to-loop")
+    space = SearchSpace(text, "mm_0", vector_width=8)
+    (k,) = default_knobs(next(iter(space.module.ops)), 8)
+    assert k["kc"] == 256 and k["pack"] == 1
+    a = Parser(make_context(), text).parse_module()
+    apply_trace(a, "mm_0", DEFAULT_TRACE, 8)
+    b = Parser(make_context(), text).parse_module()
+    apply_trace(b, "mm_0", {"template": [k]}, 8)
+    assert str(a) == str(b) and '"mm_load"' not in str(b) and '"mm_pack"' in str(b)
+    seeds = [s for s in space.seeds() if s["template"][0]["kc"] == 256]
+    assert len(seeds) > 3 and all(space.build(s) is not None for s in seeds)
+    rng = np.random.default_rng(9)
+    x, w = rng.uniform(-1, 1, (64, 256)).astype(np.float32), rng.uniform(-1, 1, (256, 32)).astype(np.float32)
+    for s in seeds[:3]:
+        np.testing.assert_allclose(run(text, "mm_0", s, [x, w], (64, 32), 8), x.astype(np.float64) @ w,
+                                   rtol=1e-4, atol=1e-4)
+    with pytest.raises(ScheduleError, match="must divide"):
+        apply_trace(Parser(make_context(), text).parse_module(), "mm_0", {"template": [{**k, "kc": 512}]}, 8)
