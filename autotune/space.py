@@ -265,8 +265,8 @@ class SearchSpace:
             old = new["template"][i]
             _, nest, kind = self.templates[i]
             fresh = random_nest_knobs(rng, nest, kind, self.vector_width)
-            what = "dot" if kind == "dot" else rng.choice(["tile", "tile", "nvec", "kc", "pack", "rorder", "sorder", "jouter",
-                                                           "pack_a"])
+            what = "dot" if kind == "dot" else rng.choice(["tile", "tile", "nvec", "kc", "pack", "rorder", "sorder",
+                                                           "jouter", "pack_a"])
             old[what] = fresh.get(what, 0)
             if what == "sorder" and "sorder" not in fresh:  # a nest with one spatial loop outside the vector
                 del old["sorder"]

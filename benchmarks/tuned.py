@@ -35,9 +35,9 @@ import numpy as np
 
 import ziggurat
 from ziggurat.benchmarks.run import BLOCKS, DEFAULT_MODELS, SETTLE_S, _median_iqr, _ort_session
+from ziggurat.errors import ZigguratError
 
 PAIRED_RUNS = 10  # timed runs per engine and block: short blocks, many pairs
-from ziggurat.errors import ZigguratError
 
 
 def bench_tuned(name: str, model, inputs: dict, threads: int, rounds: int, tuning_db: str,
@@ -113,7 +113,8 @@ def format_tuned(rows: list[dict]) -> str:
         npm = f"{r['numpy_ms']:.3f}" if "numpy_ms" in r else "-"
         npr = f"{r['numpy_ms'] / r['tuned_ms']:.2f} ({r['paired_numpy_vs_tuned']:.3f})" if "numpy_ms" in r else "-"
         lines.append(f"| {r['workload']} | {r['threads']} | {r['default_ms']:.3f} | {r['tuned_ms']:.3f} | "
-                     f"{r['ort_ms']:.3f} | {r['tuned_vs_ort']:.2f} ({r['paired_tuned_vs_ort']:.3f}) | {r['speedup']:.2f} | {npm} | {npr} | "
+                     f"{r['ort_ms']:.3f} | {r['tuned_vs_ort']:.2f} ({r['paired_tuned_vs_ort']:.3f}) | "
+                     f"{r['speedup']:.2f} | {npm} | {npr} | "
                      f"{r['tuned_kernels']} | {r['max_error']:.1e} |")
     return "\n".join(lines)
 

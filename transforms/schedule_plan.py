@@ -16,7 +16,10 @@ and a broadcast).
 `schedule_block` builds that nest; it generalizes `schedule_reduce_nest`
 (same init/load, reduction, store structure, the same `acc` scratch that LLVM
 keeps in registers, the same packed panels of the streamed operand) to a
-list of blocked loops and `nvec` vectors per tile point.
+list of blocked loops and `nvec` vectors per tile point. `k_block_and_pack`
+(shared with both and with the template knobs of autotune/template.py)
+splits the reduction into k-blocks and packs B's panels; a block covering
+the whole reduction packs once, with no k-block loop and no reload.
 """
 
 from __future__ import annotations

@@ -132,7 +132,8 @@ def test_best_prefers_records_of_the_given_cpu(tmp_path):
     """With `cpu`, records timed on that CPU (or with no CPU noted) are ranked alone; another CPU's
     records, faster on paper, are only the fallback where this CPU has none."""
     with JSONDatabase(tmp_path / "db.jsonl") as db:
-        here, there, old = rec(A, {"tile": [4, 16]}, [2e-3]), rec(A, {"tile": [8, 16]}, [1e-3]), rec(B, {"t": 1}, [5e-3])
+        here, there = rec(A, {"tile": [4, 16]}, [2e-3]), rec(A, {"tile": [8, 16]}, [1e-3])
+        old = rec(B, {"t": 1}, [5e-3])
         here.versions["cpu"], there.versions["cpu"] = "znver1", "znver3"
         del old.versions["cpu"]
         for r in (here, there, old):
