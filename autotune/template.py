@@ -392,7 +392,9 @@ def interchange(loops: list[Any], order: list[int]) -> None:
     """Permutes a perfectly nested chain of constant-bound loops (outermost first): position `p` then
     iterates what `loops[order[p]]` iterated. Each loop keeps its place and takes over another's
     bounds, step and variable uses; the body is unchanged, so this is legal wherever the iterations
-    are independent (the spatial loops of an output tile)."""
+    are independent (the spatial loops of an output tile). Not the `reorder` primitive
+    (transforms/schedule/reorder.py): that one takes plain step-1 loops and rebuilds them, while here
+    the loops are already tiled and `nest.spatial` must keep naming the outermost loop first."""
     for outer, inner in zip(loops, loops[1:]):
         if list(outer.body.block.ops) != [inner]:
             raise ScheduleError(f"template sorder: loop '{outer.iv.name_hint}' is not perfectly nested around "

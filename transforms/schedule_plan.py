@@ -30,7 +30,7 @@ from xdsl.builder import Builder
 from xdsl.dialects import arith, builtin
 from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType
 from xdsl.ir import SSAValue
-from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.rewriter import InsertPoint
 
 from ziggurat.dialects import loop
 
@@ -250,35 +250,27 @@ def k_block_and_pack(nest, read: loop.LoadOp | None, kc: int, width: int
     None for the loop), so the accumulators start from the init value and
     the output is written once, instead of zeroed, reloaded and rewritten."""
     kb = None
-    single = bool(kc) and kc >= nest.reduction[0].trip_count
-    if kc:
-        if not single:
-            _init_nest(nest)
+    if kc and kc < nest.reduction[0].trip_count:
+        _init_nest(nest)
         top = nest.spatial[0]
         kb = Builder(InsertPoint.before(top)).insert(loop.ForOp(0, nest.reduction[0].bounds[1], kc, "serial"))
         kb.iv.name_hint = nest.reduction[0].iv.name_hint + "o"
         top.detach()
         kb.body.block.add_op(top)
-    packed = None
-    if read is not None and kb is not None:
-        n_panels = nest.spatial[-1].trip_count // width
-        elt = read.buffer.type.element_type  # type: ignore[attr-defined]
-        kbb = Builder(InsertPoint.before(nest.spatial[0]))
-        panel = kbb.insert(loop.AllocOp(MemRefType(elt, [n_panels, kc, width]), "local")).result
-        _pack_nest(kbb, kb, read.buffer, panel, kc, n_panels, width, nest.update.block_name.data)
-        packed = (read, panel)
-    if single and kb is not None:
-        zero = Builder(InsertPoint.before(kb)).insert(arith.ConstantOp(IntegerAttr(0, IndexType()))).result
-        Rewriter.inline_block(kb.body.block, InsertPoint.before(kb), [zero])
-        kb.detach()
-        kb.erase()
-        kb = None
-    return kb, packed
+    if read is None or not kc:
+        return kb, None
+    n_panels = nest.spatial[-1].trip_count // width
+    elt = read.buffer.type.element_type  # type: ignore[attr-defined]
+    b = Builder(InsertPoint.before(nest.spatial[0]))
+    start = kb.iv if kb is not None else b.insert(arith.ConstantOp(IntegerAttr(0, IndexType()))).result
+    panel = b.insert(loop.AllocOp(MemRefType(elt, [n_panels, kc, width]), "local")).result
+    _pack_nest(b, start, read.buffer, panel, kc, n_panels, width, nest.update.block_name.data)
+    return kb, (read, panel)
 
 
-def _pack_nest(b: Builder, kb: loop.ForOp, src: SSAValue, panel: SSAValue, kc: int, n_panels: int,
+def _pack_nest(b: Builder, start: SSAValue, src: SSAValue, panel: SSAValue, kc: int, n_panels: int,
                width: int, tag: str) -> None:
-    """panel[p, r, l] = src[kb + r, p * width + l], vectorized along l."""
+    """panel[p, r, l] = src[start + r, p * width + l], vectorized along l (`start`: the k-block's first row)."""
     po = b.insert(loop.ForOp(0, n_panels))
     po.iv.name_hint = "p"
     r = Builder(InsertPoint.at_end(po.body.block)).insert(loop.ForOp(0, kc))
@@ -286,7 +278,7 @@ def _pack_nest(b: Builder, kb: loop.ForOp, src: SSAValue, panel: SSAValue, kc: i
     lane = Builder(InsertPoint.at_end(r.body.block)).insert(loop.ForOp(0, width, 1, "vectorized"))
     lane.iv.name_hint = "pl"
     blk = Builder(InsertPoint.at_end(lane.body.block)).insert(
-        loop.BlockOp(f"{tag}_pack", "SSSS", [kb.iv, r.iv, po.iv, lane.iv]))
+        loop.BlockOp(f"{tag}_pack", "SSSS", [start, r.iv, po.iv, lane.iv]))
     a, k, p, l = blk.vars
     bb = Builder(InsertPoint.at_end(blk.body.block))
     row = bb.insert(arith.AddiOp(a, k)).result
