@@ -93,14 +93,15 @@ class Peaks:
     bandwidth_gbs: float
 
     def time(self, flops: float, nbytes: float, scalar_flops: float = 0.0, scalar_index_ops: float = 0.0,
-             conflict_lines: float = 0.0) -> float:
+             conflict_lines: float = 0.0, copy_bytes: float = 0.0) -> float:
         """Roofline seconds; `scalar_flops` (part of `flops`) and `scalar_index_ops` (integer
         divisions run lane by lane) issue one lane at a time, SCALAR_SLOWDOWN times slower;
         `conflict_lines` (lines that loads fetch past L1 on set conflicts) wait CONFLICT_LINE_S
-        each, a third bound next to compute and traffic."""
+        each, a third bound next to compute and traffic. `copy_bytes` (a pack nest's reads and
+        writes) is a phase of its own before the compute: its traffic time adds to the rest."""
         compute = flops + (SCALAR_SLOWDOWN - 1) * min(scalar_flops, flops) + SCALAR_SLOWDOWN * scalar_index_ops
         return max(compute / (self.gflops * 1e9), nbytes / (self.bandwidth_gbs * 1e9),
-                   conflict_lines * CONFLICT_LINE_S)
+                   conflict_lines * CONFLICT_LINE_S) + copy_bytes / (self.bandwidth_gbs * 1e9)
 
 
 @dataclass(frozen=True)
@@ -108,13 +109,15 @@ class Work:
     """What a loop-level kernel does: float ops (math ops weighted), distinct bytes touched,
     how many of the float ops are scalar (outside every vectorized loop), and the scalarized
     index divisions inside vectorized loops (`INDEX_DIV_OPS` per lane), and the cache lines
-    that loads fetch past L1 on set conflicts (`_conflict_lines`)."""
+    that loads fetch past L1 on set conflicts (`_conflict_lines`), and the bytes a pack nest
+    copies (`copy_bytes`: B into panels, a phase before the compute)."""
 
     flops: float
     bytes: float
     scalar_flops: float = 0.0
     scalar_index_ops: float = 0.0
     conflict_lines: float = 0.0
+    copy_bytes: float = 0.0
 
 
 def _op_flops(op: Operation) -> float:
@@ -239,7 +242,7 @@ def count_work(module: ModuleOp | func.FuncOp, name: str | None = None) -> Work:
     index: list[float] = [0.0]
     scalar = _scalar_flops(fn.body.block.ops, index=index)
     return Work(float(st.flops + MATH_OP_FLOPS * st.math_ops), float(_footprint(st.accesses, ())), scalar, index[0],
-                _conflict_lines(st.accesses))
+                _conflict_lines(st.accesses), st.copy_bytes)
 
 
 # ---------------------------------------------------------------- peak measurement
@@ -404,7 +407,8 @@ class DefaultCostOracle:
             rec = self.database.best(key, self.target)
             if rec is not None and rec.ok:
                 return CostEstimate(rec.mean_cost, work.flops, work.bytes, "database")
-        bound = self.peaks.time(work.flops, work.bytes, work.scalar_flops, work.scalar_index_ops, work.conflict_lines)
+        bound = self.peaks.time(work.flops, work.bytes, work.scalar_flops, work.scalar_index_ops, work.conflict_lines,
+                                work.copy_bytes)
         if self.model is not None:  # an untrained model predicts 0: fall through to the roofline
             pred = float(self.model.predict(extract_features(module, name))[0])  # type: ignore[union-attr]
             if pred > 0:

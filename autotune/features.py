@@ -105,6 +105,7 @@ class _State:
     n_blocks: int = 0
     n_reduction_blocks: int = 0
     max_depth: int = 0
+    copy_bytes: float = 0.0  # bytes read and written by pack nests (blocks named `*_pack`)
 
 
 def _lanes(t) -> int:
@@ -177,6 +178,12 @@ def _walk(st: _State, ops) -> None:
         if isinstance(op, loop.BlockOp):
             st.n_blocks += 1
             st.iterations += trips
+            if op.block_name.data.endswith("_pack"):  # a copy phase: B into panels before the compute
+                for o in op.body.walk():
+                    if isinstance(o, loop.StoreOp) or o.name in _VECTOR_STORES:
+                        elt = o.buffer.type.element_type  # type: ignore[attr-defined]
+                        lanes = _lanes(o.value.type)  # type: ignore[attr-defined]
+                        st.copy_bytes += 2 * trips * lanes * max(1, getattr(elt, "bitwidth", 32) // 8)
             kinds = op.iter_kinds.data
             if "R" in kinds:
                 st.n_reduction_blocks += 1

@@ -61,6 +61,7 @@ from ziggurat.transforms.loop_default_schedule import (
     plan,
     _plan_parts,
     plan_dot,
+    prepacked,
     schedule_dot,
 )
 from ziggurat.transforms.schedule_pad import pad_clamped_reads
@@ -282,7 +283,8 @@ def schedule_vector_nest(nest: Any, tile: list[list[int]], nvec: int, kc: int, p
     permutes the spatial loops outside the vectorized one (outermost first)."""
     n = len(nest.spatial)
     last = nest.spatial[-1]
-    kb, packed = k_block_and_pack(nest, _packable(nest, kc, width) if pack else None, kc, width)
+    pre = prepacked(nest, width)  # B stored in panels: read as panels whatever `pack` says
+    kb, packed = k_block_and_pack(nest, _packable(nest, kc, width) if pack or pre else None, kc, width)
     for d, u in tile:
         nest.spatial[d].properties["step"] = IntegerAttr(u, builtin.i64)
     n_rows = 1

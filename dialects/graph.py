@@ -645,7 +645,8 @@ from ziggurat.dialects.graph_core import (  # noqa: E402,F401
 GRAPH_OPS += CORE_OPS
 
 # Blocked-layout ops (NCHW[x]c, convert-layout): dialects/graph_layout.py.
-from ziggurat.dialects.graph_layout import LAYOUT_OPS, Conv2dNchwcOp, LayoutTransformOp, MaxPool2dNchwcOp  # noqa: E402,F401
+from ziggurat.dialects.graph_layout import (  # noqa: E402,F401
+    LAYOUT_OPS, Conv2dNchwcOp, LayoutTransformOp, MatmulPanelsOp, MaxPool2dNchwcOp)
 
 GRAPH_OPS += LAYOUT_OPS
 

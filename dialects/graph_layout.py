@@ -224,4 +224,43 @@ class MaxPool2dNchwcOp(IRDLOperation):
         _require(r == (x[0], x[1], oh, ow, x[4]), self, f"result shape {r} should be {(x[0], x[1], oh, ow, x[4])}")
 
 
-LAYOUT_OPS: list[type[IRDLOperation]] = [LayoutTransformOp, Conv2dNchwcOp, MaxPool2dNchwcOp]
+@irdl_op_definition
+class MatmulPanelsOp(IRDLOperation):
+    """A matmul whose 2-d weight is stored as column panels: `rhs` is `[N/w, K, w]`, `B[k, j] = rhs[j // w, k, j % w]`.
+
+    `y[..., m, j] = sum(x[..., m, k] * rhs[j // w, k, j % w])` over `k`. This is the layout the
+    loop-level schedule packs a matmul's `B` into on every call (`schedule_plan.k_block_and_pack`);
+    cost-guided `fuse-ops` stores a constant weight this way once, at compile time, where the
+    oracle prices the kernel lower (`w`: the target's vector lanes).
+
+    ```mlir
+    %y = graph.matmul_panels %x, %wp : tensor<128x256xf32>, tensor<128x256x8xf32> -> tensor<128x1024xf32>
+    ```
+    """
+
+    name = "graph.matmul_panels"
+    lhs = operand_def(TensorType)
+    rhs = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure(), OpPattern(PatternKind.OUT_ELEMWISE_FUSABLE))
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)"
+
+    def __init__(self, lhs, rhs, result_type):
+        super().__init__(operands=[lhs, rhs], result_types=[result_type])
+
+    def verify_(self) -> None:
+        a, b, r = _shape(self.lhs), _shape(self.rhs), _shape(self.result)
+        _require(len(a) >= 2 and len(b) == 3, self, "expects a lhs of rank >= 2 and a [N/w, K, w] rhs")
+        _require(a[-1] == b[1], self, f"contracting dims differ: {a[-1]} vs {b[1]}")
+        want = (*a[:-1], b[0] * b[2])
+        _require(r == want, self, f"result shape {r} should be {want}")
+
+
+def pack_panels(weight, lanes: int):
+    """`B[K, N]` (numpy) as `[N/lanes, K, lanes]` column panels (`MatmulPanelsOp`'s rhs)."""
+    k, n = weight.shape
+    return weight.reshape(k, n // lanes, lanes).transpose(1, 0, 2).copy()
+
+
+LAYOUT_OPS: list[type[IRDLOperation]] = [LayoutTransformOp, Conv2dNchwcOp, MaxPool2dNchwcOp, MatmulPanelsOp]

@@ -88,8 +88,24 @@ def define_max_pool_nchwc(op: gl.MaxPool2dNchwcOp, b: Builder, x: Lookup) -> SSA
     return reduce(b, "max_pool2d_nchwc", "max", NEG_INF, op.result.type, _ints(op.kernel), body)  # type: ignore[arg-type]
 
 
+def define_matmul_panels(op: gl.MatmulPanelsOp, b: Builder, x: Lookup) -> SSAValue:
+    lhs, rhs = x(op.lhs), x(op.rhs)
+    a_shape = _shape(lhs)
+    _, k_extent, lanes = _shape(rhs)
+
+    def body(e: Expr, i: Sequence[SSAValue], r: Sequence[SSAValue]) -> SSAValue:
+        (k,) = r
+        j = i[-1]
+        v = e.read(lhs, [*i[:-1], k])
+        return e.mul(v, e.read(rhs, [e.idiv(j, lanes), k, e.irem(j, lanes)]))
+
+    assert len(a_shape) >= 2
+    return reduce(b, "matmul", "add", 0.0, op.result.type, [k_extent], body)  # type: ignore[arg-type]
+
+
 LAYOUT_COMPUTE_DEFS: dict[type, Define] = {
     gl.LayoutTransformOp: define_layout_transform,  # type: ignore[dict-item]
     gl.Conv2dNchwcOp: define_conv2d_nchwc,  # type: ignore[dict-item]
     gl.MaxPool2dNchwcOp: define_max_pool_nchwc,  # type: ignore[dict-item]
+    gl.MatmulPanelsOp: define_matmul_panels,  # type: ignore[dict-item]
 }

@@ -90,7 +90,7 @@ def cost_attr(est: CostEstimate) -> graph.CostAttr:
 
 
 DECISION_ATTR = "graph.fusion_decision"
-_DECISION = re.compile(r"(merged|split|duplicated|transposed): (\d+) groups? -> (\d+), cost ([0-9.]+)us -> ([0-9.]+)us")
+_DECISION = re.compile(r"(merged|split|duplicated|transposed|packed): (\d+) groups? -> (\d+), cost ([0-9.]+)us -> ([0-9.]+)us")
 
 
 def cost_guided_pipeline(graph_pipeline: str) -> str:

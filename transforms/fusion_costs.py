@@ -283,10 +283,15 @@ def make_price(peak_gflops: float, bandwidth_gbs: float, database: str, vector_w
     return price
 
 
-def _transpose_weights(block: Block, price: Callable[[list[Operation]], float], store) -> dict[Operation, str]:
-    """Stores the constant 2-d weight of a matmul transposed (`transpose_b`) where the
-    oracle prices that kernel lower; returns the decision per rewritten matmul."""
+def _weight_layouts(block: Block, price: Callable[[list[Operation]], float], store,
+                    width: int = 0) -> dict[Operation, str]:
+    """Stores the constant 2-d weight of a matmul transposed (`transpose_b`) or, with a
+    `width`, in column panels of `width` lanes (`graph.matmul_panels`: what the schedule
+    would otherwise pack on every call) where the oracle prices that kernel lower; returns
+    the decision per rewritten matmul."""
     import numpy as np
+
+    from ziggurat.dialects.graph_layout import MatmulPanelsOp, pack_panels
 
     done: dict[Operation, str] = {}
     for op in list(block.ops):
@@ -296,22 +301,33 @@ def _transpose_weights(block: Block, price: Callable[[list[Operation]], float], 
         if not isinstance(w, graph.ConstantOp) or len(w.results[0].type.get_shape()) != 2:
             continue
         k, n = w.results[0].type.get_shape()
-        wt = graph.ConstantOp(f"{w.ref.data}.T", TensorType(w.results[0].type.element_type, [n, k]))
-        alt = graph.MatmulOp(op.operands[0], wt.results[0], op.results[0].type, transpose_b=True)
-        before, after = price([op]), price([alt])
-        if not after < _GAIN * before:
+        elt, ref, rtype = w.results[0].type.element_type, w.ref.data, op.results[0].type
+        alts = []
+        if width and n % width == 0:  # first: a tie goes to the layout the FMA schedule reads directly
+            alts.append(("packed", f"{ref}.p{width}", [n // width, k, width],
+                         lambda a: pack_panels(a, width), lambda x, c: MatmulPanelsOp(x, c, rtype)))
+        alts.append(("transposed", f"{ref}.T", [n, k], lambda a: np.ascontiguousarray(a.T),
+                     lambda x, c: graph.MatmulOp(x, c, rtype, transpose_b=True)))
+        before = price([op])
+        best = None
+        for what, name, shape, array, make in alts:
+            alt = make(op.operands[0], graph.ConstantOp(name, TensorType(elt, shape)).results[0])
+            after = price([alt])
             alt.erase()
+            if after < _GAIN * before and (best is None or after < best[0]):
+                best = (after, what, name, shape, array, make)
+        if best is None:
             continue
-        name = store.add(f"{w.ref.data}.T", np.ascontiguousarray(store[w.ref.data].T))
-        wt = graph.ConstantOp(name, wt.results[0].type)
-        alt.operands = [op.operands[0], wt.results[0]]
-        block.insert_op_before(wt, op)
+        after, what, name, shape, array, make = best
+        c = graph.ConstantOp(store.add(name, array(store[ref])), TensorType(elt, shape))
+        alt = make(op.operands[0], c.results[0])
+        block.insert_op_before(c, op)
         block.insert_op_before(alt, op)
         alt.results[0].name_hint = op.results[0].name_hint
         op.results[0].replace_all_uses_with(alt.results[0])
         op.detach()
         op.erase()
-        done[alt] = f"transposed: 1 group -> 1, cost {before * 1e6:.2f}us -> {after * 1e6:.2f}us"
+        done[alt] = f"{what}: 1 group -> 1, cost {before * 1e6:.2f}us -> {after * 1e6:.2f}us"
     return done
 
 
@@ -342,7 +358,8 @@ def structural_key(ops: list[Operation]) -> tuple:
 
 
 def fuse_block_cost_guided(block: Block, max_size: int, allow_reduction_fusion: bool,
-                           price: Callable[[list[Operation]], float], max_rounds: int = 4, store=None) -> int:
+                           price: Callable[[list[Operation]], float], max_rounds: int = 4, store=None,
+                           width: int = 0) -> int:
     """Rule-based groups of `block`, then re-decided by `price` (seconds of one kernel of the
     given ops); each changed group (or op) records its decision as `graph.fusion_decision`.
 
@@ -358,7 +375,7 @@ def fuse_block_cost_guided(block: Block, max_size: int, allow_reduction_fusion: 
         return cache[key]
 
     duplicated: dict[Operation, str] = {}  # a consumer unit's last op -> its decision
-    transposed = _transpose_weights(block, price, store) if store is not None else {}
+    transposed = _weight_layouts(block, price, store, width) if store is not None else {}
     g, units = _rule_units(block, max_size, allow_reduction_fusion)
     for _ in range(max_rounds):
         found = _duplications(g, units, cached, max_size)

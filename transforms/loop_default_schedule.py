@@ -126,10 +126,14 @@ def _plan_parts(nest: _ReduceNest) -> tuple[list[int], list[int], int] | None:
     streamed = []
     memo: dict = {}
     dmemo: dict = {}
+    pre = prepacked(nest)
     for o in nest.update.body.walk():
         if not isinstance(o, loop.LoadOp) or o.buffer == nest.out:
             continue
         if not any(_depends(i, lvar, dmemo) for i in o.indices):
+            continue
+        if o is pre:
+            streamed.append(o)
             continue
         step = _stride(o.indices[-1], lvar, memo)
         if step is None or step < 1 or any(_depends(i, lvar, dmemo) for i in o.indices[:-1]):
@@ -252,15 +256,48 @@ def _clone_redirected(blk: loop.BlockOp, b: Builder, bindings, out: SSAValue, ac
             mapping[op.result] = nb.insert(loop.LoadOp(packed_a[1], [new.vars[-1], c])).result
         elif packed is not None and op is packed[0]:
             jo, ji, r0 = new.vars[-4:-1] if packed_a else new.vars[-3:]
+            if packed[1] is op.buffer:  # B stored in panels already (graph.matmul_panels): the whole k
+                r0 = mapping[op.indices[1]]
             mapping[op.result] = nb.insert(loop.LoadOp(packed[1], [jo, r0, ji])).result
         else:
             nb.insert(op.clone(value_mapper=mapping))
+    for op in reversed(list(new.body.block.ops)):  # index math only the redirected reads used
+        if op.dialect_name() == "arith" and op.results and not any(r.uses for r in op.results):
+            op.detach()
+            op.erase()
+
+
+def prepacked(nest: _ReduceNest, width: int | None = None) -> loop.LoadOp | None:
+    """The read `wp[j // w, k, j % w]` of B stored in column panels of `w` = `width` lanes (any `w`
+    that is the panel buffer's last dim with None) (`graph.matmul_panels`): the schedule reads
+    it as it reads the panels it packs, with no pack nest."""
+    n = len(nest.spatial)
+    if len(nest.reduction) != 1:
+        return None
+    lvar, kvar = nest.update.vars[n - 1], nest.update.vars[n]
+
+    def of_l(v: SSAValue, kind: type, w: int) -> bool:
+        op = v.owner
+        return (isinstance(op, kind) and op.lhs is lvar and isinstance(op.rhs.owner, arith.ConstantOp)
+                and op.rhs.owner.value.value.data == w)
+
+    for o in nest.update.body.walk():
+        if isinstance(o, loop.LoadOp) and o.buffer != nest.out and len(o.indices) == 3 and o.indices[1] is kvar:
+            w = o.buffer.type.get_shape()[-1]  # type: ignore[attr-defined]
+            if (width is None or w == width) and of_l(o.indices[0], arith.DivUIOp, w) \
+                    and of_l(o.indices[2], arith.RemUIOp, w):
+                return o
+    return None
 
 
 def _packable(nest: _ReduceNest, kc: int, width: int) -> loop.LoadOp | None:
-    """The streamed read `B[k, j]` of a plain 2-D matmul whose k-slices are packed into panels."""
+    """The streamed read `B[k, j]` of a plain 2-D matmul whose k-slices are packed into panels,
+    or B already in panels (`prepacked`, whatever `kc`)."""
     n = len(nest.spatial)
     lvar, kvar = nest.update.vars[n - 1], nest.update.vars[n]
+    pre = prepacked(nest, width)
+    if pre is not None:
+        return pre
     if not kc or nest.spatial[-1].trip_count % width:
         return None
     memo: dict = {}

@@ -68,7 +68,7 @@ def plan_narrow(nest, width: int, free: list[int], streamed_dims: list[int], kc:
     one-vector schedule. `free`: spatial loops (not `L`) no `L`-dependent read
     uses; `streamed_dims`: spatial loops (not `L`) such reads use in a leading
     index (a conv's output-channel block)."""
-    from ziggurat.transforms.loop_default_schedule import _packable
+    from ziggurat.transforms.loop_default_schedule import _packable, prepacked
 
     spatial = nest.spatial
     ub = spatial[-1].trip_count
@@ -95,7 +95,8 @@ def plan_narrow(nest, width: int, free: list[int], streamed_dims: list[int], kc:
     tile = sorted([(best[1], best[0])] + ([second] if second else []))
     if not kc and red == KC and spatial[best[1]].trip_count >= 32 and nvec > 1 and _packable(nest, KC, width):
         kc = KC  # k = 256 in one packed block: panels instead of 4 KiB-strided rows of B (bert FFN: -25%)
-    pack = _packable(nest, kc, width) is not None and nvec > 1
+    pre = prepacked(nest, width)
+    pack = pre is not None or (_packable(nest, kc, width) is not None and nvec > 1)
     pack_a = PACK_A and packable_a(nest, tile) is not None
     return BlockPlan(tile, nvec, kc, pack, pack_a)
 
@@ -257,6 +258,8 @@ def k_block_and_pack(nest, read: loop.LoadOp | None, kc: int, width: int
         kb.iv.name_hint = nest.reduction[0].iv.name_hint + "o"
         top.detach()
         kb.body.block.add_op(top)
+    if read is not None and len(read.indices) == 3:  # B in panels already (`prepacked`): nothing to pack
+        return kb, (read, read.buffer)
     if read is None or not kc:
         return kb, None
     n_panels = nest.spatial[-1].trip_count // width

@@ -248,20 +248,26 @@ _MATMUL = """func.func @main(%x: tensor<16x32xf32>) -> tensor<16x64xf32> {
 }"""
 
 
-@pytest.mark.parametrize("plain_us, transposed_us", [(10.0, 5.0), (5.0, 10.0)])
-def test_transposed_weight_follows_the_records(tmp_path, plain_us: float, transposed_us: float) -> None:
+@pytest.mark.parametrize("plain_us, transposed_us, packed_us, chosen",
+                         [(10.0, 5.0, 20.0, "transposed"), (5.0, 10.0, 20.0, None), (10.0, 8.0, 4.0, "packed")])
+def test_weight_layout_follows_the_records(tmp_path, plain_us: float, transposed_us: float, packed_us: float,
+                                           chosen: str | None) -> None:
     """With measured records (here written by hand), a matmul's constant weight is stored
-    transposed exactly when that kernel is cheaper; the decision carries both costs."""
+    transposed or in column panels exactly when that kernel is the cheapest; the decision
+    carries both costs and the new constant holds the rearranged weight."""
     from xdsl.dialects.builtin import TensorType, f32
     from xdsl.parser import Parser
 
     from ziggurat.autotune.database import JSONDatabase, TuningRecord
     from ziggurat.dialects import graph, make_context
+    from ziggurat.dialects.graph_layout import MatmulPanelsOp, pack_panels
     from ziggurat.frontends.weights import WeightStore
+    from ziggurat.target import Target
     from ziggurat.transforms.annotate_costs import kernel_of_ops, lower_kernel
     from ziggurat.transforms.fuse_ops import FuseOpsPass
     from ziggurat.transforms.weight_binding import bind_weights
 
+    lanes = Target().vector_width
     ctx = make_context()
     module = Parser(ctx, _MATMUL).parse_module()
     w = np.random.default_rng(5).standard_normal((32, 64)).astype(np.float32)
@@ -270,19 +276,27 @@ def test_transposed_weight_follows_the_records(tmp_path, plain_us: float, transp
     mm = next(op for op in module.walk() if isinstance(op, graph.MatmulOp))
     wt = graph.ConstantOp("w.T", TensorType(f32, [64, 32]))
     alt = graph.MatmulOp(mm.operands[0], wt.results[0], mm.results[0].type, transpose_b=True)
+    wp = graph.ConstantOp(f"w.p{lanes}", TensorType(f32, [64 // lanes, 32, lanes]))
+    panels = MatmulPanelsOp(mm.operands[0], wp.results[0], mm.results[0].type)
     path = tmp_path / "records.jsonl"
     with JSONDatabase(path) as db:
-        for ops, us in (([mm], plain_us), ([alt], transposed_us)):
+        for ops, us in (([mm], plain_us), ([alt], transposed_us), ([panels], packed_us)):
             db.commit(TuningRecord(lower_kernel(kernel_of_ops(ops))[1], "llvm", {"schedule": "default"}, costs=[us * 1e-6]))
     alt.erase()
+    panels.erase()
     FuseOpsPass(cost_guided=True, peak_gflops=100, bandwidth_gbs=20, database=str(path)).apply(ctx, module)
-    (out,) = [op for op in module.walk() if isinstance(op, graph.MatmulOp)]
-    if transposed_us < plain_us:
+    (out,) = [op for op in module.walk() if isinstance(op, (graph.MatmulOp, MatmulPanelsOp))]
+    if chosen == "transposed":
         assert out.transpose_b is not None and out.operands[1].owner.ref.data == "w.T"
         assert out.attributes["graph.fusion_decision"].data == "transposed: 1 group -> 1, cost 10.00us -> 5.00us"
         np.testing.assert_array_equal(store["w.T"], w.T)
+    elif chosen == "packed":
+        assert isinstance(out, MatmulPanelsOp) and out.operands[1].owner.ref.data == f"w.p{lanes}"
+        assert out.attributes["graph.fusion_decision"].data == "packed: 1 group -> 1, cost 10.00us -> 4.00us"
+        np.testing.assert_array_equal(store[f"w.p{lanes}"], pack_panels(w, lanes))
     else:
-        assert out.transpose_b is None and "graph.fusion_decision" not in out.attributes
+        assert isinstance(out, graph.MatmulOp) and out.transpose_b is None
+        assert "graph.fusion_decision" not in out.attributes
 
 
 def test_repeated_groups_are_priced_once_and_decide_the_same(monkeypatch) -> None:

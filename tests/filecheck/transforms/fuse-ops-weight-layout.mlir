@@ -3,42 +3,45 @@
 // RUN: sed 's#WEIGHTS#%t.npz#' %s | ziggurat-opt -p 'fuse-ops{cost-guided=true peak-gflops=100 bandwidth-gbs=20 vector-width=16}' | filecheck %s --check-prefix=W16
 // RUN: sed 's#WEIGHTS#%t.npz#' %s | ziggurat-opt -p 'fuse-ops{cost-guided=false}' | filecheck %s --check-prefix=RULES
 
-// The roofline's L1 set-conflict term (autotune/cost_oracle.py, `_conflict_lines`)
-// prices a matmul whose default schedule walks the constant weight B down a
-// column in its reduction loop: with rows of 1024 floats (4 KiB) every trip
-// maps to one L1 set, with 512 floats to two, so the walk misses L1 on every
-// line. Stored transposed (`transpose_b`), B is read along its rows and the
-// conflict is gone, so cost-guided fuse-ops transposes the weight at compile
-// time. Rows of 384 floats spread the walk over 8 sets, which hold its 128
-// lines (@odd: kept). With 8 lanes the schedule packs B into contiguous panels
-// when k = 256 (@deep: kept); with 16 lanes it walks B unpacked (@deep:
-// transposed), but with 8-row blocks, half as often as the 8-lane 4-row
-// blocks, so @half's two-set walk costs no more than its flops.
+// The roofline prices a matmul's constant weight B three ways: as it is, stored
+// transposed (`transpose_b`) and stored in the column panels the schedule reads
+// (`graph.matmul_panels`, `[N/w, K, w]`). As it is, the default schedule either
+// walks B down a column in its reduction loop, which the L1 set-conflict term
+// (autotune/cost_oracle.py, `_conflict_lines`) prices: rows of 1024 floats
+// (4 KiB) map every trip to one L1 set, 512 floats to two, so the walk misses
+// L1 on every line; or it packs B into panels on every call (8 lanes, k = 256:
+// @deep), a copy phase priced by its traffic. Stored in panels, B is read
+// contiguously and nothing is packed at run time, so cost-guided fuse-ops packs
+// the weight at compile time; the transposed layout prices the same here (a tie
+// goes to the panels, the layout the FMA schedule reads). Rows of 384 floats
+// spread the walk over 8 sets, which hold its 128 lines (@odd: kept); with 16
+// lanes @half's 8-row blocks walk B half as often, no more than its flops (kept).
 
 // W8-LABEL:  func.func @wide
-// W8:        %[[T:.*]] = graph.constant "w.T" : tensor<1024x128xf32>
-// W8-NEXT:   %y = graph.matmul %x, %[[T]] {graph.fusion_decision = "transposed: 1 group -> 1, cost 1310.72us -> 335.54us", transpose_b = true} : tensor<128x128xf32>, tensor<1024x128xf32> -> tensor<128x1024xf32>
+// W8:        %[[P:.*]] = graph.constant "w.p8" : tensor<128x128x8xf32>
+// W8-NEXT:   %y = graph.matmul_panels %x, %[[P]] {graph.fusion_decision = "packed: 1 group -> 1, cost 1310.72us -> 335.54us"} : tensor<128x128xf32>, tensor<128x128x8xf32> -> tensor<128x1024xf32>
 // W8-LABEL:  func.func @half
-// W8:        %[[H:.*]] = graph.constant "v.T" : tensor<512x128xf32>
-// W8-NEXT:   %y = graph.matmul %x, %[[H]] {graph.fusion_decision = "transposed: 1 group -> 1, cost 327.68us -> 167.77us", transpose_b = true}
+// W8:        %[[H:.*]] = graph.constant "v.p8" : tensor<64x128x8xf32>
+// W8-NEXT:   %y = graph.matmul_panels %x, %[[H]] {graph.fusion_decision = "packed: 1 group -> 1, cost 327.68us -> 167.77us"}
 // W8-LABEL:  func.func @odd
-// W8-NOT:    transpose_b
+// W8-NOT:    graph.matmul_panels
 // W8:        %y = graph.matmul %x, %o : tensor<128x128xf32>, tensor<128x384xf32> -> tensor<128x384xf32>
 // W8-LABEL:  func.func @deep
-// W8-NOT:    transpose_b
-// W8:        %y = graph.matmul %x, %u : tensor<128x256xf32>, tensor<256x1024xf32> -> tensor<128x1024xf32>
+// W8:        %[[U:.*]] = graph.constant "u.p8" : tensor<128x256x8xf32>
+// W8-NEXT:   %y = graph.matmul_panels %x, %[[U]] {graph.fusion_decision = "packed: 1 group -> 1, cost 775.95us -> 671.09us"}
 
 // W16-LABEL: func.func @wide
-// W16:       graph.matmul %x, %{{.*}} {graph.fusion_decision = "transposed: 1 group -> 1, cost 655.36us -> 335.54us", transpose_b = true}
+// W16:       graph.matmul_panels %x, %{{.*}} {graph.fusion_decision = "packed: 1 group -> 1, cost 655.36us -> 335.54us"} : tensor<128x128xf32>, tensor<64x128x16xf32>
 // W16-LABEL: func.func @half
-// W16-NOT:   transpose_b
+// W16-NOT:   graph.matmul_panels
 // W16-LABEL: func.func @odd
-// W16-NOT:   transpose_b
+// W16-NOT:   graph.matmul_panels
 // W16-LABEL: func.func @deep
-// W16:       %[[U:.*]] = graph.constant "u.T" : tensor<1024x256xf32>
-// W16-NEXT:  %y = graph.matmul %x, %[[U]] {graph.fusion_decision = "transposed: 1 group -> 1, cost 1310.72us -> 671.09us", transpose_b = true}
+// W16:       %[[U:.*]] = graph.constant "u.p16" : tensor<64x256x16xf32>
+// W16-NEXT:  %y = graph.matmul_panels %x, %[[U]] {graph.fusion_decision = "packed: 1 group -> 1, cost 1310.72us -> 671.09us"}
 
 // RULES-NOT: transpose_b
+// RULES-NOT: graph.matmul_panels
 
 builtin.module attributes {graph.weights_file = "WEIGHTS"} {
   func.func @wide(%x: tensor<128x128xf32>) -> tensor<128x1024xf32> {
