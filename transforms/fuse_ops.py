@@ -286,10 +286,13 @@ class FuseOpsPass(ModulePass):
     record once on this machine and record it (in `database`, else
     `~/.cache/ziggurat/fusion-<cpu>-w<lanes>.jsonl`), so the oracle answers from
     measurements. Both price a matmul's constant weight stored transposed
-    (`transpose_b`) and keep the cheaper layout: the roofline tells them apart
-    only by L1 set conflicts (`autotune/cost_oracle.py`, `_conflict_lines`: an
-    unpacked reduction loop walking the weight down a column with a 4 KiB row
-    stride), measurements by time.
+    (`transpose_b`) and stored in the column panels the schedule reads
+    (`graph.matmul_panels`, `[N/w, K, w]` for `w` lanes, made at compile time)
+    and keep the cheapest layout (a tie goes to the panels): the roofline tells
+    them apart by L1 set conflicts (`autotune/cost_oracle.py`, `_conflict_lines`:
+    an unpacked reduction loop walking the weight down a column with a 4 KiB
+    row stride) and by the copy phase of a schedule that packs B on every call
+    (`copy_bytes`), measurements by time.
 
     Example:
     ```mlir

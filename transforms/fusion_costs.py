@@ -327,6 +327,9 @@ def _weight_layouts(block: Block, price: Callable[[list[Operation]], float], sto
         op.results[0].replace_all_uses_with(alt.results[0])
         op.detach()
         op.erase()
+        if not w.results[0].uses:  # the weight as it was: no longer read, not carried to the kernels
+            w.detach()
+            w.erase()
         done[alt] = f"{what}: 1 group -> 1, cost {before * 1e6:.2f}us -> {after * 1e6:.2f}us"
     return done
 
