@@ -285,10 +285,14 @@ def make_price(peak_gflops: float, bandwidth_gbs: float, database: str, vector_w
 
 def _weight_layouts(block: Block, price: Callable[[list[Operation]], float], store,
                     width: int = 0) -> dict[Operation, str]:
-    """Stores the constant 2-d weight of a matmul transposed (`transpose_b`) or, with a
-    `width`, in column panels of `width` lanes (`graph.matmul_panels`: what the schedule
-    would otherwise pack on every call) where the oracle prices that kernel lower; returns
-    the decision per rewritten matmul."""
+    """Stores the constant 2-d weight of a matmul in column panels of `width` lanes
+    (`graph.matmul_panels`: what the 8-lane schedule reads, packing B on every call or
+    walking it by rows otherwise) where the oracle prices that kernel no higher, or
+    transposed (`transpose_b`) where it prices it at least 2% lower; the cheaper of the
+    two wins. The panels take ties: measured on the Zen 1 host they were as fast or faster
+    than the weight as it is on every shape tried (docs/feedback.md, "Packed weights"),
+    which the roofline cannot tell apart when no pack nest or set conflict separates
+    them. Returns the decision per rewritten matmul."""
     import numpy as np
 
     from ziggurat.dialects.graph_layout import MatmulPanelsOp, pack_panels
@@ -303,18 +307,18 @@ def _weight_layouts(block: Block, price: Callable[[list[Operation]], float], sto
         k, n = w.results[0].type.get_shape()
         elt, ref, rtype = w.results[0].type.element_type, w.ref.data, op.results[0].type
         alts = []
-        if width and n % width == 0:  # first: a tie goes to the layout the FMA schedule reads directly
-            alts.append(("packed", f"{ref}.p{width}", [n // width, k, width],
+        if width and n % width == 0:  # first, and taken on a tie: the layout the FMA schedule reads
+            alts.append(("packed", f"{ref}.p{width}", [n // width, k, width], 1.0,
                          lambda a: pack_panels(a, width), lambda x, c: MatmulPanelsOp(x, c, rtype)))
-        alts.append(("transposed", f"{ref}.T", [n, k], lambda a: np.ascontiguousarray(a.T),
+        alts.append(("transposed", f"{ref}.T", [n, k], _GAIN, lambda a: np.ascontiguousarray(a.T),
                      lambda x, c: graph.MatmulOp(x, c, rtype, transpose_b=True)))
         before = price([op])
         best = None
-        for what, name, shape, array, make in alts:
+        for what, name, shape, gain, array, make in alts:
             alt = make(op.operands[0], graph.ConstantOp(name, TensorType(elt, shape)).results[0])
             after = price([alt])
             alt.erase()
-            if after < _GAIN * before and (best is None or after < best[0]):
+            if after <= gain * before and after < float("inf") and (best is None or after < best[0]):
                 best = (after, what, name, shape, array, make)
         if best is None:
             continue
