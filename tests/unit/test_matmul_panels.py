@@ -113,3 +113,18 @@ def test_cost_guided_fusion_packs_a_weight_the_schedule_would_pack_per_call(thre
     np.testing.assert_allclose(compiled(x)[0], x @ w + b, rtol=1e-4, atol=1e-4)
     assert [r["decision"] for r in seen["rows"]] == ["packed"]
     assert seen["rows"][0]["ops"] == "matmul_panels add"
+
+
+@pytest.mark.parametrize(("lanes", "k"), [(8, 128), (8, 512), (16, 128), (16, 512)])
+def test_both_widths_schedule_panels_as_their_own_packed_copy(lanes: int, k: int) -> None:
+    """At 8 lanes (2-D register block) and 16 (one vector per row), with and without a
+    k-block: the scheduled kernel loads `wp[panel, k, lane]` directly, with no index
+    division left and no pack nest, and every innermost loop vectorizes."""
+    from ziggurat.transforms.annotate_costs import kernel_of_ops, lower_kernel
+
+    a = graph.ConstantOp("a", tensor([64, k]))
+    wp = graph.ConstantOp("wp", tensor([256 // lanes, k, lanes]))
+    module, _ = lower_kernel(kernel_of_ops([MatmulPanelsOp(a.results[0], wp.results[0], tensor([64, 256]))]), lanes)
+    text = str(module)
+    assert "_pack" not in text and "divui" not in text and "remui" not in text
+    assert f"loop.load %in1" in text and "not_vectorized" not in text
