@@ -49,7 +49,7 @@ def test_vector_math_matches_numpy(op, scale, seed):
 
 
 @pytest.mark.parametrize("op,special", [("exp", [-np.inf, np.inf, -110.0, 100.0]), ("tanh", [-np.inf, np.inf, 0.0]),
-                                        ("erf", [-np.inf, np.inf, 0.0])])
+                                        ("erf", [-np.inf, np.inf, 0.0, np.nan, -4.5, 4.0])])
 def test_vector_math_limits(op, special):
     x = np.zeros(N, np.float32)
     x[: len(special)] = special
