@@ -306,12 +306,18 @@ def _weight_layouts(block: Block, price: Callable[[list[Operation]], float], sto
             continue
         k, n = w.results[0].type.get_shape()
         elt, ref, rtype = w.results[0].type.element_type, w.ref.data, op.results[0].type
-        alts = []
-        if width and n % width == 0:  # first, and taken on a tie: the layout the FMA schedule reads
+        rows = prod(op.operands[0].type.get_shape()[:-1])
+        transposed = ("transposed", f"{ref}.T", [n, k], _GAIN if rows > 1 else 1.0,
+                      lambda a: np.ascontiguousarray(a.T), lambda x, c: graph.MatmulOp(x, c, rtype, transpose_b=True))
+        # The first alternative takes ties: the panels the FMA schedule reads, except for one row
+        # (a matrix-vector product), where the dot-product kernel of the transposed weight keeps
+        # several accumulators and the panel kernel one FMA chain per panel (measured 2-3x apart).
+        alts = [] if rows > 1 else [transposed]
+        if width and n % width == 0:
             alts.append(("packed", f"{ref}.p{width}", [n // width, k, width], 1.0,
                          lambda a: pack_panels(a, width), lambda x, c: MatmulPanelsOp(x, c, rtype)))
-        alts.append(("transposed", f"{ref}.T", [n, k], _GAIN, lambda a: np.ascontiguousarray(a.T),
-                     lambda x, c: graph.MatmulOp(x, c, rtype, transpose_b=True)))
+        if rows > 1:
+            alts.append(transposed)
         before = price([op])
         best = None
         for what, name, shape, gain, array, make in alts:

@@ -95,6 +95,26 @@ def _onnx_matmul_bias(m: int, k: int, n: int):
     return model, w, b
 
 
+@pytest.mark.parametrize(("rows", "decision"), [(1, "transposed"), (2, "packed"), (8, "packed")])
+def test_one_row_takes_the_transposed_weight_more_rows_the_panels(rows: int, decision: str) -> None:
+    """A matrix-vector product (one row) keeps several accumulators only in the dot-product
+    kernel of a transposed weight, so that layout takes the tie there; from two rows on the
+    register-blocked panel kernel does. Both compute the product."""
+    from ziggurat.transforms.annotate_costs import fusion_decisions
+
+    model, w, b = _onnx_matmul_bias(rows, 784, 512)
+    x = np.random.default_rng(4).standard_normal((rows, 784)).astype(np.float32)
+    seen = {}
+
+    def grab(p, module, seconds):
+        if p.name == "fuse-ops":
+            seen["rows"] = fusion_decisions(module)
+
+    compiled = ziggurat.compile(model, target="llvm -num-cores=1", pipeline=GUIDED % WIDTH, after_pass=grab)
+    np.testing.assert_allclose(compiled(x)[0], x @ w + b, rtol=1e-4, atol=1e-4)
+    assert [r["decision"] for r in seen["rows"]] == [decision]
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 def test_cost_guided_fusion_packs_a_weight_the_schedule_would_pack_per_call(threads: int) -> None:
     """128x256 by 256x512: the default schedule packs B on every call, a copy phase the roofline
