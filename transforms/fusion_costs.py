@@ -292,31 +292,36 @@ def _weight_layouts(block: Block, price: Callable[[list[Operation]], float], sto
     two wins. The panels take ties: measured on the Zen 1 host they were as fast or faster
     than the weight as it is on every shape tried (docs/feedback.md, "Packed weights"),
     which the roofline cannot tell apart when no pack nest or set conflict separates
-    them. Returns the decision per rewritten matmul."""
+    them. A weight that is already transposed (`Gemm(transB=1)`) may go to panels the
+    same way. Returns the decision per rewritten matmul."""
     import numpy as np
 
     from ziggurat.dialects.graph_layout import MatmulPanelsOp, pack_panels
 
     done: dict[Operation, str] = {}
     for op in list(block.ops):
-        if not isinstance(op, graph.MatmulOp) or op.transpose_b is not None:
+        if not isinstance(op, graph.MatmulOp):
             continue
         w = op.operands[1].owner
         if not isinstance(w, graph.ConstantOp) or len(w.results[0].type.get_shape()) != 2:
             continue
-        k, n = w.results[0].type.get_shape()
+        tb = op.is_transpose_b
+        k, n = reversed(w.results[0].type.get_shape()) if tb else w.results[0].type.get_shape()
         elt, ref, rtype = w.results[0].type.element_type, w.ref.data, op.results[0].type
         rows = prod(op.operands[0].type.get_shape()[:-1])
+        plain = (lambda a: a.T) if tb else (lambda a: a)  # the stored weight as B[k, n]
         transposed = ("transposed", f"{ref}.T", [n, k], _GAIN if rows > 1 else 1.0,
                       lambda a: np.ascontiguousarray(a.T), lambda x, c: graph.MatmulOp(x, c, rtype, transpose_b=True))
         # The first alternative takes ties: the panels the FMA schedule reads, except for one row
         # (a matrix-vector product), where the dot-product kernel of the transposed weight keeps
         # several accumulators and the panel kernel one FMA chain per panel (measured 2-3x apart).
-        alts = [] if rows > 1 else [transposed]
+        if tb and rows == 1:
+            continue
+        alts = [] if rows > 1 or tb else [transposed]
         if width and n % width == 0:
             alts.append(("packed", f"{ref}.p{width}", [n // width, k, width], 1.0,
-                         lambda a: pack_panels(a, width), lambda x, c: MatmulPanelsOp(x, c, rtype)))
-        if rows > 1:
+                         lambda a: pack_panels(plain(a), width), lambda x, c: MatmulPanelsOp(x, c, rtype)))
+        if rows > 1 and not tb:
             alts.append(transposed)
         before = price([op])
         best = None

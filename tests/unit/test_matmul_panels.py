@@ -115,6 +115,33 @@ def test_one_row_takes_the_transposed_weight_more_rows_the_panels(rows: int, dec
     assert [r["decision"] for r in seen["rows"]] == [decision]
 
 
+@pytest.mark.parametrize(("rows", "decision"), [(1, None), (8, "packed")])
+def test_a_gemm_weight_stored_transposed_goes_to_panels_from_two_rows(rows: int, decision: str | None) -> None:
+    """`Gemm(transB=1)` imports as `graph.matmul {transpose_b}`: its weight `[N, K]` is put
+    into panels of `B = W^T` the same way, except for one row, where the dot kernel stays."""
+    from ziggurat.transforms.annotate_costs import fusion_decisions
+
+    rng = np.random.default_rng(6)
+    w = rng.standard_normal((96, 40)).astype(np.float32)
+    b = rng.standard_normal(96).astype(np.float32)
+    g = helper.make_graph([helper.make_node("Gemm", ["x", "w", "b"], ["y"], transB=1)], "gemm",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [rows, 40])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [rows, 96])],
+                          [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    x = rng.standard_normal((rows, 40)).astype(np.float32)
+    seen = {}
+
+    def grab(p, module, seconds):
+        if p.name == "fuse-ops":
+            seen["rows"] = fusion_decisions(module)
+
+    compiled = ziggurat.compile(model, target="llvm -num-cores=1", pipeline=GUIDED % WIDTH, after_pass=grab)
+    np.testing.assert_allclose(compiled(x)[0], x @ w.T + b, rtol=1e-4, atol=1e-4)
+    assert [r["decision"] for r in seen["rows"]] == ([decision] if decision else [])
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 def test_cost_guided_fusion_packs_a_weight_the_schedule_would_pack_per_call(threads: int) -> None:
     """128x256 by 256x512: the default schedule packs B on every call, a copy phase the roofline
