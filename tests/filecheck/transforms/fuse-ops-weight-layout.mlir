@@ -1,4 +1,4 @@
-// RUN: python -c "import numpy as np; np.savez('%t.npz', w=np.ones((128,1024),np.float32), v=np.ones((128,512),np.float32), o=np.ones((128,384),np.float32), u=np.ones((256,1024),np.float32))"
+// RUN: python -c "import numpy as np; np.savez('%t.npz', w=np.ones((128,1024),np.float32), v=np.ones((128,512),np.float32), o=np.ones((128,384),np.float32), u=np.ones((256,1024),np.float32), t=np.ones((512,128),np.float32))"
 // RUN: sed 's#WEIGHTS#%t.npz#' %s | ziggurat-opt -p 'fuse-ops{cost-guided=true peak-gflops=100 bandwidth-gbs=20 vector-width=8}' | filecheck %s --check-prefix=W8
 // RUN: sed 's#WEIGHTS#%t.npz#' %s | ziggurat-opt -p 'fuse-ops{cost-guided=true peak-gflops=100 bandwidth-gbs=20 vector-width=16}' | filecheck %s --check-prefix=W16
 // RUN: sed 's#WEIGHTS#%t.npz#' %s | ziggurat-opt -p 'fuse-ops{cost-guided=false}' | filecheck %s --check-prefix=RULES
@@ -29,7 +29,12 @@
 // W8-LABEL:  func.func @deep
 // W8:        %[[U:.*]] = graph.constant "u.p8" : tensor<128x256x8xf32>
 // W8-NEXT:   %y = graph.matmul_panels %x, %[[U]] {graph.fusion_decision = "packed: 1 group -> 1, cost 775.95us -> 671.09us"}
-// W8-NOT:    transpose_b
+// W8-LABEL:  func.func @gemm
+// W8:        %[[G:.*]] = graph.constant "t.p8" : tensor<64x128x8xf32>
+// W8-NEXT:   %y = graph.matmul_panels %x, %[[G]] {graph.fusion_decision = "packed: 1 group -> 1, cost
+// W8-SAME:   tensor<32x128xf32>, tensor<64x128x8xf32> -> tensor<32x512xf32>
+// W8-LABEL:  func.func @gemv
+// W8:        %y = graph.matmul %x, %t {transpose_b = true} : tensor<1x128xf32>, tensor<512x128xf32> -> tensor<1x512xf32>
 
 // W16-LABEL: func.func @wide
 // W16:       graph.matmul_panels %x, %{{.*}} {graph.fusion_decision = "packed: 1 group -> 1, cost 655.36us -> 335.54us"} : tensor<128x128xf32>, tensor<64x128x16xf32>
@@ -40,9 +45,10 @@
 // W16-LABEL: func.func @deep
 // W16:       %[[U:.*]] = graph.constant "u.p16" : tensor<64x256x16xf32>
 // W16-NEXT:  %y = graph.matmul_panels %x, %[[U]] {graph.fusion_decision = "packed: 1 group -> 1, cost 1310.72us -> 671.09us"}
-// W16-NOT:   transpose_b
 
-// RULES-NOT: transpose_b
+// A weight stored transposed (Gemm(transB=1)) goes to panels of its transpose
+// from two rows on (@gemm); a one-row product keeps the dot kernel (@gemv).
+
 // RULES-NOT: graph.matmul_panels
 
 builtin.module attributes {graph.weights_file = "WEIGHTS"} {
@@ -65,5 +71,15 @@ builtin.module attributes {graph.weights_file = "WEIGHTS"} {
     %u = graph.constant "u" : tensor<256x1024xf32>
     %y = graph.matmul %x, %u : tensor<128x256xf32>, tensor<256x1024xf32> -> tensor<128x1024xf32>
     func.return %y : tensor<128x1024xf32>
+  }
+  func.func @gemm(%x: tensor<32x128xf32>) -> tensor<32x512xf32> {
+    %t = graph.constant "t" : tensor<512x128xf32>
+    %y = graph.matmul %x, %t {transpose_b = true} : tensor<32x128xf32>, tensor<512x128xf32> -> tensor<32x512xf32>
+    func.return %y : tensor<32x512xf32>
+  }
+  func.func @gemv(%x: tensor<1x128xf32>) -> tensor<1x512xf32> {
+    %t = graph.constant "t" : tensor<512x128xf32>
+    %y = graph.matmul %x, %t {transpose_b = true} : tensor<1x128xf32>, tensor<512x128xf32> -> tensor<1x512xf32>
+    func.return %y : tensor<1x512xf32>
   }
 }
