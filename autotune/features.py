@@ -43,6 +43,7 @@ from xdsl.ir import Block, Operation, SSAValue
 
 from ziggurat.dialects import loop
 from ziggurat.errors import TuningError
+from ziggurat.transforms.schedule_plan import PACK_SUFFIX
 
 L1_BYTES = 48 * 1024
 L2_BYTES = 2 * 1024 * 1024
@@ -105,7 +106,7 @@ class _State:
     n_blocks: int = 0
     n_reduction_blocks: int = 0
     max_depth: int = 0
-    copy_bytes: float = 0.0  # bytes read and written by pack nests (blocks named `*_pack`)
+    copy_bytes: float = 0.0  # bytes read and written by pack nests (blocks named `*` + PACK_SUFFIX)
 
 
 def _lanes(t) -> int:
@@ -178,7 +179,7 @@ def _walk(st: _State, ops) -> None:
         if isinstance(op, loop.BlockOp):
             st.n_blocks += 1
             st.iterations += trips
-            if op.block_name.data.endswith("_pack"):  # a copy phase: B into panels before the compute
+            if op.block_name.data.endswith(PACK_SUFFIX):  # a copy phase: B into panels before the compute
                 for o in op.body.walk():
                     if isinstance(o, loop.StoreOp) or o.name in _VECTOR_STORES:
                         elt = o.buffer.type.element_type  # type: ignore[attr-defined]

@@ -90,7 +90,6 @@ def define_max_pool_nchwc(op: gl.MaxPool2dNchwcOp, b: Builder, x: Lookup) -> SSA
 
 def define_matmul_panels(op: gl.MatmulPanelsOp, b: Builder, x: Lookup) -> SSAValue:
     lhs, rhs = x(op.lhs), x(op.rhs)
-    a_shape = _shape(lhs)
     _, k_extent, lanes = _shape(rhs)
 
     def body(e: Expr, i: Sequence[SSAValue], r: Sequence[SSAValue]) -> SSAValue:
@@ -99,7 +98,6 @@ def define_matmul_panels(op: gl.MatmulPanelsOp, b: Builder, x: Lookup) -> SSAVal
         v = e.read(lhs, [*i[:-1], k])
         return e.mul(v, e.read(rhs, [e.idiv(j, lanes), k, e.irem(j, lanes)]))
 
-    assert len(a_shape) >= 2
     return reduce(b, "matmul", "add", 0.0, op.result.type, [k_extent], body)  # type: ignore[arg-type]
 
 

@@ -309,20 +309,19 @@ def _weight_layouts(block: Block, price: Callable[[list[Operation]], float], sto
         k, n = reversed(w.results[0].type.get_shape()) if tb else w.results[0].type.get_shape()
         elt, ref, rtype = w.results[0].type.element_type, w.ref.data, op.results[0].type
         rows = prod(op.operands[0].type.get_shape()[:-1])
+        if tb and rows == 1:  # a matrix-vector product keeps its dot-product kernel (see below)
+            continue
         plain = (lambda a: a.T) if tb else (lambda a: a)  # the stored weight as B[k, n]
-        transposed = ("transposed", f"{ref}.T", [n, k], _GAIN if rows > 1 else 1.0,
-                      lambda a: np.ascontiguousarray(a.T), lambda x, c: graph.MatmulOp(x, c, rtype, transpose_b=True))
+        packed = [("packed", f"{ref}.p{width}", [n // width, k, width], 1.0,
+                   lambda a: pack_panels(plain(a), width), lambda x, c: MatmulPanelsOp(x, c, rtype))
+                  ] if width and n % width == 0 else []
+        transposed = [("transposed", f"{ref}.T", [n, k], _GAIN if rows > 1 else 1.0,
+                       lambda a: np.ascontiguousarray(a.T), lambda x, c: graph.MatmulOp(x, c, rtype, transpose_b=True))
+                      ] if not tb else []
         # The first alternative takes ties: the panels the FMA schedule reads, except for one row
         # (a matrix-vector product), where the dot-product kernel of the transposed weight keeps
         # several accumulators and the panel kernel one FMA chain per panel (measured 2-3x apart).
-        if tb and rows == 1:
-            continue
-        alts = [] if rows > 1 or tb else [transposed]
-        if width and n % width == 0:
-            alts.append(("packed", f"{ref}.p{width}", [n // width, k, width], 1.0,
-                         lambda a: pack_panels(plain(a), width), lambda x, c: MatmulPanelsOp(x, c, rtype)))
-        if rows > 1 and not tb:
-            alts.append(transposed)
+        alts = packed + transposed if rows > 1 else transposed + packed
         before = price([op])
         best = None
         for what, name, shape, gain, array, make in alts:
@@ -393,7 +392,7 @@ def fuse_block_cost_guided(block: Block, max_size: int, allow_reduction_fusion: 
         return cache[key]
 
     duplicated: dict[Operation, str] = {}  # a consumer unit's last op -> its decision
-    transposed = _weight_layouts(block, price, store, width) if store is not None else {}
+    layouts = _weight_layouts(block, price, store, width) if store is not None else {}
     g, units = _rule_units(block, max_size, allow_reduction_fusion)
     for _ in range(max_rounds):
         found = _duplications(g, units, cached, max_size)
@@ -411,7 +410,7 @@ def fuse_block_cost_guided(block: Block, max_size: int, allow_reduction_fusion: 
     for members in cg.run(max_rounds):
         ops = [g.nodes[i] for i in members]
         decision = cg.decisions.get(tuple(members)) or duplicated.get(ops[-1]) or next(
-            (transposed[o] for o in ops if o in transposed), None)
+            (layouts[o] for o in ops if o in layouts), None)
         target: Operation | None = ops[0]
         if len(ops) > 1:
             target = place_group(block, ops)

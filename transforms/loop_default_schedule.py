@@ -14,6 +14,7 @@ from xdsl.rewriter import InsertPoint
 
 from ziggurat.dialects import loop
 from ziggurat.errors import ScheduleError
+from ziggurat.lowering.convert_loop_to_hw import _const_int
 from ziggurat.lowering.qgemm import schedule_qgemm
 from ziggurat.transforms.schedule_pad import pad_clamped_reads
 from ziggurat.transforms.schedule_plan import k_block_and_pack, plan_narrow, schedule_block
@@ -261,10 +262,11 @@ def _clone_redirected(blk: loop.BlockOp, b: Builder, bindings, out: SSAValue, ac
             mapping[op.result] = nb.insert(loop.LoadOp(packed[1], [jo, r0, ji])).result
         else:
             nb.insert(op.clone(value_mapper=mapping))
-    for op in reversed(list(new.body.block.ops)):  # index math only the redirected reads used
-        if op.dialect_name() == "arith" and op.results and not any(r.uses for r in op.results):
-            op.detach()
-            op.erase()
+    if packed is not None and packed[1] is packed[0].buffer:  # drop the j // w, j % w the panel read used
+        for op in reversed(list(new.body.block.ops)):
+            if op.dialect_name() == "arith" and op.results and not any(r.uses for r in op.results):
+                op.detach()
+                op.erase()
 
 
 def prepacked(nest: _ReduceNest, width: int | None = None) -> loop.LoadOp | None:
@@ -278,8 +280,7 @@ def prepacked(nest: _ReduceNest, width: int | None = None) -> loop.LoadOp | None
 
     def of_l(v: SSAValue, kind: type, w: int) -> bool:
         op = v.owner
-        return (isinstance(op, kind) and op.lhs is lvar and isinstance(op.rhs.owner, arith.ConstantOp)
-                and op.rhs.owner.value.value.data == w)
+        return isinstance(op, kind) and op.lhs is lvar and _const_int(op.rhs) == w
 
     for o in nest.update.body.walk():
         if isinstance(o, loop.LoadOp) and o.buffer != nest.out and len(o.indices) == 3 and o.indices[1] is kvar:

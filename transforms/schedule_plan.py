@@ -37,6 +37,7 @@ from ziggurat.dialects import loop
 MAX_ACC = 12  # accumulator vectors of a 16-register target
 ROWS = (6, 4, 3, 2)
 KC = 256
+PACK_SUFFIX = "_pack"  # block-name suffix of a pack nest (`_pack_nest`); the cost features price those as a copy phase
 # Whether the default copies A's row sliver per (row block, k block) (`pack_a_sliver`). Off: on the Zen 3
 # AVX2 host matmul 1024^3 ran 0.96-1.01x the time without it (interleaved A/B, 1 and 2 threads; 512^3
 # 0.99-1.01x), within noise; it fires on no matmul of bert_layer, mlp_b64 or the transformer. A template knob.
@@ -281,7 +282,7 @@ def _pack_nest(b: Builder, start: SSAValue, src: SSAValue, panel: SSAValue, kc: 
     lane = Builder(InsertPoint.at_end(r.body.block)).insert(loop.ForOp(0, width, 1, "vectorized"))
     lane.iv.name_hint = "pl"
     blk = Builder(InsertPoint.at_end(lane.body.block)).insert(
-        loop.BlockOp(f"{tag}_pack", "SSSS", [start, r.iv, po.iv, lane.iv]))
+        loop.BlockOp(f"{tag}{PACK_SUFFIX}", "SSSS", [start, r.iv, po.iv, lane.iv]))
     a, k, p, l = blk.vars
     bb = Builder(InsertPoint.at_end(blk.body.block))
     row = bb.insert(arith.AddiOp(a, k)).result
