@@ -27,6 +27,10 @@ decisions (`transforms/loop_default_schedule.py`) as knobs and widens them:
   contiguous `[depth][rows]` sliver before the column loop (plain 2-D matmul
   whose tile blocks the row loop only: `schedule_plan.pack_a_sliver`); with
   `jouter` every row block's sliver of the k-block, before the panel loop;
+* `mc`: with `jouter`, the outermost spatial loop cut into blocks of `mc`
+  (a multiple of its tile factor that divides it) outside the panel loop,
+  so a panel stays in L1 while an mc-row block of A stays in L2 (GotoBLAS's
+  ic / jr / ir loops; 0 or absent: no cut);
 * `dot`: for nests the default gives a dot-product tile (dense with a
   transposed weight), the `[loop index, factor]` pairs of that tile.
 
@@ -176,6 +180,9 @@ def random_nest_knobs(rng: random.Random, nest: Any, kind: str, width: int) -> d
                      "pack_a": int(packable_a(nest, tile) is not None and rng.random() < 0.5)}
             if n > 2:
                 knobs["sorder"] = _random_order(rng, n - 1)
+            mcs = mc_choices(nest, knobs, width)
+            if mcs and rng.random() < 0.5:
+                knobs["mc"] = rng.choice(mcs)
             return knobs
     return {"block": name, "kind": "vector", "tile": [], "nvec": 1, "kc": kc, "pack": pack,
             "rorder": list(range(len(nest.reduction)))}
@@ -219,7 +226,10 @@ def narrow_neighbours(nest: Any, k: dict[str, Any], width: int) -> list[dict[str
             add({**v, "pack_a": 1 - v.get("pack_a", 0)})
     if k["pack"] or k["nvec"] > 1:  # the panel loop outside the rows, at each kc
         for kc in [c for c in [k["kc"]] + list(KC_CHOICES) if c == 0 or red >= c and red % c == 0]:
-            add({**k, "kc": kc, "pack": int(kc > 0 and _packable(nest, kc, width) is not None), "jouter": 1})
+            v = {**k, "kc": kc, "pack": int(kc > 0 and _packable(nest, kc, width) is not None), "jouter": 1}
+            add(v)
+            for mc in [m for m in mc_choices(nest, v, width) if m in (32, 64, 128)]:  # rows cut outside it
+                add({**v, "mc": mc})
     n_red = len(nest.reduction)
     if n_red > 1:  # the first reduction loop (a conv's input channels) innermost
         add({**k, "rorder": list(range(1, n_red)) + [0]})
@@ -270,17 +280,36 @@ def _check(nest: Any, k: dict[str, Any], width: int) -> None:
         if k.get("pack_a") and packable_a(nest, k["tile"]) is None:
             raise ScheduleError(f"template pack_a=1 of block '{name}': A slivers need a plain 2-D matmul "
                                 f"whose tile blocks the row loop only (tile [[0, rows]]); set pack_a to 0")
+        mc = k.get("mc", 0)
+        if mc and mc not in mc_choices(nest, k, width):
+            raise ScheduleError(f"template mc={mc} of block '{name}': needs jouter=1 with a panel loop (pack or "
+                                f"nvec > 1), and a multiple of the outermost loop's tile factor that divides it; "
+                                f"legal: {mc_choices(nest, k, width) or 'none'}")
+
+
+def mc_choices(nest: Any, k: dict[str, Any], width: int) -> list[int]:
+    """Legal `mc` for knobs `k` (see the module docstring): multiples of the outermost spatial loop's
+    tile factor that divide its extent, below it; none without `jouter` and a panel loop."""
+    if not k.get("jouter") or not (k["pack"] or k["nvec"] > 1 or prepacked(nest, width) is not None):
+        return []
+    d0 = (k.get("sorder") or [0])[0]
+    ub = nest.spatial[d0].trip_count
+    step = dict((d, u) for d, u in k["tile"]).get(d0, 1)
+    return [m for m in range(step, ub, step) if ub % m == 0]
 
 
 def schedule_vector_nest(nest: Any, tile: list[list[int]], nvec: int, kc: int, pack: bool, width: int,
                          rorder: list[int] | None = None, jouter: bool = False, pack_a: bool = False,
-                         sorder: list[int] | None = None) -> None:
+                         sorder: list[int] | None = None, mc: int = 0) -> None:
     """The default schedule (`schedule_reduce_nest`) generalized to a 2-D register tile, `nvec` vectors
     and a permutation `rorder` of the reduction loops (outermost first). With `jouter` (and a panel
     loop: packed or nvec > 1) the panel loop runs outside the spatial loops (inside the kc block):
     one panel of the streamed operand stays in L1 while the rows sweep past it (GotoBLAS order).
     With `pack_a` each row block's k-block of A is first copied into a contiguous sliver. `sorder`
-    permutes the spatial loops outside the vectorized one (outermost first)."""
+    permutes the spatial loops outside the vectorized one (outermost first). With `jouter` and `mc`
+    (a multiple of the row block dividing the row loop) the rows are first cut into blocks of `mc`
+    outside the panel loop: one panel stays in L1 while an mc x kc block of A stays in L2
+    (GotoBLAS's ic / jr / ir order)."""
     n = len(nest.spatial)
     last = nest.spatial[-1]
     pre = prepacked(nest, width)  # B stored in panels: read as panels whatever `pack` says
@@ -388,6 +417,22 @@ def schedule_vector_nest(nest: Any, tile: list[list[int]], nvec: int, kc: int, p
         Rewriter.inline_block(jo.body.block, InsertPoint.before(jo), [outer.iv])
         jo.detach()
         jo.erase()
+        if mc and mc < top.bounds[1]:
+            _strip_rows(top, outer, mc)
+
+
+def _strip_rows(top: Any, outer: Any, mc: int) -> None:
+    """`outer { top: i = 0 to M step rows }` -> `io = 0 to M step mc { outer { ii = 0 to mc step rows } }`,
+    with `io + ii` in place of `i` (the row loop cut into blocks of `mc` outside the panel loop `outer`)."""
+    io = Builder(InsertPoint.before(outer)).insert(loop.ForOp(0, top.bounds[1], mc))
+    io.iv.name_hint = top.iv.name_hint + "o"
+    outer.detach()
+    io.body.block.add_op(outer)
+    top.properties["ub"] = IntegerAttr(mc, builtin.i64)
+    first = top.body.block.first_op
+    at = arith.AddiOp(io.iv, top.iv)
+    top.body.block.insert_op_before(at, first)
+    top.iv.replace_uses_with_if(at.result, lambda u: u.operation is not at)
 
 
 def interchange(loops: list[Any], order: list[int]) -> None:
@@ -457,7 +502,7 @@ def apply_template(module: builtin.ModuleOp, name: str, trace: dict[str, Any], v
         else:
             schedule_vector_nest(nest, k["tile"], k["nvec"], k["kc"], bool(k["pack"]), vector_width,
                                  k.get("rorder"), bool(k.get("jouter", 0)), bool(k.get("pack_a", 0)),
-                                 k.get("sorder"))
+                                 k.get("sorder"), int(k.get("mc", 0)))
     tmp = builtin.ModuleOp([fn])
     run_passes(tmp, parse_pipeline(default_loop_pipeline(vector_width)), verify=False)
     old = _kernel(module, name)

@@ -107,6 +107,25 @@ def conv_ref(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     return out
 
 
+@pytest.mark.parametrize("mc", [4, 8, 16])
+def test_template_mc_cuts_the_rows_outside_the_panel_loop(mc):
+    """jouter with mc: the row loop becomes blocks of mc outside the panel loop and rows of 4 inside it,
+    with the same result as numpy; the seeds of an 8-lane default block include mc neighbours."""
+    rng = np.random.default_rng(mc)
+    a, b = rng.uniform(-1, 1, (32, 128)).astype(np.float32), rng.uniform(-1, 1, (128, 64)).astype(np.float32)
+    trace = {"template": [{"block": "mm", "kind": "vector", "tile": [[0, 4]], "nvec": 2, "kc": 128, "pack": 1,
+                           "rorder": [0], "jouter": 1, "mc": mc}]}
+    module = Parser(make_context(), MM).parse_module()
+    apply_trace(module, "mm_0", trace, 8)
+    ir = str(module)
+    if mc < 32:
+        assert f"loop.for %i0o = 0 to 32 step {mc}" in ir and f"0 to {mc} step 4" in ir
+    np.testing.assert_allclose(run(MM, "mm_0", trace, [a, b], (32, 64), 8), a.astype(np.float64) @ b,
+                               rtol=1e-4, atol=1e-4)
+    space = SearchSpace(lower(te_matmul(256, 64, 256), "convert-te-to-loop"), "mm_0", vector_width=8)
+    assert {s["template"][0].get("mc") for s in space.seeds()} >= {None, 32, 64, 128}
+
+
 def test_default_knobs_and_seeds_of_a_matmul():
     space = SearchSpace(MM, "mm_0")
     fn = next(iter(space.module.ops))
@@ -154,6 +173,8 @@ def test_template_conv_with_2d_tile_and_reordered_reduction_matches_numpy():
     ({"sorder": [0, 0]}, "sorder=.* not a permutation"),
     ({"block": "nope"}, "not a naive reduction nest"),
     ({"tile": [], "pack_a": 1}, "pack_a=1"),
+    ({"nvec": 2, "tile": [[0, 4]], "mc": 8}, "mc=8 .*needs jouter=1"),
+    ({"nvec": 2, "tile": [[0, 4]], "jouter": 1, "mc": 6}, "legal: \\[4, 8, 16\\]"),
 ])
 def test_illegal_template_decisions_are_schedule_errors(bad, what):
     k = {"block": "mm", "kind": "vector", "tile": [[0, 8]], "nvec": 1, "kc": 0, "pack": 0, "rorder": [0], **bad}
@@ -190,7 +211,8 @@ def test_default_knobs_reproduce_the_8_lane_default_schedule(text, name):
     for s in seeds:
         assert fits(s["nvec"] * int(np.prod([u for _, u in s["tile"]])), s["nvec"], 8)
     if name == "mm_0":
-        assert k == {"block": "mm", "kind": "vector", "tile": [[0, 4]], "nvec": 2, "kc": 256, "pack": 1,
+        # k = 1024 (<= schedule_plan.ONE_BLOCK) is packed as one block: no k-block loop, no output reload
+        assert k == {"block": "mm", "kind": "vector", "tile": [[0, 4]], "nvec": 2, "kc": 1024, "pack": 1,
                      "rorder": [0]}
         assert {s["nvec"] for s in seeds} == {1, 2, 4} and {s["kc"] for s in seeds} >= {0, 64, 128, 256, 512}
         assert {s["pack"] for s in seeds if s["kc"]} == {0, 1}
@@ -253,6 +275,7 @@ def test_spatial_order_seeds_and_draws():
     (24, 32, 64, [[0, 2]], 2, 32, 1, 16, 0),  # 16 lanes
     (30, 40, 96, [[0, 3]], 1, 48, 1, 8, 1),   # panel loop outside: the whole k-block of A, sliver by sliver
     (12, 32, 20, [[0, 4]], 2, 0, 0, 8, 1),
+    (24, 32, 64, [[0, 4]], 2, 64, 1, 8, 8),   # jouter with the rows cut in blocks of 8 (mc)
 ])
 def test_template_pack_a_matches_numpy(m, n, k, tile, nvec, kc, pack, width, jouter):
     """pack_a copies each row block's k-block of A into a [depth, rows] sliver before the column loop
@@ -262,7 +285,7 @@ def test_template_pack_a_matches_numpy(m, n, k, tile, nvec, kc, pack, width, jou
     rng = np.random.default_rng(m + n + k)
     a, b = rng.uniform(-1, 1, (m, k)).astype(np.float32), rng.uniform(-1, 1, (k, n)).astype(np.float32)
     trace = {"template": [{"block": "mm", "kind": "vector", "tile": tile, "nvec": nvec, "kc": kc, "pack": pack,
-                           "rorder": [0], "pack_a": 1, "jouter": jouter}]}
+                           "rorder": [0], "pack_a": 1, "jouter": int(jouter > 0)} | ({"mc": jouter} if jouter > 1 else {})]}
     module = Parser(make_context(), text).parse_module()
     apply_trace(module, "mm_0", trace, width)
     ir = str(module)

@@ -34,11 +34,12 @@ def run8(model, inputs, threads):
 
 @SETTINGS
 @given(m=st.one_of(st.integers(1, 26), st.sampled_from([12, 24, 36, 64])), n=st.one_of(st.integers(8, 70), st.sampled_from([16, 32, 48, 64])),
-       k=st.sampled_from([1, 7, 256, 300, 512, 768]), threads=st.sampled_from([1, 2]))
+       k=st.sampled_from([1, 7, 256, 300, 512, 768, 1536]), threads=st.sampled_from([1, 2]))
 def test_avx2_matmul_block_matches_numpy(m, n, k, threads):
-    """Rows (6, 4, 3 or 2, dividing m) x 2 vectors when 16 divides n, else one vector; k-blocked and packed
-    from k = 512 (a multiple of 256), or k = 256 as one packed block with >= 32 rows (no reload: the accumulators
-    start at zero); otherwise the one-vector schedule (k-blocked from 768)."""
+    """Rows (6, 4, 3 or 2, dividing m) x 2 vectors when 16 divides n, else one vector; packed as one block
+    for k = 512 and 768 (<= schedule_plan.ONE_BLOCK: no reload, the accumulators start at zero), k-blocked by
+    256 and packed beyond (1536), or k = 256 as one packed block with >= 32 rows; otherwise the one-vector
+    schedule (k-blocked from 768)."""
     rng = np.random.default_rng(m * 1000 + n * 10 + k)
     model = graph_model([(m, k), (k, n)], lambda b, x: b.insert(graph.MatmulOp(x[0], x[1], tensor((m, n)))).result)
     a, w = rand(rng, (m, k)), rand(rng, (k, n))
@@ -46,8 +47,10 @@ def test_avx2_matmul_block_matches_numpy(m, n, k, threads):
     assert '"matmul_store"' in ir
     two_vectors = n % 16 == 0 and any(m % u == 0 for u in (6, 4, 3, 2))
     assert (f"%i1p = 0 to {n // 8} step 2 serial" in ir) == two_vectors
-    blocked = k == 768 or (two_vectors and k == 512)
+    blocked = (k == 768 and not two_vectors) or k == 1536
     assert ('"matmul_load"' in ir) == blocked
+    if two_vectors and k in (512, 768, 1536):
+        assert '"matmul_pack"' in ir
     # k = 256 with >= 32 rows: one packed block, so no k-block loop, no init nest and no reload
     if k == 256:
         assert ('"matmul_pack"' in ir) == (two_vectors and m >= 32)
@@ -73,7 +76,7 @@ def test_avx2_matmul_with_a_slivers_matches_numpy(m, n, k, threads):
     rows = next((u for u in (6, 4, 3, 2) if m % u == 0), 0)
     assert ('"matmul_pack_a"' in ir) == (rows > 0 and n % 16 == 0)  # the 2-D block (plan_narrow) only
     if rows and n % 16 == 0:
-        assert f"memref<{256 if k == 512 or (k == 256 and m >= 32) else k}x{rows}xf32>" in ir
+        assert f"memref<{k}x{rows}xf32>" in ir  # k <= ONE_BLOCK: one block, the sliver is k deep
     np.testing.assert_allclose(got, a.astype(np.float64) @ w.astype(np.float64), rtol=1e-4, atol=1e-3)
 
 
@@ -128,8 +131,8 @@ def test_avx2_nchw_conv_matches_numpy(groups, cin, cout, k, s, p, h, w):
 
 
 def test_avx2_plans():
-    """The planned blocks: 1024^3 matmul 4 rows x 2 vectors, k-blocked by 256 and packed; the NCHW8c
-    conv of 64 channels 4 rows x 2 output-channel blocks."""
+    """The planned blocks: 1024^3 matmul 4 rows x 2 vectors, B packed as one 1024-deep block (no k-block
+    loop); the NCHW8c conv of 64 channels 4 rows x 2 output-channel blocks."""
     from ziggurat.benchmarks.workloads import BUILDERS
 
     for key, rows, block in (("matmul_1024", "0 to 1024 step 4 parallel", "memref<4x1032xf32>"),
@@ -143,6 +146,8 @@ def test_avx2_plans():
 
         ziggurat.compile(model, target=f"llvm -mattr={AVX2} -num-cores=2", after_pass=grab)
         assert rows in seen["ir"] and block in seen["ir"], key
+        if key == "matmul_1024":
+            assert "memref<128x1024x8xf32>" in seen["ir"] and "%r0o" not in seen["ir"]
 
 
 @SETTINGS
