@@ -11,7 +11,8 @@ Stages, from an imported model to code the LLVM backend takes:
   also fold constants and fuse ops by TVM's op-pattern rules; O3 re-decides
   those groups with loop-level costs (`fuse-ops{cost-guided=true}`) and runs
   conv chains in the blocked layout NCHW[x]c (`convert-layout`).
-* `TO_LOOP`: graph -> te -> naive loop nests.
+* `TO_LOOP`: graph -> te -> naive loop nests, with the div/rem index math
+  of reshapes simplified (`loop-simplify-index`).
 * `MODULE[level]`: kernel dedupe and static memory planning (loop level).
 * `LOOP[level]`: the default schedule and the lowering to `hw` vector code.
 
@@ -32,7 +33,9 @@ GRAPH: dict[int, str] = {
     3: "simplify-graph,fold-constants,cse,dce,convert-layout,fuse-ops{cost-guided=true}",
 }
 
-TO_LOOP = "convert-graph-to-te,convert-te-to-loop"
+# loop-simplify-index belongs to the lowering: workload keys (tuning records, the
+# cost oracle's `lower_kernel`) are taken from the kernels it leaves.
+TO_LOOP = "convert-graph-to-te,convert-te-to-loop,loop-simplify-index"
 
 # Whole-module passes right after TO_LOOP, before the kernels are scheduled:
 # identical kernels merge (each distinct kernel is scheduled and compiled

@@ -140,6 +140,12 @@ def _loop_unroll() -> type[ModulePass]:
     return LoopUnrollPass
 
 
+def _loop_simplify_index() -> type[ModulePass]:
+    from ziggurat.transforms.loop_simplify_index import LoopSimplifyIndexPass
+
+    return LoopSimplifyIndexPass
+
+
 def _loop_parallelize_outer() -> type[ModulePass]:
     from ziggurat.transforms.loop_parallelize_outer import LoopParallelizeOuterPass
 
@@ -198,6 +204,7 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "annotate-costs": _annotate_costs,
         "convert-graph-to-te": _convert_graph_to_te,
         "convert-te-to-loop": _convert_te_to_loop,
+        "loop-simplify-index": _loop_simplify_index,
         "dedupe-kernels": _dedupe_kernels,
         "plan-memory": _plan_memory,
         "loop-default-schedule": _loop_default_schedule,

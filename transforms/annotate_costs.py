@@ -49,16 +49,18 @@ def kernel_of_ops(ops: list[Operation], name: str = _KERNEL) -> func.FuncOp:
 
 
 def lower_kernel(kernel: func.FuncOp, vector_width: int = 16) -> tuple[builtin.ModuleOp, WorkloadKey]:
-    """A te kernel lowered and scheduled (te -> loop -> default schedule -> innermost
+    """A te kernel lowered and scheduled (te -> loop -> simplified index math -> default schedule -> innermost
     vectorization) in a module of its own, with its workload key (the unscheduled loop text)."""
     from ziggurat.dialects import make_context
     from ziggurat.lowering.convert_te_to_loop import ConvertTeToLoopPass
     from ziggurat.transforms.loop_default_schedule import LoopDefaultSchedulePass
+    from ziggurat.transforms.loop_simplify_index import LoopSimplifyIndexPass
     from ziggurat.transforms.loop_vectorize_innermost import LoopVectorizeInnermostPass
 
     ctx = make_context()
     module = builtin.ModuleOp([kernel])
     ConvertTeToLoopPass().apply(ctx, module)
+    LoopSimplifyIndexPass().apply(ctx, module)  # as in pipelines.TO_LOOP
     key = WorkloadKey.from_text(str(module), kernel.sym_name.data)
     LoopDefaultSchedulePass(vector_width=vector_width).apply(ctx, module)
     LoopVectorizeInnermostPass(min_extent=vector_width).apply(ctx, module)

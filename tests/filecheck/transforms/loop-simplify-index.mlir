@@ -1,0 +1,69 @@
+// RUN: ziggurat-opt %s -p loop-simplify-index | filecheck %s
+
+// A reshape [4, 32] -> [128] -> [4, 32]: flatten, then unflatten by div/rem.
+// With %a in [0, 3] and %b in [0, 31], (32 a + b) / 32 = a and (32 a + b) % 32 = b.
+// CHECK-LABEL: func.func @reshape_roundtrip
+// CHECK:         loop.block "reshape" [S %a = %i, S %b = %j] {
+// CHECK-NEXT:      %v = loop.load %x[%a, %b] : memref<4x32xf32>
+// CHECK-NEXT:      loop.store %v, %y[%a, %b] : memref<4x32xf32>
+// CHECK-NEXT:    }
+func.func @reshape_roundtrip(%x: memref<4x32xf32>, %y: memref<4x32xf32>) {
+  loop.for %i = 0 to 4 serial {
+    loop.for %j = 0 to 32 serial {
+      loop.block "reshape" [S %a = %i, S %b = %j] {
+        %c32 = arith.constant 32 : index
+        %a32 = arith.muli %a, %c32 : index
+        %flat = arith.addi %a32, %b : index
+        %q = arith.divui %flat, %c32 : index
+        %r = arith.remui %flat, %c32 : index
+        %v = loop.load %x[%q, %r] : memref<4x32xf32>
+        loop.store %v, %y[%a, %b] : memref<4x32xf32>
+      }
+    }
+  }
+  func.return
+}
+
+// A slice offset (+ 64) inside the remainder: (32 a + b + 64) % 128 stays a sum
+// (32 a + b + 64 <= 159 is not below 128), but its division by 32 is a + 2.
+// CHECK-LABEL: func.func @offset
+// CHECK:         %[[TWO:.*]] = arith.constant 2 : index
+// CHECK-NEXT:    %[[Q:.*]] = arith.addi %a, %[[TWO]] : index
+// CHECK-NEXT:    %[[R:.*]] = arith.remui %off, %c128 : index
+// CHECK-NEXT:    loop.load %x[%[[Q]], %[[R]]] : memref<8x128xf32>
+func.func @offset(%x: memref<8x128xf32>, %y: memref<4x32xf32>) {
+  loop.for %i = 0 to 4 serial {
+    loop.for %j = 0 to 32 serial {
+      loop.block "slice" [S %a = %i, S %b = %j] {
+        %c32 = arith.constant 32 : index
+        %c64 = arith.constant 64 : index
+        %c128 = arith.constant 128 : index
+        %a32 = arith.muli %a, %c32 : index
+        %flat = arith.addi %a32, %b : index
+        %off = arith.addi %flat, %c64 : index
+        %q = arith.divui %off, %c32 : index
+        %r = arith.remui %off, %c128 : index
+        %v = loop.load %x[%q, %r] : memref<8x128xf32>
+        loop.store %v, %y[%a, %b] : memref<4x32xf32>
+      }
+    }
+  }
+  func.return
+}
+
+// Negative: %b spans [0, 127], so %b % 32 and %b / 32 depend on it and stay.
+// CHECK-LABEL: func.func @transpose_reshape
+// CHECK:         arith.remui %b, %c32
+// CHECK-NEXT:    arith.divui %b, %c32
+func.func @transpose_reshape(%x: memref<4x32xf32>, %y: memref<128xf32>) {
+  loop.for %j = 0 to 128 serial {
+    loop.block "reshape" [S %b = %j] {
+      %c32 = arith.constant 32 : index
+      %r = arith.remui %b, %c32 : index
+      %q = arith.divui %b, %c32 : index
+      %v = loop.load %x[%q, %r] : memref<4x32xf32>
+      loop.store %v, %y[%b] : memref<128xf32>
+    }
+  }
+  func.return
+}

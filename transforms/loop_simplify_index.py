@@ -1,0 +1,196 @@
+"""loop-simplify-index: drops the div/rem pairs that reshapes leave in index math."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import arith, builtin, func
+from xdsl.dialects.builtin import IndexType, IntegerAttr
+from xdsl.ir import Block, Operation, SSAValue
+from xdsl.passes import ModulePass
+
+from ziggurat.dialects import loop
+
+_DIVS = (arith.DivUIOp, arith.DivSIOp, arith.FloorDivSIOp)
+_REMS = (arith.RemUIOp, arith.RemSIOp)
+_PURE = (arith.ConstantOp, arith.AddiOp, arith.SubiOp, arith.MuliOp, *_DIVS, *_REMS)
+
+
+class _Aff:
+    """sum(coef * atom) + const over index values (atoms: block variables or opaque results)."""
+
+    def __init__(self, terms: dict[SSAValue, int] | None = None, const: int = 0):
+        self.terms = {a: c for a, c in (terms or {}).items() if c}
+        self.const = const
+
+    def add(self, other: _Aff, sign: int = 1) -> _Aff:
+        terms = dict(self.terms)
+        for a, c in other.terms.items():
+            terms[a] = terms.get(a, 0) + sign * c
+        return _Aff(terms, self.const + sign * other.const)
+
+    def scale(self, k: int) -> _Aff:
+        return _Aff({a: c * k for a, c in self.terms.items()}, self.const * k)
+
+
+@dataclass(frozen=True)
+class LoopSimplifyIndexPass(ModulePass):
+    """Rewrites `x floordiv c` and `x mod c` on index values with known ranges.
+
+    The te lowering of a reshape flattens and unflattens indices with
+    divisions and remainders by constants; a chain of reshapes, transposes
+    and slices leaves dozens per element, which hides the innermost stride
+    from `loop-vectorize-innermost` (the copy stays scalar) and costs a
+    multiply-shift sequence each. With `x = c*q + r` where every term of `r`
+    has a coefficient that `c` does not divide and `0 <= r < c` over the
+    ranges of the block variables (from the bounds of the loops they bind),
+    `x / c` is `q` and `x % c` is `r`.
+
+    **Input:** loop-level kernel functions, before scheduling (the block
+    variables bind loop variables or constants).
+
+    **Output:** the same kernels; each division or remainder by a positive
+    constant that splits this way is replaced by adds and multiplies of its
+    parts, and index arithmetic left without uses is erased. Others stay.
+
+    Example (`%a` binds `0 to 4`, `%b` binds `0 to 32`):
+    ```mlir
+    %x = arith.addi %a32, %b : index      // %a32 = %a * 32
+    %q = arith.divui %x, %c32 : index
+    %r = arith.remui %x, %c32 : index
+    %v = loop.load %in0[%q, %r] : memref<4x32xf32>
+    ```
+    becomes `%v = loop.load %in0[%a, %b]`.
+    """
+
+    name = "loop-simplify-index"
+
+    def apply(self, ctx: Context, op: builtin.ModuleOp) -> None:
+        for fn in op.ops:
+            if isinstance(fn, func.FuncOp) and fn.sym_name.data != "main":
+                for blk in fn.walk():
+                    if isinstance(blk, loop.BlockOp):
+                        simplify_block(blk)
+
+
+def _bound_range(v: SSAValue) -> tuple[int, int] | None:
+    owner = v.owner
+    if isinstance(owner, Block) and isinstance(owner.parent_op(), loop.ForOp):
+        f = owner.parent_op()
+        lb, _, step = f.bounds  # type: ignore[union-attr]
+        n = f.trip_count  # type: ignore[union-attr]
+        return (lb, lb + (n - 1) * step) if n else None
+    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
+        c = owner.value.value.data
+        return c, c
+    return None
+
+
+def _const(v: SSAValue) -> int | None:
+    o = v.owner
+    if isinstance(o, arith.ConstantOp) and isinstance(o.value, IntegerAttr):
+        return o.value.value.data
+    return None
+
+
+def simplify_block(blk: loop.BlockOp) -> int:
+    """Simplifies the index math of one `loop.block`; returns how many div/rem ops it replaced."""
+    ranges: dict[SSAValue, tuple[int, int]] = {}
+    for var, bound in zip(blk.vars, blk.operands):
+        r = _bound_range(bound)
+        if r is not None:
+            ranges[var] = r
+    affs: dict[SSAValue, _Aff] = {}
+
+    def aff(v: SSAValue) -> _Aff:
+        if v not in affs:
+            affs[v] = _Aff({v: 1})
+        return affs[v]
+
+    def span(a: _Aff) -> tuple[int, int] | None:
+        lo = hi = a.const
+        for atom, c in a.terms.items():
+            r = ranges.get(atom)
+            if r is None:
+                return None
+            lo, hi = lo + min(c * r[0], c * r[1]), hi + max(c * r[0], c * r[1])
+        return lo, hi
+
+    replaced = 0
+    for op in list(blk.body.block.ops):
+        if len(op.results) != 1 or not isinstance(op.results[0].type, IndexType):
+            continue
+        res = op.results[0]
+        if isinstance(op, arith.ConstantOp):
+            c = _const(res)
+            if c is not None:
+                affs[res] = _Aff(const=c)
+            continue
+        if isinstance(op, (arith.AddiOp, arith.SubiOp)):
+            affs[res] = aff(op.operands[0]).add(aff(op.operands[1]), 1 if isinstance(op, arith.AddiOp) else -1)
+            continue
+        if isinstance(op, arith.MuliOp):
+            k0, k1 = _const(op.operands[0]), _const(op.operands[1])
+            if k1 is not None or k0 is not None:
+                affs[res] = aff(op.operands[0]).scale(k1) if k1 is not None else aff(op.operands[1]).scale(k0)
+            continue
+        if isinstance(op, _DIVS + _REMS):
+            c = _const(op.operands[1])
+            x = aff(op.operands[0])
+            if c is None or c <= 0:
+                continue
+            q = _Aff({a: k // c for a, k in x.terms.items() if k % c == 0}, x.const // c)
+            r = _Aff({a: k for a, k in x.terms.items() if k % c}, x.const % c)
+            rs, xs = span(r), span(x)
+            if rs is not None and 0 <= rs[0] and rs[1] < c and (xs is None or xs[0] >= 0):
+                part = q if isinstance(op, _DIVS) else r
+                new = _materialize(op, part)
+                affs[new] = part
+                if new is not res:
+                    res.replace_all_uses_with(new)
+                    replaced += 1
+                continue
+            if xs is not None and xs[0] >= 0:  # an opaque value with a known range
+                ranges[res] = (xs[0] // c, xs[1] // c) if isinstance(op, _DIVS) else (0, min(c - 1, xs[1]))
+            elif isinstance(op, arith.RemUIOp):
+                ranges[res] = (0, c - 1)
+    _erase_dead(blk.body.block)
+    return replaced
+
+
+def _materialize(at: Operation, a: _Aff) -> SSAValue:
+    """Inserts `a` as arith ops before `at`; returns its value."""
+    block = at.parent_block()
+    assert block is not None
+
+    def put(o: Operation) -> SSAValue:
+        block.insert_op_before(o, at)
+        return o.results[0]
+
+    def const(k: int) -> SSAValue:
+        return put(arith.ConstantOp(IntegerAttr(k, IndexType())))
+
+    acc: SSAValue | None = None
+    for atom, k in a.terms.items():
+        term = atom if abs(k) == 1 else put(arith.MuliOp(atom, const(abs(k))))
+        if acc is None:
+            acc = term if k > 0 else put(arith.SubiOp(const(0), term))
+        else:
+            acc = put(arith.AddiOp(acc, term) if k > 0 else arith.SubiOp(acc, term))
+    if acc is None:
+        return const(a.const)
+    if a.const:
+        acc = put(arith.AddiOp(acc, const(a.const)) if a.const > 0 else arith.SubiOp(acc, const(-a.const)))
+    return acc
+
+
+def _erase_dead(block: Block) -> None:
+    changed = True
+    while changed:
+        changed = False
+        for op in reversed(list(block.ops)):
+            if isinstance(op, _PURE) and all(not r.uses for r in op.results):
+                op.detach()
+                op.erase()
+                changed = True
