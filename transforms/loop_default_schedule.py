@@ -420,9 +420,10 @@ class LoopDefaultSchedulePass(ModulePass):
     instead (transforms/schedule_plan.py): `U` rows (6, 4, 3 or 2) times two
     vectors, along `L` (`L` walks 8-lane panels two at a time) or, when `L`
     is one vector (a conv in NCHW8c), over a second output-channel block, at
-    most 12 accumulators; matmuls are k-blocked and packed from k = 512 (k =
-    256 as one block with >= 32 rows: B packed once, no init nest, no
-    reload of partial sums). A padded conv's clamped input read
+    most 12 accumulators; a matmul's B is packed as one block for k of 512
+    up to 1024 (`schedule_plan.ONE_BLOCK`) and k = 256 with >= 32 rows (B
+    packed once, no init nest, no reload of partial sums), and k-blocked by
+    256 and packed beyond. A padded conv's clamped input read
     becomes a read of a zero-padded local copy (transforms/schedule_pad.py;
     only its halo is zeroed, then the interior copied), and a dot-product
     tile keeps at most 4 x 2 points. Vector width 16 keeps the schedule
