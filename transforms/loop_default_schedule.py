@@ -16,11 +16,13 @@ from ziggurat.dialects import loop
 from ziggurat.errors import ScheduleError
 from ziggurat.lowering.convert_loop_to_hw import _const_int
 from ziggurat.lowering.qgemm import schedule_qgemm
+from ziggurat.transforms.schedule_epilogue import fuse_epilogues
 from ziggurat.transforms.schedule_pad import pad_clamped_reads
 from ziggurat.transforms.schedule_plan import k_block_and_pack, plan_narrow, schedule_block
 
 BLOCKING = (8, 6, 4, 3, 2)
 DOT_BLOCKING = (4, 3, 2)
+FUSE_EPILOGUES = True  # elementwise stages after a register block run in its store blocks
 KC = 256  # reduction block: a 256-deep slice of a streamed operand stays in L2
 
 
@@ -429,6 +431,12 @@ class LoopDefaultSchedulePass(ModulePass):
     tile keeps at most 4 x 2 points. Vector width 16 keeps the schedule
     above.
 
+    Then, at either width, the elementwise stages of a fused group that read
+    a register block's result at their own indices (bias, activation,
+    residual add) move into the block's `<tag>_store` blocks
+    (transforms/schedule_epilogue.py): they run on the tile in registers, and
+    their local intermediates disappear.
+
     **Options:** `vector-width` (default 16); `int8-dot` (`auto`: VNNI when
     the host has AVX512-VNNI; `vnni`; `none`: leave qgemm nests scalar).
 
@@ -486,3 +494,5 @@ class LoopDefaultSchedulePass(ModulePass):
                 tile = plan_dot(nest, self.vector_width)
                 if tile is not None:
                     schedule_dot(nest, tile)
+            if FUSE_EPILOGUES:
+                fuse_epilogues(fn)  # bias, GELU, residual adds run on the register tile (schedule_epilogue.py)
