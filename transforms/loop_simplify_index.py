@@ -143,7 +143,10 @@ def simplify_block(blk: loop.BlockOp) -> int:
             q = _Aff({a: k // c for a, k in x.terms.items() if k % c == 0}, x.const // c)
             r = _Aff({a: k for a, k in x.terms.items() if k % c}, x.const % c)
             rs, xs = span(r), span(x)
-            if rs is not None and 0 <= rs[0] and rs[1] < c and (xs is None or xs[0] >= 0):
+            # x // c = q and x % c = r when 0 <= r < c: exact for floor division, and for the unsigned and
+            # truncating ops while x >= 0; the truncating signed ops need that proved (x's range known)
+            signed = isinstance(op, (arith.DivSIOp, arith.RemSIOp))
+            if rs is not None and 0 <= rs[0] and rs[1] < c and (xs[0] >= 0 if xs is not None else not signed):
                 part = q if isinstance(op, _DIVS) else r
                 new = _materialize(op, part)
                 affs[new] = part
