@@ -11,6 +11,7 @@ from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from ziggurat.dialects import loop
+from ziggurat.lowering.convert_loop_to_hw import _const_int as _const
 
 _DIVS = (arith.DivUIOp, arith.DivSIOp, arith.FloorDivSIOp)
 _REMS = (arith.RemUIOp, arith.RemSIOp)
@@ -81,17 +82,8 @@ def _bound_range(v: SSAValue) -> tuple[int, int] | None:
         lb, _, step = f.bounds  # type: ignore[union-attr]
         n = f.trip_count  # type: ignore[union-attr]
         return (lb, lb + (n - 1) * step) if n else None
-    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
-        c = owner.value.value.data
-        return c, c
-    return None
-
-
-def _const(v: SSAValue) -> int | None:
-    o = v.owner
-    if isinstance(o, arith.ConstantOp) and isinstance(o.value, IntegerAttr):
-        return o.value.value.data
-    return None
+    c = _const(v)
+    return None if c is None else (c, c)
 
 
 def simplify_block(blk: loop.BlockOp) -> int:

@@ -23,37 +23,19 @@ their stages, which vectorize on their own).
 
 from __future__ import annotations
 
-from xdsl.dialects import arith
 from xdsl.ir import Block, SSAValue
 
 from ziggurat.dialects import loop
+from ziggurat.lowering.convert_loop_to_hw import _const_int
 
 _SAFE = ("arith.", "math.")
-
-
-def _perfect(top: loop.ForOp) -> tuple[list[loop.ForOp], loop.BlockOp] | None:
-    loops = [top]
-    while True:
-        body = list(loops[-1].body.block.ops)
-        if len(body) != 1:
-            return None
-        if isinstance(body[0], loop.ForOp):
-            loops.append(body[0])
-            continue
-        return (loops, body[0]) if isinstance(body[0], loop.BlockOp) else None
 
 
 def _identity(indices, vars_, shape) -> bool:
     """Each index is the block variable of its dimension, or the constant 0 on a dimension of extent 1."""
     if len(indices) != len(vars_) or len(shape) != len(vars_):
         return False
-    for i, v, n in zip(indices, vars_, shape):
-        if i is v:
-            continue
-        o = i.owner
-        if not (n == 1 and isinstance(o, arith.ConstantOp) and o.value.value.data == 0):  # type: ignore[union-attr]
-            return False
-    return True
+    return all(i is v or (n == 1 and _const_int(i) == 0) for i, v, n in zip(indices, vars_, shape))
 
 
 def _local(buf: SSAValue) -> bool:
@@ -62,12 +44,13 @@ def _local(buf: SSAValue) -> bool:
 
 def _stage(top: loop.ForOp):
     """(block, intermediate read, its loads, the store) of an elementwise stage nest, else None."""
-    from ziggurat.transforms.loop_default_schedule import _stride
+    from ziggurat.transforms.loop_default_schedule import _chain, _stride
 
-    got = _perfect(top)
-    if got is None:
+    loops = _chain(top)
+    body = list(loops[-1].body.block.ops)
+    if len(body) != 1 or not isinstance(body[0], loop.BlockOp):
         return None
-    loops, blk = got
+    blk = body[0]
     if set(blk.iter_kinds.data) != {"S"} or list(blk.operands) != [f.iv for f in loops]:
         return None
     if any(f.bounds[0] != 0 or f.bounds[2] != 1 for f in loops):
