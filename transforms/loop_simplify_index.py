@@ -150,7 +150,8 @@ def simplify_block(blk: loop.BlockOp) -> int:
                 ranges[res] = (xs[0] // c, xs[1] // c) if isinstance(op, _DIVS) else (0, min(c - 1, xs[1]))
             elif isinstance(op, arith.RemUIOp):
                 ranges[res] = (0, c - 1)
-    _erase_dead(blk.body.block)
+    if replaced:  # only what the rewrites left without uses
+        _erase_dead(blk.body.block)
     return replaced
 
 
