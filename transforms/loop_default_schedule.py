@@ -17,12 +17,14 @@ from ziggurat.errors import ScheduleError
 from ziggurat.lowering.convert_loop_to_hw import _const_int
 from ziggurat.lowering.qgemm import schedule_qgemm
 from ziggurat.transforms.schedule_epilogue import fuse_epilogues
+from ziggurat.transforms.schedule_copy import schedule_copy
 from ziggurat.transforms.schedule_pad import pad_clamped_reads
 from ziggurat.transforms.schedule_plan import k_block_and_pack, plan_narrow, schedule_block
 
 BLOCKING = (8, 6, 4, 3, 2)
 DOT_BLOCKING = (4, 3, 2)
 FUSE_EPILOGUES = True  # elementwise stages after a register block run in its store blocks
+COPY_NESTS = True  # layout transforms: divided loops strip-mined, padding peeled (schedule_copy.py)
 KC = 256  # reduction block: a 256-deep slice of a streamed operand stays in L2
 
 
@@ -475,6 +477,8 @@ class LoopDefaultSchedulePass(ModulePass):
             for top in [o for o in fn.body.block.ops if isinstance(o, loop.ForOp)]:
                 nest = match_reduce_nest(top)
                 if nest is None:
+                    if COPY_NESTS:
+                        schedule_copy(top)  # layout transforms: no div/rem, no padding tests (schedule_copy.py)
                     continue
                 if nest.update.block_name.data == "qgemm":  # graph.qgemm: VNNI register blocks (lowering/qgemm.py)
                     if self.int8_dot != "none":
