@@ -38,6 +38,11 @@ import numpy as np
 from ziggurat.errors import TuningDatabaseError
 
 VALIDATION = "validation "  # message prefix of the records of a final re-measurement round
+DEFAULT_TRACE = "default"  # the trace of a kernel's default schedule (autotune/space.py)
+# A finalist replaces the default schedule only when its validation median is at least this much lower:
+# on this shared host, repeated timings of one build move by 1-2%, and a "best" inside that band was
+# measured slower than the default as often as faster (conv3x3, docs/autotuning.md).
+MIN_GAIN = 0.01
 ERROR_CODES = ("ok", "build_error", "run_error", "timeout", "wrong_result", "crash")
 FORMAT_VERSION = 1
 
@@ -236,7 +241,8 @@ class JSONDatabase:
 
         When the tuner validated its finalists (records whose message is `validation <round>`: the
         default and the best few re-measured together, under the same conditions), the best of the
-        latest round wins, by the median over that round's records of each trace.
+        latest round wins, by the median over that round's records of each trace; the default keeps its
+        place unless the winner's median is at least `MIN_GAIN` (1%) below the default's.
 
         With `cpu` (LLVM's CPU name, `versions.cpu`), records measured on that CPU (or with no CPU
         noted: older records) are ranked alone when there are any; records of other CPUs are the
@@ -250,8 +256,12 @@ class JSONDatabase:
             for r in ok:
                 if r.message == rounds[-1]:
                     by_trace.setdefault(r.trace_hash, []).append(r)
-            return min((rs[0] for rs in by_trace.values()),
-                       key=lambda r: float(np.median([x.cost for x in by_trace[r.trace_hash]])))
+            med = {h: float(np.median([x.cost for x in rs])) for h, rs in by_trace.items()}
+            best = min(med, key=med.__getitem__)
+            default = next((h for h, rs in by_trace.items() if rs[0].trace == DEFAULT_TRACE), None)
+            if default is not None and med[best] > med[default] * (1 - MIN_GAIN):
+                best = default
+            return by_trace[best][0]
         return min(ok, key=lambda r: r.cost, default=None)
 
     def workloads(self) -> list[WorkloadKey]:

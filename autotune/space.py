@@ -44,7 +44,7 @@ import numpy as np
 from xdsl.dialects import builtin, func
 from xdsl.parser import Parser
 
-from ziggurat.autotune.database import structural_hash
+from ziggurat.autotune.database import DEFAULT_TRACE, structural_hash
 from ziggurat.autotune.features import extract_features
 from ziggurat.autotune.template import MAX_POINTS, default_knobs, fits, narrow_neighbours, random_nest_knobs, reduce_nests
 from ziggurat.transforms.schedule_plan import packable_a
@@ -53,7 +53,6 @@ from ziggurat.errors import ScheduleError, TuningError
 from ziggurat.transforms.schedule.api import Schedule
 from ziggurat.transforms.schedule.loops import bound_kinds, get_loops
 
-DEFAULT_TRACE = "default"
 TEMPLATE_SHARE = 0.9
 MEMO_SIZE = 1024
 MAX_UNROLL = 16
