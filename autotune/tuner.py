@@ -234,7 +234,7 @@ class Tuner:
         self.timing["model"] += time.perf_counter() - t2
         return len(batch)
 
-    def validate(self, t: Task, top: int = 4, passes: int = 3) -> int:
+    def validate(self, t: Task, top: int = 4, passes: int = 5) -> int:
         """Re-measures the default schedule and the `top` best traces of task `t` together, `passes`
         times in turn, as one validation round (records with message `validation <round>`); the
         database's `best` then picks among them. One measurement taken during a load spike (this

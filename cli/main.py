@@ -220,7 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "--resources measure=1 per measuring machine)")
     p.add_argument("--validate", type=int, default=4, metavar="N",
                    help="re-measure the default and the N best schedules of each kernel together at the end; "
-                        "the best of that round, when 1%% faster than the default, is what compile applies "
+                        "the best of that round, when 2%% faster than the default, is what compile applies "
                              "(default 4, 0: off)")
     p.add_argument("--report", action="store_true",
                    help="then print the cost model's ranking quality on held-out records (autotune/report.py)")
