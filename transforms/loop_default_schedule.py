@@ -16,8 +16,8 @@ from ziggurat.dialects import loop
 from ziggurat.errors import ScheduleError
 from ziggurat.lowering.convert_loop_to_hw import _const_int
 from ziggurat.lowering.qgemm import schedule_qgemm
-from ziggurat.transforms.schedule_epilogue import fuse_epilogues
 from ziggurat.transforms.schedule_copy import schedule_copy
+from ziggurat.transforms.schedule_epilogue import fuse_epilogues
 from ziggurat.transforms.schedule_pad import pad_clamped_reads
 from ziggurat.transforms.schedule_plan import k_block_and_pack, plan_narrow, schedule_block
 
@@ -432,6 +432,11 @@ class LoopDefaultSchedulePass(ModulePass):
     only its halo is zeroed, then the interior copied), and a dot-product
     tile keeps at most 4 x 2 points. Vector width 16 keeps the schedule
     above.
+
+    A copy nest (one block storing a read at the loops' own indices: conv's
+    boundary layout transforms) gets its divided loops strip-mined, the lane
+    innermost, and its zero padding peeled into halo nests, so that LLVM
+    vectorizes the copy (transforms/schedule_copy.py).
 
     Then, at either width, the elementwise stages of a fused group that read
     a register block's result at their own indices (bias, activation,

@@ -25,12 +25,17 @@ def _uses(v, iv, memo: dict) -> bool:
     return memo[v]
 
 
+LANES = 8  # the narrowest vector this backend targets (AVX2); AVX-512 does the same work in fewer ops
+
+
 def _work(op: Operation, trips: int = 1) -> int:
-    """Ops executed in the blocks under `op`, each loop multiplying by its trip count."""
+    """Ops executed in the blocks under `op`, each loop multiplying by its trip count (a loop already
+    marked `vectorized`, such as a dot-product tile's reduction, by its trip count over `LANES`)."""
     if isinstance(op, loop.BlockOp):
         return trips * max(1, len(list(op.body.block.ops)))
     if isinstance(op, loop.ForOp):
-        trips *= op.trip_count
+        n = op.trip_count
+        trips *= -(-n // LANES) if op.kind.data == "vectorized" else n
     return sum(_work(o, trips) for r in op.regions for b in r.blocks for o in b.ops)
 
 
@@ -59,9 +64,10 @@ class LoopParallelizeOuterPass(ModulePass):
     way are skipped. Nests with no such loop are left serial. With one thread
     the backend runs `parallel` loops serially.
 
-    A nest whose work (ops executed in its blocks, counting loop trips) is
-    below `min-work` stays serial: a parallel region costs a few
-    microseconds, more than such a nest takes on one thread.
+    A nest whose work (ops executed in its blocks, counting loop trips; a
+    loop already `vectorized`, such as a dot tile's reduction, counts its
+    trips over 8 lanes) is below `min-work` stays serial: a parallel region
+    costs a few microseconds, more than such a nest takes on one thread.
 
     **Options:** `min-extent` (default 2), `min-work` (default 8192).
 

@@ -57,14 +57,6 @@ from ziggurat.transforms.schedule_pad import _erase_dead, _fill_nest, _halo, _ma
 MAX_SPLITS = 4  # strip-minings per nest (a transform divides at most one variable per blocked dim)
 
 
-def _chain(top: loop.ForOp) -> list[loop.ForOp]:
-    """`top` and the loops perfectly nested in it."""
-    loops = [top]
-    while len(ops := list(loops[-1].body.block.ops)) == 1 and isinstance(ops[0], loop.ForOp):
-        loops.append(ops[0])
-    return loops
-
-
 def _copy_nest(top: loop.ForOp) -> tuple[list[loop.ForOp], loop.BlockOp, loop.StoreOp] | None:
     """(loops, block, store) when `top` is a perfect nest of serial loops (step 1) around one
     all-spatial block whose variables bind the loops (one each) and whose one store writes at them."""
@@ -187,6 +179,8 @@ def split_divided_loops(loops: list[loop.ForOp], blk: loop.BlockOp) -> tuple[lis
         simplify_block(blk)
         if inner is not loops[-1]:  # the block's lane innermost: LLVM interleaves the next loop's accesses
             reorder(loops[at + 2:] + [inner])
+            from ziggurat.transforms.loop_default_schedule import _chain  # (imports this module)
+
             loops = _chain(loops[0])
     return loops, blk
 

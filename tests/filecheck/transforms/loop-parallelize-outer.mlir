@@ -46,3 +46,43 @@ func.func @main(%x: memref<8xf32>) {
   }
   func.return
 }
+
+// A dot-product tile's reduction loop is already `vectorized` (loop-default-schedule):
+// its work counts trips / 8, so a 10 x 256 one-row product (the MLP's last layer,
+// about 1 us on one thread) stays serial, while 512 x 784 goes parallel.
+// SMALL-LABEL: func.func @dot_tail
+// SMALL:         loop.for %i = 0 to 10 step 2 serial {
+// SMALL-LABEL: func.func @dot_big
+// SMALL:         loop.for %i = 0 to 512 step 4 parallel {
+func.func @dot_tail(%x: memref<1x256xf32>, %w: memref<10x256xf32>, %y: memref<1x10xf32>) {
+  loop.for %i = 0 to 10 step 2 serial {
+    loop.for %k = 0 to 256 vectorized {
+      loop.block "dot" [S %a = %i, R %b = %k] {
+        %z = arith.constant 0 : index
+        %u = loop.load %x[%z, %b] : memref<1x256xf32>
+        %v = loop.load %w[%a, %b] : memref<10x256xf32>
+        %p = arith.mulf %u, %v : f32
+        %o = loop.load %y[%z, %a] : memref<1x10xf32>
+        %s = arith.addf %o, %p : f32
+        loop.store %s, %y[%z, %a] : memref<1x10xf32>
+      }
+    }
+  }
+  func.return
+}
+func.func @dot_big(%x: memref<1x784xf32>, %w: memref<512x784xf32>, %y: memref<1x512xf32>) {
+  loop.for %i = 0 to 512 step 4 serial {
+    loop.for %k = 0 to 784 vectorized {
+      loop.block "dot" [S %a = %i, R %b = %k] {
+        %z = arith.constant 0 : index
+        %u = loop.load %x[%z, %b] : memref<1x784xf32>
+        %v = loop.load %w[%a, %b] : memref<512x784xf32>
+        %p = arith.mulf %u, %v : f32
+        %o = loop.load %y[%z, %a] : memref<1x512xf32>
+        %s = arith.addf %o, %p : f32
+        loop.store %s, %y[%z, %a] : memref<1x512xf32>
+      }
+    }
+  }
+  func.return
+}
