@@ -660,4 +660,9 @@ from ziggurat.dialects.graph_quant import QUANT_OPS, QGemmOp  # noqa: E402,F401
 
 GRAPH_OPS += QUANT_OPS
 
+# Winograd F(2x2, 3x3) transforms (winograd-conv): dialects/graph_winograd.py.
+from ziggurat.dialects.graph_winograd import WINOGRAD_OPS, WinogradInputOp, WinogradOutputOp  # noqa: E402,F401
+
+GRAPH_OPS += WINOGRAD_OPS
+
 Graph = Dialect("graph", GRAPH_OPS, [CostAttr])

@@ -9,8 +9,9 @@ Stages, from an imported model to code the LLVM backend takes:
 * `GRAPH[level]`: graph-level optimizations at each opt level: O1 simplifies
   (BatchNorm folding, shape-op cleanups) and runs xDSL's cse/dce; O2 and up
   also fold constants and fuse ops by TVM's op-pattern rules; O3 re-decides
-  those groups with loop-level costs (`fuse-ops{cost-guided=true}`) and runs
-  conv chains in the blocked layout NCHW[x]c (`convert-layout`).
+  those groups with loop-level costs (`fuse-ops{cost-guided=true}`), turns
+  large 3x3 stride-1 convs into Winograd F(2x2, 3x3) (`winograd-conv`) and
+  runs the other conv chains in the blocked layout NCHW[x]c (`convert-layout`).
 * `TO_LOOP`: graph -> te -> naive loop nests, with the div/rem index math
   of reshapes simplified (`loop-simplify-index`).
 * `MODULE[level]`: kernel dedupe and static memory planning (loop level).
@@ -30,7 +31,9 @@ GRAPH: dict[int, str] = {
     # (design.md section 4; transforms/fuse_ops.py, autotune/cost_oracle.py).
     # and moves conv chains to NCHW16c (convert-layout: measured 1.1-1.5x on
     # the conv benchmarks, docs/benchmarks.md; the block follows the vector width).
-    3: "simplify-graph,fold-constants,cse,dce,convert-layout,fuse-ops{cost-guided=true}",
+    # winograd-conv takes the 3x3 stride-1 convs with enough channels and pixels first
+    # (Winograd F(2x2, 3x3): 2.25x fewer multiplies; transforms/winograd_conv.py).
+    3: "simplify-graph,fold-constants,cse,dce,winograd-conv,convert-layout,fuse-ops{cost-guided=true}",
 }
 
 # loop-simplify-index belongs to the lowering: workload keys (tuning records, the

@@ -524,3 +524,8 @@ COMPUTE_DEFS.update(QUANT_COMPUTE_DEFS)
 from ziggurat.lowering.topi_bitcast import BITCAST_COMPUTE_DEFS  # noqa: E402
 
 COMPUTE_DEFS.update(BITCAST_COMPUTE_DEFS)
+
+# The Winograd F(2x2, 3x3) transforms of winograd-conv: lowering/topi_winograd.py.
+from ziggurat.lowering.topi_winograd import WINOGRAD_COMPUTE_DEFS  # noqa: E402
+
+COMPUTE_DEFS.update(WINOGRAD_COMPUTE_DEFS)

@@ -188,6 +188,12 @@ def _convert_layout() -> type[ModulePass]:
     return ConvertLayoutPass
 
 
+def _winograd_conv() -> type[ModulePass]:
+    from ziggurat.transforms.winograd_conv import WinogradConvPass
+
+    return WinogradConvPass
+
+
 def _dedupe_kernels() -> type[ModulePass]:
     from ziggurat.transforms.dedupe_kernels import DedupeKernelsPass
 
@@ -200,6 +206,7 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "fold-constants": _fold_constants,
         "simplify-graph": _simplify_graph,
         "convert-layout": _convert_layout,
+        "winograd-conv": _winograd_conv,
         "fuse-ops": _fuse_ops,
         "annotate-costs": _annotate_costs,
         "convert-graph-to-te": _convert_graph_to_te,
