@@ -3,6 +3,9 @@
 `lowering/topi.py` merges `WINOGRAD_COMPUTE_DEFS` into its `COMPUTE_DEFS`.
 Both transforms are sums of +-1 multiples, written without multiplies:
 
+* a padded input is first copied into a zero-padded local tensor
+  (`winograd_pad`, a copy nest whose halo `loop-default-schedule` zeroes
+  apart), so the transform's reads carry no bounds tests;
 * `B^T` row `xi` is `d[a(xi)] + s(xi) * d[b(xi)]` with `a = [0, 1, 2, 1]`,
   `b = [2, 2, 1, 3]`, `s = [-1, 1, -1, -1]`: the input transform reads 4
   values per element of V;
@@ -22,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.builder import Builder
+from xdsl.dialects.builtin import TensorType
 from xdsl.ir import SSAValue
 
 from ziggurat.dialects import graph_winograd as gw
@@ -45,9 +49,17 @@ def _row_parts(e: Expr, xi: SSAValue) -> tuple[SSAValue, SSAValue, SSAValue]:
 
 def define_winograd_input(op: gw.WinogradInputOp, b: Builder, x: Lookup) -> SSAValue:
     inp = x(op.input)
-    pt, pl, _, _ = _ints(op.pads)
-    padded = any(_ints(op.pads))
+    pt, pl, pb, pr = _ints(op.pads)
+    n_, c_, h_, w_ = _shape(op.input)
     th, tw = op.tile_grid()
+    if any((pt, pl, pb, pr)):  # a zero-padded copy first: the transform then reads without tests
+        padded_type = TensorType(op.result.type.element_type, [n_, c_, h_ + pt + pb, w_ + pl + pr])  # type: ignore[attr-defined]
+
+        def pad(e: Expr, i: Sequence[SSAValue]) -> SSAValue:
+            n, c, h, w = i
+            return e.read(inp, [n, c, e.iadd(h, -pt), e.iadd(w, -pl)], pad=0.0)
+
+        inp = compute(b, "winograd_pad", padded_type, pad)
 
     def body(e: Expr, i: Sequence[SSAValue]) -> SSAValue:
         k, c, p = i
@@ -58,9 +70,7 @@ def define_winograd_input(op: gw.WinogradInputOp, b: Builder, x: Lookup) -> SSAV
         (ra, rb, rs), (ca, cb, cs) = _row_parts(e, xi), _row_parts(e, nu)
 
         def d(row: SSAValue, col: SSAValue) -> SSAValue:
-            h = e.affine([(t, 2), (row, 1)], -pt)
-            w = e.affine([(u, 2), (col, 1)], -pl)
-            return e.read(inp, [n, c, h, w], pad=0.0 if padded else None)
+            return e.read(inp, [n, c, e.affine([(t, 2), (row, 1)]), e.affine([(u, 2), (col, 1)])])
 
         top = e.add(d(ra, ca), e.mul(cs, d(ra, cb)))
         bottom = e.add(d(rb, ca), e.mul(cs, d(rb, cb)))
