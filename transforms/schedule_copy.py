@@ -44,7 +44,7 @@ from __future__ import annotations
 from xdsl.builder import Builder
 from xdsl.dialects import arith, builtin
 from xdsl.dialects.builtin import IndexType, IntegerAttr
-from xdsl.ir import Block, Region, SSAValue
+from xdsl.ir import Block, SSAValue
 from xdsl.rewriter import InsertPoint
 
 from ziggurat.dialects import loop

@@ -38,7 +38,8 @@ def rewrite(conv: graph.Conv2dOp, store: WeightStore) -> None:
     """Replaces `conv` by winograd_input, a batched matmul with the transformed weight, and
     winograd_output."""
     n, c = conv.input.type.get_shape()[:2]  # type: ignore[attr-defined]
-    o, _, h, w = (*conv.weight.type.get_shape()[:1], 0, *conv.result.type.get_shape()[2:])  # type: ignore[attr-defined]
+    o = conv.weight.type.get_shape()[0]  # type: ignore[attr-defined]
+    h, w = conv.result.type.get_shape()[2:]  # type: ignore[attr-defined]
     tiles = n * (h // 2) * (w // 2)
     f32 = Float32Type()
     b = Builder(InsertPoint.before(conv))
