@@ -16,7 +16,6 @@ from ziggurat.dialects import loop
 from ziggurat.errors import ScheduleError
 from ziggurat.lowering.convert_loop_to_hw import _const_int
 from ziggurat.lowering.qgemm import schedule_qgemm
-from ziggurat.transforms.schedule_copy import schedule_copy
 from ziggurat.transforms.schedule_epilogue import fuse_epilogues
 from ziggurat.transforms.schedule_pad import pad_clamped_reads
 from ziggurat.transforms.schedule_plan import k_block_and_pack, plan_narrow, schedule_block
@@ -482,8 +481,10 @@ class LoopDefaultSchedulePass(ModulePass):
             for top in [o for o in fn.body.block.ops if isinstance(o, loop.ForOp)]:
                 nest = match_reduce_nest(top)
                 if nest is None:
-                    if COPY_NESTS:
-                        schedule_copy(top)  # layout transforms: no div/rem, no padding tests (schedule_copy.py)
+                    if COPY_NESTS:  # layout transforms: no div/rem, no padding tests (imports this module)
+                        from ziggurat.transforms.schedule_copy import schedule_copy
+
+                        schedule_copy(top)
                     continue
                 if nest.update.block_name.data == "qgemm":  # graph.qgemm: VNNI register blocks (lowering/qgemm.py)
                     if self.int8_dot != "none":

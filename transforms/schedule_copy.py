@@ -44,11 +44,12 @@ from __future__ import annotations
 from xdsl.builder import Builder
 from xdsl.dialects import arith, builtin
 from xdsl.dialects.builtin import IndexType, IntegerAttr
-from xdsl.ir import Block, SSAValue
+from xdsl.ir import SSAValue
 from xdsl.rewriter import InsertPoint
 
 from ziggurat.dialects import loop
 from ziggurat.lowering.convert_loop_to_hw import _const_int
+from ziggurat.transforms.loop_default_schedule import _chain, _stride
 from ziggurat.transforms.loop_simplify_index import _DIVS, _REMS, simplify_block
 from ziggurat.transforms.schedule.reorder import reorder
 from ziggurat.transforms.schedule.split import split
@@ -60,17 +61,10 @@ MAX_SPLITS = 4  # strip-minings per nest (a transform divides at most one variab
 def _copy_nest(top: loop.ForOp) -> tuple[list[loop.ForOp], loop.BlockOp, loop.StoreOp] | None:
     """(loops, block, store) when `top` is a perfect nest of serial loops (step 1) around one
     all-spatial block whose variables bind the loops (one each) and whose one store writes at them."""
-    loops = [top]
-    while True:
-        ops = list(loops[-1].body.block.ops)
-        if len(ops) != 1:
-            return None
-        if isinstance(ops[0], loop.BlockOp):
-            blk = ops[0]
-            break
-        if not isinstance(ops[0], loop.ForOp):
-            return None
-        loops.append(ops[0])
+    loops = _chain(top)
+    ops = list(loops[-1].body.block.ops)
+    if len(ops) != 1 or not isinstance(blk := ops[0], loop.BlockOp):
+        return None
     if any(f.kind.data != "serial" or f.bounds[2] != 1 for f in loops):
         return None
     if blk.iter_kinds.data != "S" * len(loops) or sorted(map(id, blk.bindings)) != sorted(id(f.iv) for f in loops):
@@ -83,30 +77,6 @@ def _copy_nest(top: loop.ForOp) -> tuple[list[loop.ForOp], loop.BlockOp, loop.St
     return loops, blk, stores[0]
 
 
-def _unit_terms(v: SSAValue, depth: int = 0) -> dict[SSAValue, int] | None:
-    """{block variable: coefficient} of an index built by +, - and * constant (constants dropped)."""
-    if isinstance(v.owner, Block):
-        return {v: 1}
-    op = v.owner
-    if depth > 32 or _const_int(v) is not None:
-        return {} if _const_int(v) is not None else None
-    if isinstance(op, (arith.AddiOp, arith.SubiOp)):
-        a, b = _unit_terms(op.lhs, depth + 1), _unit_terms(op.rhs, depth + 1)
-        if a is None or b is None:
-            return None
-        sign = 1 if isinstance(op, arith.AddiOp) else -1
-        for k, c in b.items():
-            a[k] = a.get(k, 0) + sign * c
-        return a
-    if isinstance(op, arith.MuliOp):
-        for x, y in ((op.lhs, op.rhs), (op.rhs, op.lhs)):
-            k = _const_int(y)
-            if k is not None:
-                t = _unit_terms(x, depth + 1)
-                return None if t is None else {a: c * k for a, c in t.items()}
-    return None
-
-
 def _var_loops(blk: loop.BlockOp) -> list[loop.ForOp]:
     """The loop each block variable binds, in variable order."""
     return [b.owner.parent_op() for b in blk.bindings]  # type: ignore[union-attr,misc]
@@ -115,17 +85,17 @@ def _var_loops(blk: loop.BlockOp) -> list[loop.ForOp]:
 def _split_candidate(blk: loop.BlockOp, loops: list[loop.ForOp]) -> tuple[int, int] | None:
     """(position of a block variable, factor) such that strip-mining its loop by the factor lets
     loop-simplify-index rewrite a division or remainder of the block: `x / c` or `x % c` where `x`
-    has a term `k * v` with `c / k` (an integer > 1) dividing `v`'s trip count."""
+    has stride `k` in `v` with `c / k` (an integer > 1) dividing `v`'s trip count."""
     pos = {v: i for i, v in enumerate(blk.vars)}
     for op in blk.body.block.ops:
         if not isinstance(op, _DIVS + _REMS):
             continue
         c = _const_int(op.operands[1])
-        terms = _unit_terms(op.operands[0])
-        if c is None or c <= 1 or terms is None:
+        if c is None or c <= 1:
             continue
-        for v, k in terms.items():
-            if v not in pos or k <= 0 or c % k:
+        for v in blk.vars:
+            k = _stride(op.operands[0], v, {})
+            if k is None or k <= 0 or c % k:
                 continue
             f, n = c // k, loops[pos[v]].trip_count
             if f > 1 and n > f and n % f == 0 and loops[pos[v]].bounds[0] == 0:
@@ -179,8 +149,6 @@ def split_divided_loops(loops: list[loop.ForOp], blk: loop.BlockOp) -> tuple[lis
         simplify_block(blk)
         if inner is not loops[-1]:  # the block's lane innermost: LLVM interleaves the next loop's accesses
             reorder(loops[at + 2:] + [inner])
-            from ziggurat.transforms.loop_default_schedule import _chain  # (imports this module)
-
             loops = _chain(loops[0])
     return loops, blk
 
@@ -196,7 +164,6 @@ def peel_padding(loops: list[loop.ForOp], blk: loop.BlockOp, store: loop.StoreOp
     sel, clamped = m
     if store.value is not sel.result or list(store.indices) != list(blk.vars):
         return False  # out coordinates are the block variables (no strip-mined variable)
-    pos = {v: i for i, v in enumerate(blk.vars)}
     shape = read.buffer.type.get_shape()  # type: ignore[attr-defined]
     bounds: dict[int, tuple[int, int]] = {}
     root, loops = loops[0], _var_loops(blk)  # from here on: the loops in variable (output dim) order
@@ -205,17 +172,14 @@ def peel_padding(loops: list[loop.ForOp], blk: loop.BlockOp, store: loop.StoreOp
         r = _range(x, ranges)
         if r is not None and 0 <= r[0] and r[1] < shape[d]:
             continue  # always in bounds (a channel count that fills its blocks)
-        terms = _unit_terms(x)
-        if terms is None or len(terms) != 1:
+        strides = [_stride(x, v, {}) for v in blk.vars]
+        if strides.count(1) != 1 or any(k != 0 for k in strides if k != 1):
+            return False  # not one variable plus a constant
+        i = strides.index(1)
+        off = _range(x, dict.fromkeys(blk.vars, (0, 0)))
+        if i in bounds or loops[i].bounds[0] != 0 or off is None:
             return False
-        (v, k), = terms.items()
-        i = pos.get(v)
-        if k != 1 or i is None or i in bounds or loops[i].bounds[0] != 0:
-            return False
-        off = _offset(x, v)
-        if off is None:
-            return False
-        n = loops[i].trip_count
+        off, n = off[0], loops[i].trip_count
         lo, hi = max(0, -off), min(n, shape[d] - off)
         if lo >= hi:
             return False
@@ -251,29 +215,10 @@ def peel_padding(loops: list[loop.ForOp], blk: loop.BlockOp, store: loop.StoreOp
     return True
 
 
-def _offset(x: SSAValue, v: SSAValue) -> int | None:
-    """`c` when `x` is `v`, `v + c`, `c + v` or `v - c` (nested), else None."""
-    if x is v:
-        return 0
-    op = x.owner
-    if isinstance(op, arith.AddiOp):
-        for a, b in ((op.lhs, op.rhs), (op.rhs, op.lhs)):
-            k, inner = _const_int(b), _offset(a, v)
-            if k is not None and inner is not None:
-                return inner + k
-    if isinstance(op, arith.SubiOp):
-        k, inner = _const_int(op.rhs), _offset(op.lhs, v)
-        if k is not None and inner is not None:
-            return inner - k
-    return None
-
-
-def schedule_copy(top: loop.ForOp) -> bool:
-    """Splits divided loops and peels the padding of the copy nest `top`; False if it is not one."""
+def schedule_copy(top: loop.ForOp) -> None:
+    """Splits the divided loops and peels the padding of `top` when it is a copy nest."""
     parts = _copy_nest(top)
-    if parts is None:
-        return False
-    loops, blk, store = parts
-    loops, blk = split_divided_loops(loops, blk)
-    peeled = peel_padding(loops, blk, store)
-    return peeled or len(loops) > len(parts[0])
+    if parts is not None:
+        loops, blk, store = parts
+        loops, blk = split_divided_loops(loops, blk)
+        peel_padding(loops, blk, store)
