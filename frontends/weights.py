@@ -32,6 +32,9 @@ class WeightStore(Mapping[str, np.ndarray]):
     def __getitem__(self, name: str) -> np.ndarray:
         return self._data[name]
 
+    def __contains__(self, name: object) -> bool:
+        return name in self._data
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._data)
 
