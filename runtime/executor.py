@@ -19,6 +19,17 @@ import numpy as np
 from ziggurat.errors import InputError
 
 ALIGN = 64
+_BYTE = ctypes.c_char
+
+
+def data_address(array: np.ndarray) -> int:
+    """The address of a C-contiguous array's data. Through the buffer protocol where the array
+    is writable and not empty (1.2 us a call on the Zen 1 host), else `array.ctypes.data`
+    (3.5 us: it builds a helper object each time)."""
+    try:
+        return ctypes.addressof(_BYTE.from_buffer(array))
+    except (TypeError, ValueError, BufferError):
+        return array.ctypes.data
 
 
 def aligned_empty(nbytes: int) -> np.ndarray:
@@ -83,6 +94,10 @@ class CompiledModel:
         self._in_keys = [(s.shape, s.dtype) for s in self.inputs]
         self._out_specs = [(s.shape, s.dtype) for s in self.outputs]
         self._out_base = len(self.inputs)
+        # The array last bound to each input and output slot: a call with the same array objects
+        # (a serving loop with preallocated buffers) writes no addresses. Holding the array keeps
+        # its address valid (numpy refuses to resize an array something else refers to).
+        self._bound: list[Any] = [None] * base
 
     @property
     def constants(self) -> list[np.ndarray]:
@@ -134,33 +149,40 @@ class CompiledModel:
 
     def __call__(self, *args: Any, **kwargs: Any) -> list[np.ndarray]:
         if not kwargs and len(args) == len(self._in_keys):
-            slots = self._args
             for i, (a, key) in enumerate(zip(args, self._in_keys)):
                 if type(a) is not np.ndarray or (a.shape, a.dtype) != key or not a.flags.c_contiguous:
                     break
-                slots[i] = a.ctypes.data
+                self._bind(i, a)
             else:
                 results = [np.empty(shape, dtype) for shape, dtype in self._out_specs]
                 for i, r in enumerate(results, self._out_base):
-                    slots[i] = r.ctypes.data
+                    self._bind(i, r)
                 self._entry(self._args_ptr)
                 return results
         values = [self._check(s, v) for s, v in zip(self.inputs, self._gather(args, kwargs))]
         results = [np.empty(s.shape, dtype=s.dtype) for s in self.outputs]
-        slots = self._args
         for i, a in enumerate(values):
-            slots[i] = a.ctypes.data
-        base = len(values)
-        for i, r in enumerate(results):
-            slots[base + i] = r.ctypes.data
+            self._bind(i, a)
+        for i, r in enumerate(results, self._out_base):
+            self._bind(i, r)
         self._entry(self._args_ptr)
         return results
 
+    def _bind(self, slot: int, array: np.ndarray) -> None:
+        if self._bound[slot] is not array:
+            self._args[slot] = data_address(array)
+            self._bound[slot] = array
+
     def run_native(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
-        """The native call alone, on prepared contiguous arrays (for timing)."""
-        slots = self._args
+        """The native call alone, on prepared C-contiguous arrays of the right shapes and dtypes
+        (unchecked): for timing, and for serving loops that reuse their buffers (the same array
+        objects as the last call cost no address lookups)."""
+        bound = self._bound
         for i, a in enumerate(inputs):
-            slots[i] = a.ctypes.data
-        for i, r in enumerate(outputs):
-            slots[len(inputs) + i] = r.ctypes.data
+            if bound[i] is not a:
+                self._bind(i, a)
+        base = self._out_base
+        for i, r in enumerate(outputs, base):
+            if bound[i] is not r:
+                self._bind(i, r)
         self._entry(self._args_ptr)

@@ -54,6 +54,20 @@ def test_calling_conventions(compiled):
     assert compiled.input_names == ["input.1"]
 
 
+def test_reused_and_new_buffers_rebind(compiled):
+    """The executor skips the address lookup for the array objects of the last call; a new array, a
+    read-only one, or an earlier one passed again must still be read and written where it lies."""
+    rng = np.random.default_rng(3)
+    xs = [rng.standard_normal((2, 4)).astype(np.float32) for _ in range(3)]
+    xs[2].flags.writeable = False  # no writable buffer: the ctypes path
+    ys = [np.empty((2, 3), np.float32) for _ in range(2)]
+    for x, y in [(xs[0], ys[0]), (xs[0], ys[0]), (xs[1], ys[0]), (xs[1], ys[1]), (xs[2], ys[0]), (xs[0], ys[1])]:
+        y.fill(np.nan)
+        compiled.run_native([x], [y])
+        np.testing.assert_allclose(y, reference(x), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(compiled(x)[0], reference(x), rtol=1e-5, atol=1e-6)
+
+
 def test_float64_inputs_are_cast(compiled):
     x = np.ones((2, 4))
     np.testing.assert_allclose(compiled(x)[0], reference(x.astype(np.float32)), rtol=1e-5)
