@@ -171,13 +171,13 @@ class DaskRunner:
 
     def __init__(self, client: Any, timeout: float = 10.0, number: int = 1, repeat: int = 3,
                  min_repeat_ms: float = 50.0, warmup: int = 1, seed: int = 0, check: bool = True,
-                 rtol: float = 1e-4, atol: float = 1e-4):
+                 rtol: float = 1e-4, atol: float = 1e-4, rotate_bytes: int = 0):
         _require()
-        if repeat < 1 or number < 1 or warmup < 0:
-            raise ValueError("repeat and number must be at least 1 and warmup at least 0")
+        if repeat < 1 or number < 1 or warmup < 0 or rotate_bytes < 0:
+            raise ValueError("repeat and number must be at least 1, warmup and rotate_bytes at least 0")
         self.client, self.timeout = client, timeout
         self.config = {"number": number, "repeat": repeat, "min_repeat_ms": min_repeat_ms, "warmup": warmup,
-                       "seed": seed, "check": check, "rtol": rtol, "atol": atol}
+                       "seed": seed, "check": check, "rtol": rtol, "atol": atol, "rotate_bytes": rotate_bytes}
 
     @staticmethod
     def _read(path: str | None) -> tuple[bytes | None, bytes | None]:

@@ -24,6 +24,8 @@ check.
   care about. With `slow_s` in the config (the tuner sets it to 3x the best cost so
   far), a candidate whose first warm-up call takes longer is timed by that one call only. Outputs are compared with `np.allclose(rtol, atol)`; output
   buffers start as NaN so an element a candidate forgets to write is caught.
+  With `rotate_bytes`, the timed calls rotate over copies of the arguments
+  (`LocalRunner`), so they read their operands from L3 rather than L2.
 
 Scripts that create a builder or runner need the usual multiprocessing guard
 (`if __name__ == "__main__":`), since worker processes re-import `__main__`.
@@ -224,6 +226,18 @@ def _message(res: TaskResult) -> str:
 
 _LIBS: dict[str, Any] = {}
 _EXPECTED: dict[tuple, list[np.ndarray]] = {}
+MAX_SETS = 256  # argument copies a rotation takes at most (a tiny kernel's would be thousands)
+
+
+def rotate_bytes_for_host() -> int:
+    """What `ziggurat tune --cache-flush` rotates over: twice the L2 of all the host's cores (2 MiB on the
+    2-core Zen 1 host with 512 KiB each, below its 8 MiB L3), from sysfs; 2 MiB where sysfs says nothing."""
+    try:
+        text = open("/sys/devices/system/cpu/cpu0/cache/index2/size").read().strip().upper()
+        l2 = int(text.rstrip("KMB")) << {"K": 10, "M": 20}.get(text[-1], 0)
+    except (OSError, ValueError, IndexError):
+        return 2 << 20
+    return 2 * l2 * (os.cpu_count() or 1)
 
 
 def _kernel(path: str, func: str, nargs: int):
@@ -272,7 +286,9 @@ def _run_task(arg: dict[str, Any]) -> dict[str, Any]:
                                    f"elements; first at {where}: got {g[where]!r}, expected {e[where]!r}"}
         if arg.get("slow_s") and first > arg["slow_s"]:  # the checked call says enough (see below)
             return {"error": "ok", "costs": [first], "number": 1, "message": "slow: timed once"}
-    ptrs = [a.ctypes.data for a in args]
+    copies = _rotation(args, arg.get("rotate_bytes", 0))
+    sets = [[a.ctypes.data for a in c] for c in copies]  # `copies` keeps the arrays alive while they run
+    ptrs = sets[0]
     for w in range(arg["warmup"]):
         t0 = time.perf_counter()
         f(*ptrs)
@@ -283,10 +299,11 @@ def _run_task(arg: dict[str, Any]) -> dict[str, Any]:
             return {"error": "ok", "costs": [dt], "number": 1, "message": "slow: timed once"}
     number = arg["number"]
     min_s = arg["min_repeat_ms"] / 1000.0
+    n_sets = len(sets)
     for _ in range(8):  # calibrate `number` so that one repeat lasts at least min_repeat_ms
         t0 = time.perf_counter()
-        for _ in range(number):
-            f(*ptrs)
+        for i in range(number):
+            f(*sets[i % n_sets])
         dt = time.perf_counter() - t0
         if dt >= min_s:
             break
@@ -294,23 +311,49 @@ def _run_task(arg: dict[str, Any]) -> dict[str, Any]:
     costs = []
     for _ in range(arg["repeat"]):
         t0 = time.perf_counter()
-        for _ in range(number):
-            f(*ptrs)
+        for i in range(number):
+            f(*sets[i % n_sets])
         costs.append((time.perf_counter() - t0) / number)
     return {"error": "ok", "costs": costs, "number": number}
 
 
+def _aligned_copy(a: np.ndarray) -> np.ndarray:
+    """A copy on a 64-byte boundary, as the arguments' (the kernels' vector loads assume it)."""
+    raw = np.empty(a.nbytes + 64, np.uint8)
+    off = (-raw.ctypes.data) % 64
+    out = raw[off:off + a.nbytes].view(a.dtype).reshape(a.shape)
+    out[...] = a
+    return out
+
+
+def _rotation(args: list[np.ndarray], rotate_bytes: int) -> list[list[np.ndarray]]:
+    """The argument lists the timed calls take in turn: `args` alone, or with `rotate_bytes`
+    enough copies (at most `MAX_SETS`) that together they hold that many bytes, so each call finds
+    its operands evicted from L1 and L2 by the calls before it (see `LocalRunner`)."""
+    size = sum(a.nbytes for a in args)
+    n = min(MAX_SETS, max(1, math.ceil(rotate_bytes / max(size, 1))))
+    return [args] + [[_aligned_copy(a) for a in args] for _ in range(n - 1)]
+
+
 class LocalRunner:
-    """Times builds one at a time in one owned, isolated worker process."""
+    """Times builds one at a time in one owned, isolated worker process.
+
+    With `rotate_bytes` > 0 (`ziggurat tune --cache-flush`), the timed calls take turns over copies
+    of the arguments that together hold at least that many bytes, so no call finds its weights in
+    the private caches the call before left them in: the state of a layer's weights in a model run,
+    where the other layers' weights pass through L2 in between. Unlike TVM's
+    `enable_cpu_cache_flush` (clflush, so every read goes to DRAM), a rotation below the L3 size
+    leaves the operands in L3, where a model's weights of a few MiB stay between inferences. Use
+    one setting per database: the costs of the two modes do not compare."""
 
     def __init__(self, timeout: float = 10.0, number: int = 1, repeat: int = 3, min_repeat_ms: float = 50.0,
                  warmup: int = 1, seed: int = 0, check: bool = True, rtol: float = 1e-4, atol: float = 1e-4,
-                 start_method: str = "forkserver"):
-        if repeat < 1 or number < 1 or warmup < 0:
-            raise ValueError("repeat and number must be at least 1 and warmup at least 0")
+                 start_method: str = "forkserver", rotate_bytes: int = 0):
+        if repeat < 1 or number < 1 or warmup < 0 or rotate_bytes < 0:
+            raise ValueError("repeat and number must be at least 1, warmup and rotate_bytes at least 0")
         self.timeout = timeout
         self.config = {"number": number, "repeat": repeat, "min_repeat_ms": min_repeat_ms, "warmup": warmup,
-                       "seed": seed, "check": check, "rtol": rtol, "atol": atol}
+                       "seed": seed, "check": check, "rtol": rtol, "atol": atol, "rotate_bytes": rotate_bytes}
         self.pool = WorkerPool(1, get_context(start_method))
 
     def run(self, inputs: Sequence[MeasureInput], builds: Sequence[BuildResult]) -> list[MeasureResult]:

@@ -46,7 +46,15 @@ from xdsl.parser import Parser
 
 from ziggurat.autotune.database import DEFAULT_TRACE, structural_hash
 from ziggurat.autotune.features import extract_features
-from ziggurat.autotune.template import MAX_POINTS, default_knobs, fits, narrow_neighbours, random_nest_knobs, reduce_nests
+from ziggurat.autotune.template import (
+    MAX_POINTS,
+    default_knobs,
+    dot_neighbours,
+    fits,
+    narrow_neighbours,
+    random_nest_knobs,
+    reduce_nests,
+)
 from ziggurat.transforms.schedule_plan import packable_a
 from ziggurat.dialects import loop, make_context
 from ziggurat.errors import ScheduleError, TuningError
@@ -192,12 +200,19 @@ class SearchSpace:
 
     def seeds(self) -> list[dict[str, Any]]:
         """Template decisions to measure first: the default schedule's own, and its neighbours with
-        more accumulators (a second tiled loop, 2 or 4 vectors per tile point)."""
+        more accumulators (a second tiled loop, 2 or 4 vectors per tile point; a dot-product tile at
+        other factors)."""
         if not self.templates:
             return []
         base = default_knobs(_kernel(self.module, self.name), self.vector_width)
         out = [{"template": base}]
         for i, ((_, nest, kind), k) in enumerate(zip(self.templates, base)):
+            if kind == "dot":  # the tile's loops at every factor that fits the registers
+                for v in dot_neighbours(nest, k, self.vector_width):
+                    knobs = [dict(x) for x in base]
+                    knobs[i] = v
+                    out.append({"template": knobs})
+                continue
             if kind != "vector":
                 continue
             ub = nest.spatial[-1].trip_count

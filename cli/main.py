@@ -136,9 +136,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_tune(args: argparse.Namespace) -> int:
     from ziggurat.autotune import JSONDatabase, tune_model
+    from ziggurat.autotune.measure import rotate_bytes_for_host
 
     if args.trials < 1 or args.timeout <= 0 or args.parallel_builds < 1:
         raise ZigguratError("ziggurat tune: --trials and --parallel-builds must be at least 1 and --timeout positive")
+    rotate = rotate_bytes_for_host() if args.cache_flush else 0
     with contextlib.ExitStack() as stack:
         db = stack.enter_context(JSONDatabase(args.db))
         pools = {}
@@ -147,10 +149,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
             client = stack.enter_context(connect(args.dask_scheduler))
             pools = {"builder": DaskBuilder(client), "runner": DaskRunner(client, timeout=args.timeout, repeat=5,
-                                                                          min_repeat_ms=15.0)}
+                                                                          min_repeat_ms=15.0, rotate_bytes=rotate)}
         results = tune_model(args.model, args.trials, db, target=args.target, opt_level=args.opt_level,
                              timeout=args.timeout, parallel_builds=args.parallel_builds, seed=args.seed,
-                             validate=args.validate, **pools)
+                             validate=args.validate, runner_options={"rotate_bytes": rotate}, **pools)
         if args.report:
             from ziggurat.autotune.report import format_report, ranking_report
             from ziggurat.autotune.tuner import extract_tasks
@@ -222,6 +224,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="re-measure the default and the N best schedules of each kernel together at the end; "
                         "the best of that round, when 2%% faster than the default, is what compile applies "
                              "(default 4, 0: off)")
+    p.add_argument("--cache-flush", action="store_true",
+                   help="time each candidate with its operands out of L1 and L2, as a layer's weights are in a "
+                        "model run: the calls rotate over copies of the arguments totalling twice the cores' L2 (below "
+                        "L3, so unlike TVM's clflush they still come from L3); for memory-bound kernels such as "
+                        "batch-1 matrix-vector products. Keep one setting per --db")
     p.add_argument("--report", action="store_true",
                    help="then print the cost model's ranking quality on held-out records (autotune/report.py)")
     p.set_defaults(func=cmd_tune)

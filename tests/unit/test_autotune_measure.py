@@ -117,6 +117,36 @@ def test_min_repeat_ms_raises_the_number_of_calls(tools):
     assert elapsed >= 2 * 0.030  # two repeats of at least 30 ms each, although one call is microseconds
 
 
+def test_rotation_copies_stay_alive_aligned_and_equal():
+    from importlib import import_module
+
+    m = import_module("ziggurat.autotune.measure")
+    args = [np.arange(12, dtype=np.float32).reshape(3, 4), np.full((2, 3), np.nan, np.float32)]
+    assert m._rotation(args, 0) == [args]
+    copies = m._rotation(args, 10 * sum(a.nbytes for a in args))
+    assert len(copies) == 10 and copies[0] is args
+    for c in copies[1:]:
+        for a, b in zip(args, c):
+            assert b.ctypes.data % 64 == 0 and b.shape == a.shape and b.ctypes.data != a.ctypes.data
+            np.testing.assert_array_equal(a, b)
+    assert len(m._rotation(args, 1 << 30)) == m.MAX_SETS
+
+
+def test_rotating_runner_times_and_checks(tools):
+    """With `rotate_bytes` the timed calls take turns over argument copies (a kernel writing into a
+    freed copy would corrupt the heap: an 'ok' record after hundreds of rotations says they live);
+    a wrong candidate is still caught."""
+    builder, _ = tools
+    inputs = [cand(FAST, "fast"), cand(wrong_kernel(), "wrong")]
+    builds = builder.build(inputs)
+    with LocalRunner(timeout=10.0, repeat=3, min_repeat_ms=5, rotate_bytes=2 << 20) as runner:
+        fast, wrong = runner.run(inputs, builds)
+    assert fast.error == "ok" and len(fast.costs) == 3 and all(0 < c < 0.1 for c in fast.costs), fast.message
+    assert wrong.error == "wrong_result"
+    with pytest.raises(ValueError, match="rotate_bytes"):
+        LocalRunner(rotate_bytes=-1)
+
+
 def test_wrong_result_is_an_error_record(tools):
     builder, runner = tools
     inputs = [cand(wrong_kernel(), "wrong"), cand(FAST, "fine")]

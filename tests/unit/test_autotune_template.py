@@ -342,3 +342,40 @@ def test_a_kc_covering_the_whole_reduction_is_one_packed_block():
                                    rtol=1e-4, atol=1e-4)
     with pytest.raises(ScheduleError, match="must divide"):
         apply_trace(Parser(make_context(), text).parse_module(), "mm_0", {"template": [{**k, "kc": 512}]}, 8)
+
+
+# a one-row matrix-vector product with the weight stored [n, k] (PyTorch's Linear): a dot-product nest
+GEMV = lower("""
+func.func @mv_0(%a: tensor<1x64xf32>, %w: tensor<48x64xf32>) -> tensor<1x48xf32> {
+  %s = te.reduce "mv" add init 0.000000e+00 : f32 (%i, %j) reduce (%k : 64) : tensor<1x48xf32> {
+    %x = te.read %a[%i, %k] : tensor<1x64xf32>
+    %y = te.read %w[%j, %k] : tensor<48x64xf32>
+    %p = arith.mulf %x, %y : f32
+    te.yield %p : f32
+  }
+  func.return %s : tensor<1x48xf32>
+}
+""", "convert-te-to-loop")
+
+
+@pytest.mark.parametrize("width", [8, 16])
+def test_dot_tiles_beyond_the_default_are_seeded_drawn_and_match_numpy(width):
+    """The default dot tile stops at 4 rows (DOT_BLOCKING); the tuner's seeds and draws reach every factor
+    whose accumulators fit the registers (8 and 12 of 48 rows on both widths, 16 and 24 on neither at 8 lanes)."""
+    space = SearchSpace(GEMV, "mv_0", vector_width=width)
+    (k,) = default_knobs(next(iter(space.module.ops)), width)
+    assert k == {"block": "mv", "kind": "dot", "dot": [[1, 4]]}
+    seeded = {(s["template"][0]["dot"] or [[1, 1]])[0][1] for s in space.seeds()[1:]}
+    assert {1, 2, 3, 6, 8, 12} <= seeded and 4 not in seeded
+    if width == 8:
+        assert not seeded & {16, 24}
+    r = random.Random(4)
+    drawn = {t[1] for _ in range(200) for t in space.random_template(r)["template"][0]["dot"]}
+    assert 8 in drawn and max(drawn) <= (12 if width == 8 else 16)
+    rng = np.random.default_rng(1)
+    a, w = rng.uniform(-1, 1, (1, 64)).astype(np.float32), rng.uniform(-1, 1, (48, 64)).astype(np.float32)
+    for rows in (8, 12):
+        trace = {"template": [{**k, "dot": [[1, rows]]}]}
+        assert space.build(trace) is not None
+        np.testing.assert_allclose(run(GEMV, "mv_0", trace, [a, w], (1, 48), width), a.astype(np.float64) @ w.T,
+                                   rtol=1e-4, atol=1e-4)

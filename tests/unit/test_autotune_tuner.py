@@ -110,6 +110,11 @@ def test_tune_model_then_compile_with_tuning_db(tmp_path, capsys):
     assert ziggurat_main(["tune", str(path), "--trials", "2", "--db", str(db_path), "--timeout", "5",
                           "--target", TARGET, "--seed", "1", "--parallel-builds", "1", "--report"]) == 0
     out = capsys.readouterr().out
+    flushed = tmp_path / "flushed.jsonl"  # --cache-flush: operands rotated out of L2 while timed
+    assert ziggurat_main(["tune", str(path), "--trials", "2", "--db", str(flushed), "--timeout", "5",
+                          "--target", TARGET, "--parallel-builds", "1", "--cache-flush"]) == 0
+    with JSONDatabase(flushed, fsync=False) as db:
+        assert any(r.ok for r in db.records())
     assert "records in" in out and "trials" in out and "tuning wall time" in out
     assert "| kernel | split | records | trained on | held out | Spearman |" in out  # the records of the tune above
     assert ziggurat_main(["compile", str(path), "--target", TARGET, "--tuning-db", str(db_path)]) == 0
