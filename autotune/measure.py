@@ -61,6 +61,7 @@ import numpy as np
 
 from ziggurat.autotune.database import TuningRecord, WorkloadKey
 from ziggurat.autotune.workers import TaskResult, WorkerPool, get_context
+from ziggurat.runtime.executor import aligned_copy  # 64-byte aligned, as the kernels' vector loads assume
 
 
 @dataclass(frozen=True)
@@ -317,22 +318,13 @@ def _run_task(arg: dict[str, Any]) -> dict[str, Any]:
     return {"error": "ok", "costs": costs, "number": number}
 
 
-def _aligned_copy(a: np.ndarray) -> np.ndarray:
-    """A copy on a 64-byte boundary, as the arguments' (the kernels' vector loads assume it)."""
-    raw = np.empty(a.nbytes + 64, np.uint8)
-    off = (-raw.ctypes.data) % 64
-    out = raw[off:off + a.nbytes].view(a.dtype).reshape(a.shape)
-    out[...] = a
-    return out
-
-
 def _rotation(args: list[np.ndarray], rotate_bytes: int) -> list[list[np.ndarray]]:
     """The argument lists the timed calls take in turn: `args` alone, or with `rotate_bytes`
     enough copies (at most `MAX_SETS`) that together they hold that many bytes, so each call finds
     its operands evicted from L1 and L2 by the calls before it (see `LocalRunner`)."""
     size = sum(a.nbytes for a in args)
     n = min(MAX_SETS, max(1, math.ceil(rotate_bytes / max(size, 1))))
-    return [args] + [[_aligned_copy(a) for a in args] for _ in range(n - 1)]
+    return [args] + [[aligned_copy(a) for a in args] for _ in range(n - 1)]
 
 
 class LocalRunner:

@@ -54,6 +54,7 @@ from ziggurat.autotune.template import (
     narrow_neighbours,
     random_nest_knobs,
     reduce_nests,
+    tile_points,
 )
 from ziggurat.transforms.schedule_plan import packable_a
 from ziggurat.dialects import loop, make_context
@@ -291,10 +292,7 @@ class SearchSpace:
                     old["pack"] = 0
                 if what == "pack" and old["pack"] and not fresh["pack"]:
                     old["pack"] = 0
-                points = old["nvec"]
-                for _, u in old["tile"]:
-                    points *= u
-                if not fits(points, old["nvec"], self.vector_width):
+                if not fits(old["nvec"] * tile_points(old["tile"]), old["nvec"], self.vector_width):
                     new["template"][i] = fresh
             return new
         if not new:

@@ -156,7 +156,7 @@ def random_nest_knobs(rng: random.Random, nest: Any, kind: str, width: int) -> d
                 u = rng.choice(_divisors(nest.spatial[d].trip_count, MAX_TILE))
                 if u > 1:
                     tile.append([d, u])
-            if fits(_points(tile), 1, width):
+            if fits(tile_points(tile), 1, width):
                 break
         else:
             tile = []
@@ -175,10 +175,7 @@ def random_nest_knobs(rng: random.Random, nest: Any, kind: str, width: int) -> d
             u = rng.choice(_divisors(nest.spatial[d].trip_count, MAX_TILE))
             if u > 1:
                 tile.append([d, u])
-        points = nvec
-        for _, u in tile:
-            points *= u
-        if fits(points, nvec, width):
+        if fits(nvec * tile_points(tile), nvec, width):
             knobs = {"block": name, "kind": "vector", "tile": tile, "nvec": nvec, "kc": kc, "pack": pack,
                      "rorder": _random_order(rng, len(nest.reduction)),
                      "jouter": int((pack or nvec > 1) and rng.random() < 0.25),  # 10-40% slower on Zen 3
@@ -193,7 +190,8 @@ def random_nest_knobs(rng: random.Random, nest: Any, kind: str, width: int) -> d
             "rorder": list(range(len(nest.reduction)))}
 
 
-def _points(tile: list[list[int]]) -> int:
+def tile_points(tile: list[list[int]]) -> int:
+    """Register-tile points of a `tile` / `dot` knob: the product of its factors."""
     points = 1
     for _, u in tile:
         points *= u
@@ -213,7 +211,7 @@ def dot_neighbours(nest: Any, k: dict[str, Any], width: int) -> list[dict[str, A
             tile[i] = [d, u]
             tile = [t for t in tile if t[1] > 1]
             v = {**k, "dot": tile}
-            if v != k and v not in out and fits(_points(tile), 1, width):
+            if v != k and v not in out and fits(tile_points(tile), 1, width):
                 out.append(v)
     return out
 
@@ -229,10 +227,8 @@ def narrow_neighbours(nest: Any, k: dict[str, Any], width: int) -> list[dict[str
     def add(v: dict[str, Any]) -> None:
         if v.get("pack_a") and packable_a(nest, v["tile"]) is None:
             v = {**v, "pack_a": 0}
-        points = v["nvec"]
-        for _, u in v["tile"]:
-            points *= u
-        if v != k and v not in out and fits(points, v["nvec"], width) and not (v["pack"] and not v["kc"]):
+        if v != k and v not in out and fits(v["nvec"] * tile_points(v["tile"]), v["nvec"], width) \
+                and not (v["pack"] and not v["kc"]):
             out.append(v)
 
     nvecs = [1] + [v for v in (2, 3, 4) if ub % (v * width) == 0]
