@@ -46,7 +46,15 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from ziggurat.autotune.measure import BuildResult, MeasureInput, MeasureResult, _build_task, _digest, _run_task
+from ziggurat.autotune.measure import (
+    BuildResult,
+    MeasureInput,
+    MeasureResult,
+    _build_task,
+    _digest,
+    _run_task,
+    runner_config,
+)
 from ziggurat.autotune.workers import TaskResult, WorkerPool, get_context
 from ziggurat.errors import TuningError
 
@@ -173,11 +181,8 @@ class DaskRunner:
                  min_repeat_ms: float = 50.0, warmup: int = 1, seed: int = 0, check: bool = True,
                  rtol: float = 1e-4, atol: float = 1e-4, rotate_bytes: int = 0):
         _require()
-        if repeat < 1 or number < 1 or warmup < 0 or rotate_bytes < 0:
-            raise ValueError("repeat and number must be at least 1, warmup and rotate_bytes at least 0")
+        self.config = runner_config(number, repeat, min_repeat_ms, warmup, seed, check, rtol, atol, rotate_bytes)
         self.client, self.timeout = client, timeout
-        self.config = {"number": number, "repeat": repeat, "min_repeat_ms": min_repeat_ms, "warmup": warmup,
-                       "seed": seed, "check": check, "rtol": rtol, "atol": atol, "rotate_bytes": rotate_bytes}
 
     @staticmethod
     def _read(path: str | None) -> tuple[bytes | None, bytes | None]:

@@ -327,6 +327,15 @@ def _rotation(args: list[np.ndarray], rotate_bytes: int) -> list[list[np.ndarray
     return [args] + [[aligned_copy(a) for a in args] for _ in range(n - 1)]
 
 
+def runner_config(number: int, repeat: int, min_repeat_ms: float, warmup: int, seed: int, check: bool,
+                  rtol: float, atol: float, rotate_bytes: int) -> dict[str, Any]:
+    """The timing settings `_run_task` reads, checked: what `LocalRunner` and `DaskRunner` send per task."""
+    if repeat < 1 or number < 1 or warmup < 0 or rotate_bytes < 0:
+        raise ValueError("repeat and number must be at least 1, warmup and rotate_bytes at least 0")
+    return {"number": number, "repeat": repeat, "min_repeat_ms": min_repeat_ms, "warmup": warmup,
+            "seed": seed, "check": check, "rtol": rtol, "atol": atol, "rotate_bytes": rotate_bytes}
+
+
 class LocalRunner:
     """Times builds one at a time in one owned, isolated worker process.
 
@@ -341,11 +350,8 @@ class LocalRunner:
     def __init__(self, timeout: float = 10.0, number: int = 1, repeat: int = 3, min_repeat_ms: float = 50.0,
                  warmup: int = 1, seed: int = 0, check: bool = True, rtol: float = 1e-4, atol: float = 1e-4,
                  start_method: str = "forkserver", rotate_bytes: int = 0):
-        if repeat < 1 or number < 1 or warmup < 0 or rotate_bytes < 0:
-            raise ValueError("repeat and number must be at least 1, warmup and rotate_bytes at least 0")
+        self.config = runner_config(number, repeat, min_repeat_ms, warmup, seed, check, rtol, atol, rotate_bytes)
         self.timeout = timeout
-        self.config = {"number": number, "repeat": repeat, "min_repeat_ms": min_repeat_ms, "warmup": warmup,
-                       "seed": seed, "check": check, "rtol": rtol, "atol": atol, "rotate_bytes": rotate_bytes}
         self.pool = WorkerPool(1, get_context(start_method))
 
     def run(self, inputs: Sequence[MeasureInput], builds: Sequence[BuildResult]) -> list[MeasureResult]:
