@@ -21,36 +21,16 @@ import numpy as np
 
 from xdsl.context import Context
 from xdsl.dialects import builtin, func
-from xdsl.passes import ModulePass, PassPipeline
+from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import VerifyException
 
-from ziggurat.dialects import make_context
 from ziggurat.errors import CompileError, ZigguratError
 from ziggurat.lowering import pipelines
+from ziggurat.registry import all_passes, make_context, parse_pipeline
 from ziggurat.target import Target
 
 
-def available_passes() -> dict[str, Callable[[], type[ModulePass]]]:
-    """ziggurat's passes, the loaded plugins' (ziggurat/plugins.py) and every
-    upstream xDSL pass (ours win on a clash)."""
-    from xdsl.transforms import get_all_passes as upstream
-
-    from ziggurat.plugins import plugin_passes
-    from ziggurat.transforms import get_all_passes
-
-    return {**upstream(), **plugin_passes(), **get_all_passes()}
-
-
-def parse_pipeline(spec: str) -> list[ModulePass]:
-    """Pass instances for a pipeline string; bad strings raise CompileError."""
-    if not spec.strip():
-        return []
-    try:
-        return list(PassPipeline.parse_spec(available_passes(), spec).passes)
-    except BaseException as err:  # xDSL's ArgSpecParseError derives from BaseException
-        if isinstance(err, KeyboardInterrupt | SystemExit):
-            raise
-        raise CompileError(f"bad pass pipeline '{spec}': {err}") from None
+available_passes = all_passes  # every pass by name (registry.py merges ours, the plugins' and xDSL's)
 
 
 PassCallback = Callable[[ModulePass, builtin.ModuleOp, float], None]
@@ -92,6 +72,7 @@ class _Built:
     kernel_calls: int
     arena_bytes: int | None
     unplanned_bytes: int | None
+    tuned_kernels: tuple[str, ...] = ()
 
 
 # Process-level cache of compiled models, keyed by `_cache_key` (a sha256 of
@@ -150,11 +131,12 @@ def compile(  # noqa: A001 - the public name, as in TVM's relay.build / torch.co
     Compiling the same model (IR, weights, pipeline, target) again in one
     process reuses the native code of the first compile, unless `after_pass`
     asks to see the passes run. `tuning_db` (a path to a JSON-lines record
-    database, see `ziggurat tune`) replaces the default schedule of every
-    kernel it holds a record for with the best record's (autotune/tuner.py
-    `apply_tuning`). `bind` maps graph inputs to values that become constants
-    (shape parameters such as a reduction's axes; the compiled model no longer
-    takes them; see frontends/onnx/specialize.py). Returns a
+    database, see `ziggurat tune`) puts `apply-tuning{database=...}` in front
+    of the default schedule: every kernel it holds a record for is scheduled
+    by the best record instead (transforms/schedule/apply_tuning.py). `bind`
+    maps graph inputs to values that become constants (shape parameters such
+    as a reduction's axes; the compiled model no longer takes them; see
+    frontends/onnx/specialize.py). Returns a
     `ziggurat.runtime.executor.CompiledModel`.
     """
     from ziggurat.backends.llvm.translate import LLVMOptions
@@ -174,8 +156,9 @@ def compile(  # noqa: A001 - the public name, as in TVM's relay.build / torch.co
     imported = model if isinstance(model, ImportedModel) else import_onnx(model)
     stats.seconds["import"] = time.perf_counter() - t0
 
-    spec = pipelines.default_pipeline(opt_level, tgt.vector_width, graph=pipeline)
-    options = LLVMOptions(num_threads=tgt.num_threads, cpu=tgt.mcpu, features=tgt.mattr)
+    spec = pipelines.default_pipeline(opt_level, tgt, graph=pipeline,
+                                      tuning_db=None if tuning_db is None else str(tuning_db))
+    options = LLVMOptions(num_threads=tgt.num_threads, cpu=tgt.llvm_cpu, features=tgt.llvm_features)
     in_dtypes, out_dtypes = _signature_dtypes(imported)
     inputs = [TensorSpec(n, tuple(s), d) for n, s, d in zip(imported.input_names, imported.input_shapes, in_dtypes)]
     outputs = [TensorSpec(n, tuple(s), d) for n, s, d in zip(imported.output_names, imported.output_shapes, out_dtypes)]
@@ -184,7 +167,7 @@ def compile(  # noqa: A001 - the public name, as in TVM's relay.build / torch.co
     built = _CACHE.get(key) if after_pass is None else None
     stats.seconds["cache"] = time.perf_counter() - t0
     if built is None:
-        built = _build(imported, spec, options, stats, after_pass, _tuning(tuning_db, tgt, opt_level))
+        built = _build(imported, spec, options, stats, after_pass)
         _CACHE[key] = built
         while len(_CACHE) > CACHE_SIZE:
             _CACHE.popitem(last=False)
@@ -192,6 +175,7 @@ def compile(  # noqa: A001 - the public name, as in TVM's relay.build / torch.co
         _CACHE.move_to_end(key)
         stats.cache_hit = True
     stats.kernels, stats.kernel_calls = built.kernels, built.kernel_calls
+    stats.tuned_kernels = list(built.tuned_kernels)
     stats.arena_bytes, stats.unplanned_bytes = built.arena_bytes, built.unplanned_bytes
     return CompiledModel(
         built.jit.address(built.entry_symbol),
@@ -233,17 +217,13 @@ def _tuning_stamp(tuning_db: Any, tgt: Target) -> str:
     return f"|tuning:{os.path.abspath(tuning_db)}:{st.st_size}:{st.st_mtime_ns}:{tgt}"
 
 
-def _tuning(tuning_db: Any, tgt: Target, opt_level: int) -> tuple[Any, Target, int] | None:
-    return None if tuning_db is None else (tuning_db, tgt, opt_level)
-
-
-def _build(imported: Any, spec: str, options: Any, stats: CompileStats, after_pass: PassCallback | None,
-           tuning: tuple[Any, Target, int] | None = None) -> _Built:
+def _build(imported: Any, spec: str, options: Any, stats: CompileStats, after_pass: PassCallback | None) -> _Built:
     """Passes, translation and JIT: the uncached part of `compile`."""
     from ziggurat.backends.llvm.jit import jit_compile
     from ziggurat.backends.llvm.translate import translate_module
-    from ziggurat.frontends.weights import WeightStore
-    from ziggurat.transforms.weight_binding import bind_weights
+    from ziggurat.transforms.schedule.apply_tuning import scheduled_kernels
+    from ziggurat.weights import WeightStore
+    from ziggurat.transforms.graph.weight_binding import bind_weights
 
     module = imported.module.clone()
     # Graph passes may add weights (folded constants, rewritten conv weights):
@@ -251,17 +231,9 @@ def _build(imported: Any, spec: str, options: Any, stats: CompileStats, after_pa
     weights = WeightStore(imported.weights)
     bind_weights(module, weights)
     t0 = time.perf_counter()
-    if tuning is None:
-        run_passes(module, parse_pipeline(spec), after_pass=after_pass)
-    else:  # the LOOP stage replays the tuning records' schedules (autotune/tuner.py)
-        from ziggurat.autotune.tuner import apply_tuning, pre_loop_spec
-
-        db, tgt, level = tuning
-        pre = pre_loop_spec(spec, level, tgt.vector_width)
-        run_passes(module, parse_pipeline(pre), after_pass=after_pass)
-        stats.tuned_kernels = apply_tuning(module, str(db), tgt, spec[len(pre):].lstrip(","),
-                                           lambda m, s: run_passes(m, parse_pipeline(s), after_pass=after_pass))
+    run_passes(module, parse_pipeline(spec), after_pass=after_pass)
     stats.seconds["passes"] = time.perf_counter() - t0
+    tuned = tuple(scheduled_kernels(module))  # marked by apply-tuning
     kernels = sum(1 for f in module.ops if getattr(f, "sym_name", None) and f.sym_name.data != "main")  # type: ignore[attr-defined]
     plan = [module.attributes.get(f"plan.{k}_bytes") for k in ("arena", "unplanned")]
     calls = sum(isinstance(o, func.CallOp) for f in module.ops if getattr(f, "sym_name", None) and f.sym_name.data == "main" for o in f.walk())  # type: ignore[attr-defined]
@@ -274,5 +246,5 @@ def _build(imported: Any, spec: str, options: Any, stats: CompileStats, after_pa
     stats.seconds["llvm"] = time.perf_counter() - t0
     constants = tuple(weights[name] for name in info.const_names)
     arena, unplanned = (a.value.data if a is not None else None for a in plan)  # type: ignore[attr-defined]
-    return _Built(jit, info.entry_symbol, info.arena_size, constants, kernels, calls, arena, unplanned)
+    return _Built(jit, info.entry_symbol, info.arena_size, constants, kernels, calls, arena, unplanned, tuned)
 

@@ -29,56 +29,21 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
-from xdsl.ir import Dialect
-from xdsl.passes import ModulePass
-
+from ziggurat import registry
 from ziggurat.errors import ZigguratError
 
-_DIALECTS: dict[str, Dialect] = {}
-_PASSES: dict[str, type[ModulePass]] = {}
 _LOADED: dict[str, ModuleType] = {}
 
-
-class PluginError(ZigguratError):
-    """A plugin that cannot be loaded, or a registration that clashes."""
-
-
-def register_dialect(dialect: Dialect) -> Dialect:
-    """Makes `dialect` known to every context ziggurat builds (`make_context`, `ziggurat-opt`)."""
-    from ziggurat.dialects import get_all_dialects
-
-    name = dialect.name
-    if name in get_all_dialects():
-        raise PluginError(f"plugin dialect '{name}' clashes with ziggurat's own dialect of that name; rename it")
-    _DIALECTS[name] = dialect
-    return dialect
-
-
-def register_pass(pass_cls: type[ModulePass]) -> type[ModulePass]:
-    """Makes `pass_cls` usable by its `name` in every pipeline string; usable as a class decorator."""
-    from ziggurat.transforms import get_all_passes
-
-    name = getattr(pass_cls, "name", None)
-    if not isinstance(name, str) or not name:
-        raise PluginError(f"plugin pass {pass_cls.__qualname__} has no `name`; give the class a kebab-case `name`")
-    if name in get_all_passes():
-        raise PluginError(f"plugin pass '{name}' clashes with ziggurat's own pass of that name; rename it")
-    _PASSES[name] = pass_cls
-    return pass_cls
-
-
-def plugin_dialects() -> dict[str, Callable[[], Dialect]]:
-    """name -> factory of every registered plugin dialect (the shape of `get_all_dialects`)."""
-    return {name: (lambda d=d: d) for name, d in _DIALECTS.items()}
-
-
-def plugin_passes() -> dict[str, Callable[[], type[ModulePass]]]:
-    """name -> factory of every registered plugin pass (the shape of `get_all_passes`)."""
-    return {name: (lambda p=p: p) for name, p in _PASSES.items()}
+# Registration lives in the registry, the one place that merges plugins with ours and
+# upstream xDSL's and refuses clashes; plugin authors call it through this module.
+PluginError = registry.PluginError
+register_dialect = registry.register_dialect
+register_pass = registry.register_pass
+plugin_dialects = registry.plugin_dialects
+plugin_passes = registry.plugin_passes
 
 
 def load_plugin(spec: str) -> ModuleType:

@@ -13,12 +13,13 @@ Each part is a small `typing.Protocol` with one default implementation:
 
 * `space`: `SearchSpace`, sketch-rule schedule traces of one loop-level kernel;
 * `search`: `EvolutionarySearch` over the cost model's predictions, epsilon-greedy batches;
-* `tuner`: `tune_kernel`, `tune_model` (tasks sharing trials) and `apply_tuning`
-  (compile time, `ziggurat.compile(..., tuning_db=FILE)`).
+* `tuner`: `tune_kernel`, `tune_model` (tasks sharing trials); at compile time the
+  pass `apply-tuning` (transforms/schedule/apply_tuning.py,
+  `ziggurat.compile(..., tuning_db=FILE)`) replays the best records.
 """
 
 from ziggurat.autotune.cost_model import CostModel, GBTCostModel, spearman, top_k_recall
-from ziggurat.autotune.database import (
+from ziggurat.database import (
     ERROR_CODES,
     Database,
     JSONDatabase,
@@ -26,7 +27,7 @@ from ziggurat.autotune.database import (
     WorkloadKey,
     structural_hash,
 )
-from ziggurat.autotune.features import FEATURE_NAMES, FeatureExtractor, LoopFeatures, extract_features
+from ziggurat.transforms.costs.features import FEATURE_NAMES, FeatureExtractor, LoopFeatures, extract_features
 from ziggurat.autotune.measure import (
     Builder,
     BuildResult,
@@ -40,7 +41,7 @@ from ziggurat.autotune.measure import (
 )
 from ziggurat.autotune.search import EvolutionarySearch
 from ziggurat.autotune.space import DEFAULT_TRACE, Candidate, SearchSpace, apply_trace
-from ziggurat.autotune.tuner import TuneResult, apply_tuning, extract_tasks, tune_kernel, tune_model
+from ziggurat.autotune.tuner import TuneResult, extract_tasks, tune_kernel, tune_model
 from ziggurat.autotune.workers import TaskResult, Worker, WorkerPool
 
 __all__ = [
@@ -70,7 +71,6 @@ __all__ = [
     "WorkerPool",
     "WorkloadKey",
     "apply_trace",
-    "apply_tuning",
     "extract_tasks",
     "extract_features",
     "measure",

@@ -41,7 +41,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from ziggurat.autotune.database import TuningRecord
+from ziggurat.database import TuningRecord
 from ziggurat.errors import TuningError
 
 SAVE_FORMAT = 1

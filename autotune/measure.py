@@ -59,7 +59,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from ziggurat.autotune.database import TuningRecord, WorkloadKey
+from ziggurat.database import TuningRecord, WorkloadKey
 from ziggurat.autotune.workers import TaskResult, WorkerPool, get_context
 from ziggurat.runtime.executor import aligned_copy  # 64-byte aligned, as the kernels' vector loads assume
 

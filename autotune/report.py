@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 
 from ziggurat.autotune.cost_model import GBTCostModel, spearman, top_k_recall
-from ziggurat.autotune.database import VALIDATION, JSONDatabase, WorkloadKey
-from ziggurat.autotune.features import extract_features
+from ziggurat.database import VALIDATION, JSONDatabase, WorkloadKey
+from ziggurat.transforms.costs.features import extract_features
 from ziggurat.autotune.space import SearchSpace, apply_trace
 from ziggurat.errors import ScheduleError
 

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ziggurat.autotune.cost_model import CostModel
-from ziggurat.autotune.database import Database, WorkloadKey, structural_hash
+from ziggurat.database import Database, WorkloadKey, structural_hash
 from ziggurat.autotune.space import Candidate, SearchSpace
 
 

@@ -1,7 +1,7 @@
 """The search space: schedule traces for one loop-level kernel, from sketch rules.
 
 Template-free rules in Ansor's manner, applied through the Schedule API
-(`transforms/schedule/api.py`) to each top-level loop nest of the kernel:
+(`transforms/loop/primitives/api.py`) to each top-level loop nest of the kernel:
 
 * every spatial loop is split into up to three tile levels (outer, middle,
   inner) with factors drawn from its divisors, powers of two preferred;
@@ -44,8 +44,8 @@ import numpy as np
 from xdsl.dialects import builtin, func
 from xdsl.parser import Parser
 
-from ziggurat.autotune.database import DEFAULT_TRACE, structural_hash
-from ziggurat.autotune.features import extract_features
+from ziggurat.database import DEFAULT_TRACE, structural_hash
+from ziggurat.transforms.costs.features import extract_features
 from ziggurat.autotune.template import (
     MAX_POINTS,
     default_knobs,
@@ -56,11 +56,11 @@ from ziggurat.autotune.template import (
     reduce_nests,
     tile_points,
 )
-from ziggurat.transforms.schedule_plan import packable_a
+from ziggurat.transforms.schedule.plan import packable_a
 from ziggurat.dialects import loop, make_context
 from ziggurat.errors import ScheduleError, TuningError
-from ziggurat.transforms.schedule.api import Schedule
-from ziggurat.transforms.schedule.loops import bound_kinds, get_loops
+from ziggurat.transforms.loop.primitives.api import Schedule
+from ziggurat.transforms.loop.primitives.loops import bound_kinds, get_loops
 
 TEMPLATE_SHARE = 0.9
 MEMO_SIZE = 1024
@@ -71,11 +71,9 @@ VECTORIZE = ("spatial", "innermost", "none")
 def default_loop_pipeline(vector_width: int, num_threads: int = 1) -> str:
     """The default schedule passes (the O3 LOOP stage before convert-loop-to-hw)."""
     from ziggurat.lowering import pipelines
+    from ziggurat.target import Target
 
-    spec = pipelines.LOOP[3].replace("convert-loop-to-hw", "")
-    spec = spec.replace("loop-vectorize-innermost", f"loop-vectorize-innermost{{min-extent={vector_width}}}")
-    spec = spec.replace("loop-default-schedule", f"loop-default-schedule{{vector-width={vector_width}}}")
-    return ",".join(p for p in spec.split(",") if p)
+    return pipelines.schedule_stage(3, Target.for_width(vector_width, num_threads))
 
 
 def _kernel(module: builtin.ModuleOp, name: str) -> func.FuncOp:

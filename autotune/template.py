@@ -4,7 +4,7 @@ The sketch rules of `space.py` only split, reorder, vectorize, parallelize and
 unroll; they cannot build what makes the default schedule fast (a local
 accumulator tile kept in registers, a blocked reduction, packed B panels), so
 no sketch candidate beats it. This module exposes the default schedule's
-decisions (`transforms/loop_default_schedule.py`) as knobs and widens them:
+decisions (`transforms/schedule/loop_default_schedule.py`) as knobs and widens them:
 
 * `tile`: the register tile over spatial loops other than the vectorized
   last one `L`: up to two `[loop index, factor]` pairs (the default blocks one
@@ -25,7 +25,7 @@ decisions (`transforms/loop_default_schedule.py`) as knobs and widens them:
   panels (plain 2-D matmul with `kc` only);
 * `pack_a`: copy the register block's rows of A (per k-block) into a
   contiguous `[depth][rows]` sliver before the column loop (plain 2-D matmul
-  whose tile blocks the row loop only: `schedule_plan.pack_a_sliver`); with
+  whose tile blocks the row loop only: `plan.pack_a_sliver`); with
   `jouter` every row block's sliver of the k-block, before the panel loop;
 * `mc`: with `jouter`, the outermost spatial loop cut into blocks of `mc`
   (a multiple of its tile factor that divides it) outside the panel loop,
@@ -57,7 +57,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from ziggurat.dialects import loop
 from ziggurat.errors import ScheduleError
-from ziggurat.transforms.loop_default_schedule import (
+from ziggurat.transforms.schedule.loop_default_schedule import (
     _clone_redirected,
     _packable,
     k_block_and_pack,
@@ -68,8 +68,8 @@ from ziggurat.transforms.loop_default_schedule import (
     prepacked,
     schedule_dot,
 )
-from ziggurat.transforms.schedule_pad import pad_clamped_reads
-from ziggurat.transforms.schedule_plan import MAX_ACC, pack_a_sliver, packable_a, plan_narrow
+from ziggurat.transforms.schedule.pad import pad_clamped_reads
+from ziggurat.transforms.schedule.plan import MAX_ACC, pack_a_sliver, packable_a, plan_narrow
 
 MAX_TILE = 16
 MAX_POINTS = 28  # accumulators (tile points x nvec): 32 zmm registers, a few for the operands
@@ -120,7 +120,7 @@ def _divisors(n: int, cap: int) -> list[int]:
 
 def default_knobs(fn: func.FuncOp, width: int = 16) -> list[dict[str, Any]]:
     """The default schedule's decisions, one dict per reduction nest, in template form: on 8-lane
-    targets the 2-D register block of `transforms/schedule_plan.py` (`plan_narrow`: rows x 2
+    targets the 2-D register block of `transforms/schedule/plan.py` (`plan_narrow`: rows x 2
     vectors), else (or where it declines) `plan`'s one-vector block. `fn` is left unchanged."""
     out = []
     for name, nest, kind in reduce_nests(prepare(fn.clone(), width) if width < 16 else fn, width):
@@ -466,7 +466,7 @@ def interchange(loops: list[Any], order: list[int]) -> None:
     iterates what `loops[order[p]]` iterated. Each loop keeps its place and takes over another's
     bounds, step and variable uses; the body is unchanged, so this is legal wherever the iterations
     are independent (the spatial loops of an output tile). Not the `reorder` primitive
-    (transforms/schedule/reorder.py): that one takes plain step-1 loops and rebuilds them, while here
+    (transforms/loop/primitives/reorder.py): that one takes plain step-1 loops and rebuilds them, while here
     the loops are already tiled and `nest.spatial` must keep naming the outermost loop first."""
     for outer, inner in zip(loops, loops[1:]):
         if list(outer.body.block.ops) != [inner]:

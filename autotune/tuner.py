@@ -5,8 +5,9 @@
   holds the default schedule, so the best record is never worse than it. A
   rerun with the same database resumes: recorded candidates are neither
   measured again nor lost (the cost model is retrained on them first).
-* `tune_model(onnx, trials, db)` runs the pipeline up to the LOOP stage
-  (`lowering/pipelines.py`: graph passes, TO_LOOP, MODULE with dedupe-kernels),
+* `tune_model(onnx, trials, db)` runs the pipeline up to the schedule
+  (`lowering/pipelines.py` `graph_stage` and `lowering_stage`: graph passes,
+  TO_LOOP, MODULE with dedupe-kernels),
   takes each distinct kernel as a task, and hands out the trials batch by
   batch: every task first gets one batch (its default schedule is measured),
   then the task with the largest estimated remaining gain (calls x best cost,
@@ -16,8 +17,9 @@
   and the N best traces of each task are re-measured together at the end, in
   two passes, as one validation round; the database's `best` picks among them
   (a lucky measurement during a load spike cannot win).
-* `apply_tuning(module, db, ...)` is the compile-time side
-  (`ziggurat.compile(..., tuning_db=FILE)`): the best record of each kernel
+* The compile-time side is the pass `apply-tuning{database=FILE ...}`
+  (transforms/schedule/apply_tuning.py, put in the pipeline by
+  `ziggurat.compile(..., tuning_db=FILE)`): the best record of each kernel
   whose workload key (the structural hash of the kernel's text at the same
   stage) is in the database replaces the default schedule.
 
@@ -30,24 +32,21 @@ import dataclasses
 import random
 import sys
 import time
-import warnings
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 import numpy as np
 from xdsl.dialects import builtin, func
-from xdsl.parser import Parser
 
 from ziggurat.autotune.cost_model import GBTCostModel
-from ziggurat.autotune.database import VALIDATION, JSONDatabase, WorkloadKey
+from ziggurat.database import VALIDATION, JSONDatabase, WorkloadKey
 from ziggurat.autotune.measure import Builder, LocalBuilder, LocalRunner, MeasureInput, Runner, to_record
 from ziggurat.autotune.search import EvolutionarySearch
 from ziggurat.autotune.space import DEFAULT_TRACE, SearchSpace, apply_trace
-from ziggurat.backends.llvm.jit import host_target
-from ziggurat.dialects import loop, make_context
+from ziggurat.dialects import loop
 from ziggurat.errors import ScheduleError, TuningError
 from ziggurat.target import Target
+from ziggurat.transforms.schedule.apply_tuning import kernel_text, record_target
 
 
 HOPELESS_FACTOR, MIN_TIMEOUT_S = 50.0, 2.0
@@ -56,15 +55,8 @@ SLOW_FACTOR = 3.0  # a candidate whose first call is this much slower than the b
 
 def target_key(target: str | Target) -> str:
     """The target string records are filed under, with the thread count spelled out
-    (`llvm` on a 2-core machine and `llvm -num-cores=2` share records)."""
-    tgt = Target.parse(target)
-    return str(dataclasses.replace(tgt, num_cores=tgt.num_threads))
-
-
-def kernel_text(module: builtin.ModuleOp, name: str) -> str:
-    """A module holding only kernel `name` of `module`: the text tasks and workload keys are made of."""
-    fn = next(f for f in module.ops if isinstance(f, func.FuncOp) and f.sym_name.data == name)
-    return str(builtin.ModuleOp([fn.clone()]))
+    (`llvm` on a 2-core machine and `llvm -num-cores=2` share records); apply-tuning looks them up so."""
+    return record_target(target)
 
 
 def kernel_names(module: builtin.ModuleOp) -> list[str]:
@@ -179,7 +171,7 @@ class Tuner:
         return t
 
     def _features(self, space: SearchSpace, trace: Any) -> np.ndarray | None:
-        from ziggurat.autotune.features import extract_features
+        from ziggurat.transforms.costs.features import extract_features
 
         module = space.module.clone()
         try:
@@ -319,16 +311,17 @@ def extract_tasks(model: Any, opt_level: int = 3, target: str | Target = "llvm")
     """(kernel name, kernel module text, calls from @main) of a model's distinct kernels, before scheduling."""
     from ziggurat.compiler import parse_pipeline, run_passes
     from ziggurat.frontends.onnx import ImportedModel, import_onnx
-    from ziggurat.frontends.weights import WeightStore
+    from ziggurat.weights import WeightStore
     from ziggurat.lowering import pipelines
-    from ziggurat.transforms.weight_binding import bind_weights
+    from ziggurat.transforms.graph.weight_binding import bind_weights
 
     tgt = Target.parse(target)
     imported = model if isinstance(model, ImportedModel) else import_onnx(model)
     module = imported.module.clone()
     bind_weights(module, WeightStore(imported.weights))
-    spec = pipelines.default_pipeline(opt_level, tgt.vector_width)
-    run_passes(module, parse_pipeline(pre_loop_spec(spec, opt_level, tgt.vector_width)))
+    # the kernels as apply-tuning sees them: the pipeline up to the schedule stage
+    run_passes(module, parse_pipeline(pipelines.join(pipelines.graph_stage(opt_level, tgt),
+                                                     pipelines.lowering_stage(opt_level))))
     main = next((f for f in module.ops if isinstance(f, func.FuncOp) and f.sym_name.data == "main"), None)
     calls: dict[str, int] = {}
     if main is not None:
@@ -336,17 +329,6 @@ def extract_tasks(model: Any, opt_level: int = 3, target: str | Target = "llvm")
             if isinstance(o, func.CallOp):
                 calls[o.callee.root_reference.data] = calls.get(o.callee.root_reference.data, 0) + 1
     return [(n, kernel_text(module, n), calls.get(n, 1)) for n in kernel_names(module)]
-
-
-def pre_loop_spec(spec: str, opt_level: int, vector_width: int) -> str:
-    """`spec` without its LOOP stage (the part apply_tuning replaces)."""
-    from ziggurat.lowering import pipelines
-
-    loop_part = pipelines.default_pipeline(opt_level, vector_width, graph="").removeprefix(
-        pipelines.join(pipelines.TO_LOOP, pipelines.MODULE[opt_level])).lstrip(",")
-    if loop_part and not spec.endswith(loop_part):
-        raise TuningError(f"cannot find the loop stage '{loop_part}' at the end of pipeline '{spec}'")
-    return spec[:len(spec) - len(loop_part)].rstrip(",")
 
 
 def tune_model(model: Any, trials: int, db: JSONDatabase, target: str | Target = "llvm", opt_level: int = 3,
@@ -398,70 +380,3 @@ def tune_model(model: Any, trials: int, db: JSONDatabase, target: str | Target =
                                                      or [t.default_cost]))
     elapsed = time.time() - started
     return [TuneResult(t.name, t.key, t.trials, t.default_cost, t.best_cost, t.best_trace, elapsed) for t in tasks]
-
-
-def apply_tuning(module: builtin.ModuleOp, db: JSONDatabase | str, target: str | Target, loop_spec: str,
-                 run: Callable[[builtin.ModuleOp, str], None]) -> list[str]:
-    """Runs the LOOP stage `loop_spec` on `module`, replaying the best record instead of the default
-    schedule for every kernel the database holds; returns the names of the tuned kernels.
-
-    `run(module, spec)` runs a pipeline string (the compiler's run_passes with its callbacks).
-    """
-    tgt = Target.parse(target)
-    if isinstance(db, str):
-        with JSONDatabase(db, fsync=False) as opened:
-            return apply_tuning(module, opened, tgt, loop_spec, run)
-    tuned: dict[str, func.FuncOp] = {}
-    elsewhere: set[str] = set()
-    foreign: dict[str, str] = {}  # kernel -> the other CPU its replayed record was measured on
-    here = host_target()[0]
-    for name in kernel_names(module):
-        key = WorkloadKey.from_text(kernel_text(module, name), name)
-        best = db.best(key, target_key(tgt), cpu=here)
-        if best is None:
-            elsewhere |= {r.target for r in db.records(key) if r.ok}
-            continue
-        if best.versions.get("cpu", here) != here:
-            foreign[name] = best.versions["cpu"]
-        tmp = Parser(make_context(), kernel_text(module, name)).parse_module()
-        try:
-            apply_trace(tmp, name, best.trace, tgt.vector_width)
-        except ScheduleError as err:
-            warnings.warn(f"tuning record of kernel '{name}' does not replay ({err}); using the default schedule",
-                          stacklevel=2)
-            continue
-        fn = next(f for f in tmp.ops if isinstance(f, func.FuncOp))
-        fn.detach()
-        tuned[name] = fn
-    if elsewhere:
-        warnings.warn(f"the tuning database holds records of some kernels for target(s) {sorted(elsewhere)} "
-                      f"but not for '{target_key(tgt)}'; those kernels keep the default schedule "
-                      f"(tune with --target '{tgt}')",
-                      stacklevel=2)
-    if foreign:
-        cpus = sorted(set(foreign.values()))
-        warnings.warn(f"the tuning records replayed for kernel(s) {sorted(foreign)} were measured on CPU {cpus}, "
-                      f"this host is '{here}': they give correct results, but the fastest schedule there "
-                      f"may not be the fastest here (tune again on this machine with ziggurat tune)",
-                      stacklevel=2)
-    parts = [p for p in loop_spec.split(",") if p]
-    hw = [p for p in parts if p.startswith("convert-loop-to-hw")]
-    sched = [p for p in parts if not p.startswith("convert-loop-to-hw")]
-    # the default-schedule passes see an empty stand-in of each tuned kernel (same symbol and signature)
-    stand_ins = {}
-    for f in [f for f in module.ops if isinstance(f, func.FuncOp) and f.sym_name.data in tuned]:
-        empty = func.FuncOp(f.sym_name.data, f.function_type)
-        empty.body.block.add_op(func.ReturnOp())
-        module.body.block.insert_op_before(empty, f)
-        f.detach()
-        f.erase()
-        stand_ins[empty.sym_name.data] = empty
-    if sched:
-        run(module, ",".join(sched))
-    for name, fn in tuned.items():
-        module.body.block.insert_op_before(fn, stand_ins[name])
-        stand_ins[name].detach()
-        stand_ins[name].erase()
-    if hw:
-        run(module, ",".join(hw))
-    return list(tuned)

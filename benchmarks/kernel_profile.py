@@ -28,6 +28,7 @@ import numpy as np
 from xdsl.dialects import builtin, func
 
 from ziggurat.lowering import pipelines
+from ziggurat.target import Target
 
 
 @dataclass(frozen=True)
@@ -44,23 +45,24 @@ class KernelTime:
 def graph_pipelines(opt_level: int = 3, measure: bool = False) -> tuple[str, str]:
     """(with, without) the feedback channel: the O`opt_level` graph pipeline with
     cost-guided fuse-ops (`measure=true` with `measure`), and the same with rule-based fuse-ops."""
-    from ziggurat.transforms.annotate_costs import cost_guided_pipeline
+    from ziggurat.transforms.graph.annotate_costs import cost_guided_pipeline
 
-    rule = pipelines.GRAPH[opt_level].replace("fuse-ops{cost-guided=true}", "fuse-ops")
-    guided = cost_guided_pipeline(rule)
-    return (guided.replace("cost-guided=true", "cost-guided=true measure=true") if measure else guided), rule
+    tgt = Target.parse("llvm")
+    rule = pipelines.graph_stage(opt_level, tgt, options={"fuse-ops": {"cost-guided": False}})
+    guided = pipelines.graph_stage(opt_level, tgt, options={"fuse-ops": {"cost-guided": True, "measure": measure}})
+    return guided, rule
 
 
 def _pre_loop_module(model: Any, graph: str) -> builtin.ModuleOp:
     from ziggurat.compiler import parse_pipeline, run_passes
     from ziggurat.frontends.onnx import ImportedModel, import_onnx
-    from ziggurat.frontends.weights import WeightStore
-    from ziggurat.transforms.weight_binding import bind_weights
+    from ziggurat.weights import WeightStore
+    from ziggurat.transforms.graph.weight_binding import bind_weights
 
     imported = model if isinstance(model, ImportedModel) else import_onnx(model)
     module = imported.module.clone()
     bind_weights(module, WeightStore(imported.weights))
-    run_passes(module, parse_pipeline(pipelines.join(graph, pipelines.TO_LOOP, pipelines.MODULE[3])))
+    run_passes(module, parse_pipeline(pipelines.join(graph, pipelines.lowering_stage(3))))
     return module
 
 
@@ -74,8 +76,7 @@ def time_kernel(fn: func.FuncOp, threads: int = 1, rounds: int = 20, seed: int =
     from ziggurat.target import Target
 
     tgt = Target.parse(f"llvm -num-cores={threads}")
-    loop_spec = pipelines.default_pipeline(3, tgt.vector_width, graph="").removeprefix(
-        pipelines.join(pipelines.TO_LOOP, pipelines.MODULE[3])).lstrip(",")
+    loop_spec = pipelines.loop_stage(3, tgt)
     shapes, _ = _signature(fn)
     single = builtin.ModuleOp([fn.clone()])
     run_passes(single, parse_pipeline(loop_spec))
@@ -138,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         model = BUILDERS[model]()[1]
     with_fb, without = graph_pipelines(measure=args.measure)
     runs = [("O3 with feedback", with_fb), ("O3 without feedback", without)] if args.compare_feedback else \
-        [("O3", pipelines.GRAPH[3])]
+        [("O3", pipelines.graph_stage(3))]
     profiles = [(t, profile_kernels(model, g, args.threads, args.rounds)) for t, g in runs]
     names = [{r.name for r in rows} for _, rows in profiles]
     for i, (title, rows) in enumerate(profiles):

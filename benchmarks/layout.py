@@ -33,16 +33,11 @@ SETTLE_S = 0.2
 
 def graph_pipelines(vector_width: int = 16) -> tuple[str, str]:
     """(O3's graph pipeline with convert-layout, the same without it)."""
-    from ziggurat.lowering.pipelines import GRAPH
+    from ziggurat.lowering import pipelines
+    from ziggurat.target import Target
 
-    passes = [p for p in GRAPH[3].split(",") if not p.startswith("convert-layout")]
-    if len(passes) == len(GRAPH[3].split(",")):  # O3 has no convert-layout: add it before fuse-ops
-        fuse = next((i for i, p in enumerate(passes) if p.startswith("fuse-ops")), len(passes))
-        with_layout = passes[:fuse] + [f"convert-layout{{block={vector_width}}}"] + passes[fuse:]
-    else:
-        with_layout = [p if not p.startswith("convert-layout") else f"convert-layout{{block={vector_width}}}"
-                       for p in GRAPH[3].split(",")]
-    return ",".join(with_layout), ",".join(passes)
+    tgt = Target.for_width(vector_width)
+    return pipelines.graph_stage(3, tgt), pipelines.graph_stage(3, tgt, skip=("convert-layout",))
 
 
 def _ort(model, threads: int):

@@ -69,10 +69,15 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
     pipeline, decisions, fused = args.pipeline, [], []
     if args.explain_fusion:  # the graph pipeline with cost-guided fuse-ops; its decisions as a table
-        from ziggurat.lowering.pipelines import GRAPH
-        from ziggurat.transforms import annotate_costs
+        from ziggurat.lowering import pipelines
+        from ziggurat.target import Target
+        from ziggurat.transforms.graph import annotate_costs
 
-        pipeline = annotate_costs.cost_guided_pipeline(GRAPH[args.opt_level] if pipeline is None else pipeline)
+        if pipeline is None:
+            pipeline = pipelines.graph_stage(args.opt_level, Target.parse(args.target),
+                                             options={"fuse-ops": {"cost-guided": True}})
+        else:
+            pipeline = annotate_costs.cost_guided_pipeline(pipeline)
 
     def after_pass(p, module, seconds: float) -> None:
         if args.emit in STAGES and p.name == STAGES[args.emit]:

@@ -17,8 +17,7 @@ from collections.abc import Sequence
 
 from xdsl.xdsl_opt_main import xDSLOptMain
 
-from ziggurat import plugins
-from ziggurat.dialects import get_all_dialects
+from ziggurat import plugins, registry
 from ziggurat.transforms import get_all_passes
 
 
@@ -28,19 +27,11 @@ class ZigguratOptMain(xDSLOptMain):
     version_format = "ziggurat-opt (xdsl {xdsl_version})"
 
     def register_all_dialects(self) -> None:
-        ours = {**get_all_dialects(), **plugins.plugin_dialects()}
-        for name, factory in ours.items():
+        for name, factory in registry.all_dialects().items():
             self.ctx.register_dialect(name, factory)
-        from xdsl.universe import Universe
-
-        # Upstream xDSL ships CIRCT's `hw`; ziggurat's `hw` takes the name.
-        for name, factory in Universe.get_multiverse().all_dialects.items():
-            if name not in ours:
-                self.ctx.register_dialect(name, factory)
 
     def register_all_passes(self) -> None:
-        super().register_all_passes()
-        for name, factory in {**get_all_passes(), **plugins.plugin_passes()}.items():
+        for name, factory in registry.all_passes().items():
             self.register_pass(name, factory)
 
     def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:

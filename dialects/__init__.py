@@ -55,13 +55,12 @@ def get_all_dialects() -> dict[str, Callable[[], Dialect]]:
 
 
 def make_context(allow_unregistered: bool = False) -> Context:
-    """A context with ziggurat's dialects, the plugins' (ziggurat/plugins.py) and every upstream xDSL dialect registered."""
+    """A context with ziggurat's dialects and every upstream xDSL dialect registered: what passes
+    parse their own IR snippets with. Plugins' dialects come with `ziggurat.registry.make_context`."""
     from xdsl.dialects import get_all_dialects as upstream_dialects
 
-    from ziggurat.plugins import plugin_dialects
-
     ctx = Context(allow_unregistered=allow_unregistered)
-    ours = {**get_all_dialects(), **plugin_dialects()}
+    ours = get_all_dialects()
     for name, factory in ours.items():
         ctx.register_dialect(name, factory)
     # Upstream xDSL also ships CIRCT's `hw`; ours takes that name here.

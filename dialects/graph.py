@@ -8,7 +8,7 @@ MLIR dialect in two ways:
 * every op carries its TVM op-pattern kind as a trait (`OpPattern`), which
   fusion reads instead of a list of op names;
 * weights are held *by reference*: `graph.constant "fc1.weight"` names an
-  entry of a side store (`ziggurat.frontends.weights.WeightStore`) so printed IR
+  entry of a side store (`ziggurat.weights.WeightStore`) so printed IR
   never spells a tensor out element by element.
 
 Layouts: activations are NCHW, convolution weights OIHW (ONNX conventions).
@@ -61,69 +61,18 @@ from xdsl.irdl import (
 from xdsl.traits import HasParent, IsTerminator, OpTrait, Pure
 from xdsl.utils.exceptions import VerifyException
 
-# ---------------------------------------------------------------------------
-# Op-pattern kinds (TVM's numbering) as a trait
-# ---------------------------------------------------------------------------
-
-
-class PatternKind(IntEnum):
-    """TVM's operator pattern kinds, ordered from most to least fusable."""
-
-    ELEMWISE = 0
-    BROADCAST = 1
-    INJECTIVE = 2
-    COMM_REDUCE = 3
-    OUT_ELEMWISE_FUSABLE = 4
-    OPAQUE = 8
-
-
-@dataclass(frozen=True)
-class OpPattern(OpTrait):
-    """Declares the op-pattern kind of a graph op; fusion reads this trait."""
-
-    kind: PatternKind
-
-
-def pattern_kind(op: Operation) -> PatternKind:
-    """The op-pattern kind of `op` (OPAQUE for ops that declare none)."""
-    trait = op.get_trait(OpPattern)
-    return trait.kind if trait is not None else PatternKind.OPAQUE
-
-
-# ---------------------------------------------------------------------------
-# Shape helpers shared by verifiers and the frontend
-# ---------------------------------------------------------------------------
-
-
-def broadcast_shapes(a: Sequence[int], b: Sequence[int]) -> tuple[int, ...] | None:
-    """Numpy broadcasting of two static shapes, or None when incompatible."""
-    out: list[int] = []
-    for i in range(max(len(a), len(b))):
-        da = a[len(a) - 1 - i] if i < len(a) else 1
-        db = b[len(b) - 1 - i] if i < len(b) else 1
-        if da != db and 1 not in (da, db):
-            return None
-        out.append(max(da, db) if 1 in (da, db) else da)
-    return tuple(reversed(out))
-
-
-def _shape(value: SSAValue) -> tuple[int, ...]:
-    assert isinstance(value.type, TensorType)
-    return tuple(value.type.get_shape())
-
-
-def _ints(attr: DenseArrayBase | None) -> tuple[int, ...]:
-    return tuple(attr.get_values()) if attr is not None else ()  # type: ignore[arg-type]
-
-
-def int_array(values: Sequence[int]) -> DenseArrayBase:
-    return DenseArrayBase.from_list(i64, list(values))
-
-
-def _require(cond: bool, op: Operation, message: str) -> None:
-    if not cond:
-        raise VerifyException(f"'{op.name}' op {message}")
-
+from ziggurat.dialects.graph_base import (  # noqa: F401 - re-exported as graph.X
+    BinaryOp,
+    OpPattern,
+    PatternKind,
+    UnaryOp,
+    broadcast_shapes,
+    int_array,
+    ints_of,
+    pattern_kind,
+    require,
+    shape_of,
+)
 
 # ---------------------------------------------------------------------------
 # Constants and calls
@@ -203,26 +152,6 @@ class CallKernelOp(IRDLOperation):
 # ---------------------------------------------------------------------------
 # Elementwise unary ops
 # ---------------------------------------------------------------------------
-
-
-class UnaryOp(IRDLOperation):
-    """Base of elementwise unary ops: same type in and out."""
-
-    T: ClassVar = VarConstraint("T", base(TensorType))
-    input = operand_def(T)
-    result = result_def(T)
-    traits = traits_def(Pure(), OpPattern(PatternKind.ELEMWISE))
-    assembly_format = "$input attr-dict `:` type($result)"
-
-    def __init__(self, input: SSAValue):
-        super().__init__(operands=[input], result_types=[input.type])
-
-    def verify_(self) -> None:
-        elt = self.result.type.element_type  # type: ignore[attr-defined]
-        if not isinstance(elt, (Float16Type, Float32Type, Float64Type)):
-            signed = isinstance(elt, IntegerType) and elt.width.data > 1 and elt.signedness.data != Signedness.UNSIGNED
-            _require(self.name in ("graph.relu", "graph.neg", "graph.abs") and signed, self,
-                     f"is defined on floats{' and signed integers' if self.name in ('graph.relu', 'graph.neg', 'graph.abs') else ''}, got {elt}")
 
 
 @irdl_op_definition
@@ -314,30 +243,6 @@ class ErfOp(UnaryOp):
 # ---------------------------------------------------------------------------
 
 
-class BinaryOp(IRDLOperation):
-    """Base of binary ops with numpy broadcasting of the two operands."""
-
-    lhs = operand_def(TensorType)
-    rhs = operand_def(TensorType)
-    result = result_def(TensorType)
-    traits = traits_def(Pure(), OpPattern(PatternKind.BROADCAST))
-    assembly_format = (
-        "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)"
-    )
-
-    def __init__(self, lhs: SSAValue, rhs: SSAValue, result_type: Attribute):
-        super().__init__(operands=[lhs, rhs], result_types=[result_type])
-
-    def verify_(self) -> None:
-        a, b, r = _shape(self.lhs), _shape(self.rhs), _shape(self.result)
-        out = broadcast_shapes(a, b)
-        _require(out is not None, self, f"operand shapes {a} and {b} do not broadcast")
-        _require(out == r, self, f"result shape {r} is not the broadcast shape {out}")
-        elts = {self.lhs.type.element_type, self.rhs.type.element_type}  # type: ignore[attr-defined]
-        _require(len(elts) == 1, self, "operands must have the same element type")
-        _require(self.result.type.element_type in elts, self, "result must have the operands' element type")  # type: ignore[attr-defined]
-
-
 @irdl_op_definition
 class AddOp(BinaryOp):
     """lhs + rhs with broadcasting.
@@ -412,8 +317,8 @@ class ReshapeOp(IRDLOperation):
     def verify_(self) -> None:
         a, b = self.input.type, self.result.type
         assert isinstance(a, TensorType) and isinstance(b, TensorType)
-        _require(a.element_count() == b.element_count(), self, f"element counts differ: {a.element_count()} vs {b.element_count()}")
-        _require(a.element_type == b.element_type, self, "element types differ")
+        require(a.element_count() == b.element_count(), self, f"element counts differ: {a.element_count()} vs {b.element_count()}")
+        require(a.element_type == b.element_type, self, "element types differ")
 
 
 @irdl_op_definition
@@ -437,9 +342,9 @@ class TransposeOp(IRDLOperation):
         super().__init__(operands=[x], properties={"perm": int_array(perm)}, result_types=[result_type])
 
     def verify_(self) -> None:
-        x, r, p = _shape(self.input), _shape(self.result), _ints(self.perm)
-        _require(sorted(p) == list(range(len(x))), self, f"perm {p} is not a permutation of {len(x)} dims")
-        _require(r == tuple(x[i] for i in p), self, f"result shape {r} should be {tuple(x[i] for i in p)}")
+        x, r, p = shape_of(self.input), shape_of(self.result), ints_of(self.perm)
+        require(sorted(p) == list(range(len(x))), self, f"perm {p} is not a permutation of {len(x)} dims")
+        require(r == tuple(x[i] for i in p), self, f"result shape {r} should be {tuple(x[i] for i in p)}")
 
 
 # ---------------------------------------------------------------------------
@@ -478,11 +383,11 @@ class FusedOp(IRDLOperation):
     def verify_(self) -> None:
         block = self.body.block
         arg_types = [a.type for a in block.args]
-        _require(arg_types == [v.type for v in self.inputs], self, "block argument types must match the inputs")
+        require(arg_types == [v.type for v in self.inputs], self, "block argument types must match the inputs")
         last = block.last_op
-        _require(isinstance(last, YieldOp), self, "body must end with graph.yield")
+        require(isinstance(last, YieldOp), self, "body must end with graph.yield")
         yielded = [v.type for v in last.operands]  # type: ignore[union-attr]
-        _require(yielded == [r.type for r in self.outputs], self, "graph.yield types must match the results")
+        require(yielded == [r.type for r in self.outputs], self, "graph.yield types must match the results")
 
     def print(self, printer) -> None:
         printer.print_string(" ")

@@ -34,7 +34,7 @@ from xdsl.irdl import (
 )
 from xdsl.traits import Pure
 
-from ziggurat.dialects.graph import PatternKind, OpPattern, broadcast_shapes, _shape, _ints, int_array, _require, UnaryOp, BinaryOp
+from ziggurat.dialects.graph_base import BinaryOp, OpPattern, PatternKind, UnaryOp, broadcast_shapes, int_array, ints_of, require, shape_of
 
 
 # ---------------------------------------------------------------------------
@@ -202,13 +202,13 @@ class CompareOp(IRDLOperation):
         super().__init__(operands=[lhs, rhs], properties={"kind": StringAttr(kind)}, result_types=[result_type])
 
     def verify_(self) -> None:
-        _require(self.kind.data in COMPARE_KINDS, self, f"kind must be one of {COMPARE_KINDS}, got '{self.kind.data}'")
-        a, b, r = _shape(self.lhs), _shape(self.rhs), _shape(self.result)
-        _require(broadcast_shapes(a, b) == r, self, f"result shape {r} is not the broadcast shape of {a} and {b}")
+        require(self.kind.data in COMPARE_KINDS, self, f"kind must be one of {COMPARE_KINDS}, got '{self.kind.data}'")
+        a, b, r = shape_of(self.lhs), shape_of(self.rhs), shape_of(self.result)
+        require(broadcast_shapes(a, b) == r, self, f"result shape {r} is not the broadcast shape of {a} and {b}")
         elt = self.lhs.type.element_type  # type: ignore[attr-defined]
-        _require(self.rhs.type.element_type == elt, self, "operands must have the same element type")  # type: ignore[attr-defined]
+        require(self.rhs.type.element_type == elt, self, "operands must have the same element type")  # type: ignore[attr-defined]
         out = self.result.type.element_type  # type: ignore[attr-defined]
-        _require(out == i1 or (out == elt and isinstance(elt, (Float16Type, Float32Type, Float64Type))), self,
+        require(out == i1 or (out == elt and isinstance(elt, (Float16Type, Float32Type, Float64Type))), self,
                  f"result elements must be i1 (bool) or the operands' float type (a 1.0/0.0 mask), got {out}")
 
 
@@ -236,15 +236,15 @@ class WhereOp(IRDLOperation):
         super().__init__(operands=[cond, lhs, rhs], result_types=[result_type])
 
     def verify_(self) -> None:
-        c, a, b, r = _shape(self.cond), _shape(self.lhs), _shape(self.rhs), _shape(self.result)
+        c, a, b, r = shape_of(self.cond), shape_of(self.lhs), shape_of(self.rhs), shape_of(self.result)
         ab = broadcast_shapes(a, b)
         out = broadcast_shapes(c, ab) if ab is not None else None
-        _require(out == r, self, f"result shape {r} is not the broadcast shape of {c}, {a} and {b}")
+        require(out == r, self, f"result shape {r} is not the broadcast shape of {c}, {a} and {b}")
         elt = self.result.type.element_type  # type: ignore[attr-defined]
-        _require(self.lhs.type.element_type == elt == self.rhs.type.element_type, self,  # type: ignore[attr-defined]
+        require(self.lhs.type.element_type == elt == self.rhs.type.element_type, self,  # type: ignore[attr-defined]
                  "both branches and the result must have one element type")
         cond = self.cond.type.element_type  # type: ignore[attr-defined]
-        _require(cond == i1 or isinstance(cond, (Float16Type, Float32Type, Float64Type)), self,
+        require(cond == i1 or isinstance(cond, (Float16Type, Float32Type, Float64Type)), self,
                  f"the condition must be i1 (bool) or a float mask, got {cond}")
 
 
@@ -273,16 +273,16 @@ class GatherElementsOp(IRDLOperation):
         super().__init__(operands=[x, indices], properties={"axis": IntegerAttr(axis, i64)}, result_types=[result_type])
 
     def verify_(self) -> None:
-        x, idx, r = _shape(self.input), _shape(self.indices), _shape(self.result)
+        x, idx, r = shape_of(self.input), shape_of(self.indices), shape_of(self.result)
         a = self.axis.value.data
-        _require(0 <= a < len(x), self, f"axis {a} out of range for rank {len(x)}")
-        _require(idx == r and len(r) == len(x), self, f"indices {idx} and result {r} must have one shape of the input's rank")
-        _require(all(r[d] <= x[d] for d in range(len(x)) if d != a), self,
+        require(0 <= a < len(x), self, f"axis {a} out of range for rank {len(x)}")
+        require(idx == r and len(r) == len(x), self, f"indices {idx} and result {r} must have one shape of the input's rank")
+        require(all(r[d] <= x[d] for d in range(len(x)) if d != a), self,
                  f"result {r} exceeds the input {x} outside axis {a}")
         ie = self.indices.type.element_type  # type: ignore[attr-defined]
-        _require(ie == Float32Type() or (isinstance(ie, IntegerType) and ie.width.data > 1), self,
+        require(ie == Float32Type() or (isinstance(ie, IntegerType) and ie.width.data > 1), self,
                  f"indices must be integers (or exact float32), got {ie}")
-        _require(self.input.type.element_type == self.result.type.element_type, self,  # type: ignore[attr-defined]
+        require(self.input.type.element_type == self.result.type.element_type, self,  # type: ignore[attr-defined]
                  "input and result element types differ")
 
 
@@ -313,15 +313,15 @@ class SliceOp(IRDLOperation):
         super().__init__(operands=[x], properties=props, result_types=[result_type])
 
     def verify_(self) -> None:
-        x, r = _shape(self.input), _shape(self.result)
-        starts, steps = _ints(self.starts), _ints(self.steps)
-        _require(len(starts) == len(x) == len(steps) == len(r), self, f"needs one start and step per dim of {x}")
+        x, r = shape_of(self.input), shape_of(self.result)
+        starts, steps = ints_of(self.starts), ints_of(self.steps)
+        require(len(starts) == len(x) == len(steps) == len(r), self, f"needs one start and step per dim of {x}")
         for d, (n, start, step, size) in enumerate(zip(x, starts, steps, r)):
-            _require(step != 0, self, f"step of dim {d} is 0")
+            require(step != 0, self, f"step of dim {d} is 0")
             last = start + (size - 1) * step
-            _require(size >= 1 and 0 <= start < n and 0 <= last < n, self,
+            require(size >= 1 and 0 <= start < n and 0 <= last < n, self,
                      f"dim {d}: {size} elements from {start} by {step} leave the input extent {n}")
-        _require(self.input.type.element_type == self.result.type.element_type, self, "element types differ")  # type: ignore[attr-defined]
+        require(self.input.type.element_type == self.result.type.element_type, self, "element types differ")  # type: ignore[attr-defined]
 
 
 @irdl_op_definition
@@ -345,15 +345,15 @@ class ConcatOp(IRDLOperation):
         super().__init__(operands=[inputs], properties={"axis": IntegerAttr(axis, i64)}, result_types=[result_type])
 
     def verify_(self) -> None:
-        shapes, r = [_shape(v) for v in self.inputs], _shape(self.result)
+        shapes, r = [shape_of(v) for v in self.inputs], shape_of(self.result)
         a = self.axis.value.data
-        _require(len(shapes) >= 1, self, "needs at least one input")
-        _require(0 <= a < len(r), self, f"axis {a} out of range for rank {len(r)}")
+        require(len(shapes) >= 1, self, "needs at least one input")
+        require(0 <= a < len(r), self, f"axis {a} out of range for rank {len(r)}")
         for s in shapes:
-            _require(len(s) == len(r) and s[:a] + s[a + 1:] == r[:a] + r[a + 1:], self,
+            require(len(s) == len(r) and s[:a] + s[a + 1:] == r[:a] + r[a + 1:], self,
                      f"input shape {s} does not match result {r} outside axis {a}")
         total = sum(s[a] for s in shapes)
-        _require(total == r[a], self, f"result dim {a} is {r[a]}, the inputs sum to {total}")
+        require(total == r[a], self, f"result dim {a} is {r[a]}, the inputs sum to {total}")
 
 
 REDUCE_KINDS = ("sum", "mean", "max", "min", "prod")
@@ -390,15 +390,15 @@ class ReduceOp(IRDLOperation):
         return self.keepdims is not None and bool(self.keepdims.value.data)
 
     def verify_(self) -> None:
-        x, r, axes = _shape(self.input), _shape(self.result), _ints(self.axes)
-        _require(self.kind.data in REDUCE_KINDS, self, f"kind must be one of {REDUCE_KINDS}, got '{self.kind.data}'")
-        _require(list(axes) == sorted(set(axes)) and all(0 <= a < len(x) for a in axes), self,
+        x, r, axes = shape_of(self.input), shape_of(self.result), ints_of(self.axes)
+        require(self.kind.data in REDUCE_KINDS, self, f"kind must be one of {REDUCE_KINDS}, got '{self.kind.data}'")
+        require(list(axes) == sorted(set(axes)) and all(0 <= a < len(x) for a in axes), self,
                  f"axes {axes} must be sorted, distinct and in [0, {len(x)})")
         if self.keeps_dims:
             expected = tuple(1 if d in axes else n for d, n in enumerate(x))
         else:
             expected = tuple(n for d, n in enumerate(x) if d not in axes)
-        _require(r == expected, self, f"result shape {r} should be {expected}")
+        require(r == expected, self, f"result shape {r} should be {expected}")
 
 
 @irdl_op_definition
@@ -420,8 +420,8 @@ class BroadcastToOp(IRDLOperation):
         super().__init__(operands=[x], result_types=[result_type])
 
     def verify_(self) -> None:
-        x, r = _shape(self.input), _shape(self.result)
-        _require(broadcast_shapes(x, r) == r, self, f"input shape {x} does not broadcast to {r}")
+        x, r = shape_of(self.input), shape_of(self.result)
+        require(broadcast_shapes(x, r) == r, self, f"input shape {x} does not broadcast to {r}")
 
 
 CORE_OPS: list[type[IRDLOperation]] = [

@@ -25,7 +25,7 @@ from xdsl.irdl import (
 )
 from xdsl.traits import Pure
 
-from ziggurat.dialects.graph import BinaryOp, OpPattern, PatternKind, UnaryOp, _require, _shape
+from ziggurat.dialects.graph_base import BinaryOp, OpPattern, PatternKind, UnaryOp, require, shape_of
 from ziggurat.dtypes import describe, is_int
 
 
@@ -74,8 +74,8 @@ class CastOp(IRDLOperation):
         return self.saturate is None or bool(self.saturate.value.data)
 
     def verify_(self) -> None:
-        _require(_shape(self.input) == _shape(self.result), self, "input and result shapes differ")
-        _require(self.rounding in ("up", "down", "nearest"), self,
+        require(shape_of(self.input) == shape_of(self.result), self, "input and result shapes differ")
+        require(self.rounding in ("up", "down", "nearest"), self,
                  f"round_mode must be 'up', 'down' or 'nearest', got '{self.rounding}'")
 
 
@@ -109,17 +109,17 @@ class BitcastOp(IRDLOperation):
         super().__init__(operands=[x], result_types=[result_type])
 
     def verify_(self) -> None:
-        _require(_shape(self.input) == _shape(self.result), self, "input and result shapes differ")
+        require(shape_of(self.input) == shape_of(self.result), self, "input and result shapes differ")
         src, dst = _elt(self.input), _elt(self.result)
         width = bit_width(src)
-        _require(width is not None and width == bit_width(dst), self,
+        require(width is not None and width == bit_width(dst), self,
                  f"element types {describe(src)} and {describe(dst)} differ in bit width")
 
 
 def _int_operands(op: BinaryOp | UnaryOp, what: str, allow_bool: bool) -> None:
     elt = _elt(op.results[0])
     ok = is_int(elt) or (allow_bool and elt == IntegerType(1))
-    _require(ok, op, f"{what} needs integer{' or bool' if allow_bool else ''} operands, got {describe(elt)}")
+    require(ok, op, f"{what} needs integer{' or bool' if allow_bool else ''} operands, got {describe(elt)}")
 
 
 @irdl_op_definition
@@ -143,7 +143,7 @@ class ModOp(BinaryOp):
 
     def verify_(self) -> None:
         super().verify_()
-        _require(self.fmod.value.data in (0, 1), self, "fmod must be 0 or 1")
+        require(self.fmod.value.data in (0, 1), self, "fmod must be 0 or 1")
 
 
 @irdl_op_definition
@@ -168,7 +168,7 @@ class BitShiftOp(BinaryOp):
 
     def verify_(self) -> None:
         super().verify_()
-        _require(self.direction.data in ("left", "right"), self, "direction must be 'left' or 'right'")
+        require(self.direction.data in ("left", "right"), self, "direction must be 'left' or 'right'")
         _int_operands(self, "bitshift", allow_bool=False)
 
 
@@ -254,13 +254,13 @@ class GatherOp(IRDLOperation):
         super().__init__(operands=[x, indices], properties={"axis": IntegerAttr(axis, i64)}, result_types=[result_type])
 
     def verify_(self) -> None:
-        x, idx, r = _shape(self.input), _shape(self.indices), _shape(self.result)
+        x, idx, r = shape_of(self.input), shape_of(self.indices), shape_of(self.result)
         a = self.axis.value.data
-        _require(0 <= a < len(x), self, f"axis {a} out of range for rank {len(x)}")
-        _require(is_int(_elt(self.indices)), self, f"indices must be integers, got {describe(_elt(self.indices))}")
+        require(0 <= a < len(x), self, f"axis {a} out of range for rank {len(x)}")
+        require(is_int(_elt(self.indices)), self, f"indices must be integers, got {describe(_elt(self.indices))}")
         expected: Sequence[int] = (*x[:a], *idx, *x[a + 1:])
-        _require(r == tuple(expected), self, f"result shape {r} should be {tuple(expected)}")
-        _require(_elt(self.input) == _elt(self.result), self, "input and result element types differ")
+        require(r == tuple(expected), self, f"result shape {r} should be {tuple(expected)}")
+        require(_elt(self.input) == _elt(self.result), self, "input and result element types differ")
 
 
 DTYPE_OPS: list[type[IRDLOperation]] = [CastOp, BitcastOp, ModOp, BitShiftOp, BitAndOp, BitOrOp, BitXorOp, BitNotOp,

@@ -32,7 +32,8 @@ from xdsl.irdl import (
 )
 from xdsl.traits import Pure
 
-from ziggurat.dialects.graph import OpPattern, PatternKind, _ints, _require, _shape, int_array, pool_output_size
+from ziggurat.dialects.graph_nn import pool_output_size
+from ziggurat.dialects.graph_base import OpPattern, PatternKind, int_array, ints_of, require, shape_of
 
 _ACT = re.compile(r"^NCHW(?:(\d+)c)?$")
 _WEIGHT = re.compile(r"^OIHW(?:(\d+)i(\d+)o)?$")
@@ -128,24 +129,24 @@ class LayoutTransformOp(IRDLOperation):
 
     def padding(self) -> tuple[int, ...]:
         """[top, left, bottom, right] (zeros without `pads`)."""
-        return _ints(self.pads) or (0, 0, 0, 0)
+        return ints_of(self.pads) or (0, 0, 0, 0)
 
     def verify_(self) -> None:
         try:
             (ks, _), (kd, _) = parse_layout(self.src.data), parse_layout(self.dst.data)
         except ValueError as err:
-            _require(False, self, str(err))
-        _require(ks == kd, self, f"cannot transform {self.src.data} to {self.dst.data} (different families)")
-        x, r = _shape(self.input), _shape(self.result)
-        _require(len(x) == layout_rank(self.src.data), self, f"input shape {x} does not fit {self.src.data}")
+            require(False, self, str(err))
+        require(ks == kd, self, f"cannot transform {self.src.data} to {self.dst.data} (different families)")
+        x, r = shape_of(self.input), shape_of(self.result)
+        require(len(x) == layout_rank(self.src.data), self, f"input shape {x} does not fit {self.src.data}")
         want = blocked_shape(plain_shape(x, self.src.data), self.dst.data)
         if self.pads is not None:
             p = self.padding()
-            _require(len(p) == 4 and min(p) >= 0, self, f"pads must be 4 values >= 0 [top, left, bottom, right], got {list(p)}")
-            _require(ks == "NCHW" and parse_layout(self.src.data)[1] == () and parse_layout(self.dst.data)[1] != (),
+            require(len(p) == 4 and min(p) >= 0, self, f"pads must be 4 values >= 0 [top, left, bottom, right], got {list(p)}")
+            require(ks == "NCHW" and parse_layout(self.src.data)[1] == () and parse_layout(self.dst.data)[1] != (),
                      self, f"pads apply to NCHW -> NCHW<b>c only, not {self.src.data} -> {self.dst.data}")
             want = padded_blocked_shape(x, self.dst.data, p)
-        _require(want == r, self, f"result shape {r} should be {want} for {self.src.data} -> {self.dst.data}")
+        require(want == r, self, f"result shape {r} should be {want} for {self.src.data} -> {self.dst.data}")
 
 
 @irdl_op_definition
@@ -178,15 +179,15 @@ class Conv2dNchwcOp(IRDLOperation):
                                      "dilations": int_array(dilations)})
 
     def verify_(self) -> None:
-        x, w, r = _shape(self.input), _shape(self.weight), _shape(self.result)
-        _require(len(x) == 5 and len(w) == 6, self, "expects an NCHW<b>c input and an OIHW<i>i<o>o weight")
-        s, p, d = _ints(self.strides), _ints(self.pads), _ints(self.dilations)
-        _require(len(s) == 2 and len(d) == 2 and len(p) == 4, self, "needs 2 strides, 2 dilations, 4 pads")
-        _require(w[1] == x[1] and w[4] == x[4], self, f"weight {w} does not match the input channel blocks of {x}")
+        x, w, r = shape_of(self.input), shape_of(self.weight), shape_of(self.result)
+        require(len(x) == 5 and len(w) == 6, self, "expects an NCHW<b>c input and an OIHW<i>i<o>o weight")
+        s, p, d = ints_of(self.strides), ints_of(self.pads), ints_of(self.dilations)
+        require(len(s) == 2 and len(d) == 2 and len(p) == 4, self, "needs 2 strides, 2 dilations, 4 pads")
+        require(w[1] == x[1] and w[4] == x[4], self, f"weight {w} does not match the input channel blocks of {x}")
         oh = (x[2] + p[0] + p[2] - d[0] * (w[2] - 1) - 1) // s[0] + 1
         ow = (x[3] + p[1] + p[3] - d[1] * (w[3] - 1) - 1) // s[1] + 1
         want = (x[0], w[0], oh, ow, w[5])
-        _require(r == want, self, f"result shape {r} should be {want}")
+        require(r == want, self, f"result shape {r} should be {want}")
 
 
 @irdl_op_definition
@@ -215,13 +216,13 @@ class MaxPool2dNchwcOp(IRDLOperation):
                                      "pads": int_array(pads), "dilations": int_array(dilations)})
 
     def verify_(self) -> None:
-        x, r = _shape(self.input), _shape(self.result)
-        _require(len(x) == 5, self, "expects an NCHW<b>c input")
-        k, s, p, d = _ints(self.kernel), _ints(self.strides), _ints(self.pads), _ints(self.dilations)
-        _require(len(k) == 2 and len(s) == 2 and len(d) == 2 and len(p) == 4, self, "needs 2-D kernel/strides/dilations and 4 pads")
+        x, r = shape_of(self.input), shape_of(self.result)
+        require(len(x) == 5, self, "expects an NCHW<b>c input")
+        k, s, p, d = ints_of(self.kernel), ints_of(self.strides), ints_of(self.pads), ints_of(self.dilations)
+        require(len(k) == 2 and len(s) == 2 and len(d) == 2 and len(p) == 4, self, "needs 2-D kernel/strides/dilations and 4 pads")
         oh = pool_output_size(x[2], k[0], s[0], p[0], p[2], d[0], False)
         ow = pool_output_size(x[3], k[1], s[1], p[1], p[3], d[1], False)
-        _require(r == (x[0], x[1], oh, ow, x[4]), self, f"result shape {r} should be {(x[0], x[1], oh, ow, x[4])}")
+        require(r == (x[0], x[1], oh, ow, x[4]), self, f"result shape {r} should be {(x[0], x[1], oh, ow, x[4])}")
 
 
 @irdl_op_definition
@@ -229,7 +230,7 @@ class MatmulPanelsOp(IRDLOperation):
     """A matmul whose 2-d weight is stored as column panels: `rhs` is `[N/w, K, w]`, `B[k, j] = rhs[j // w, k, j % w]`.
 
     `y[..., m, j] = sum(x[..., m, k] * rhs[j // w, k, j % w])` over `k`. This is the layout the
-    loop-level schedule packs a matmul's `B` into on every call (`schedule_plan.k_block_and_pack`);
+    loop-level schedule packs a matmul's `B` into on every call (`plan.k_block_and_pack`);
     cost-guided `fuse-ops` stores a constant weight this way once, at compile time, where the
     oracle prices the kernel lower (`w`: the target's vector lanes).
 
@@ -250,11 +251,11 @@ class MatmulPanelsOp(IRDLOperation):
         super().__init__(operands=[lhs, rhs], result_types=[result_type])
 
     def verify_(self) -> None:
-        a, b, r = _shape(self.lhs), _shape(self.rhs), _shape(self.result)
-        _require(len(a) >= 2 and len(b) == 3, self, "expects a lhs of rank >= 2 and a [N/w, K, w] rhs")
-        _require(a[-1] == b[1], self, f"contracting dims differ: {a[-1]} vs {b[1]}")
+        a, b, r = shape_of(self.lhs), shape_of(self.rhs), shape_of(self.result)
+        require(len(a) >= 2 and len(b) == 3, self, "expects a lhs of rank >= 2 and a [N/w, K, w] rhs")
+        require(a[-1] == b[1], self, f"contracting dims differ: {a[-1]} vs {b[1]}")
         want = (*a[:-1], b[0] * b[2])
-        _require(r == want, self, f"result shape {r} should be {want}")
+        require(r == want, self, f"result shape {r} should be {want}")
 
 
 def pack_panels(weight, lanes: int):

@@ -23,7 +23,7 @@ from xdsl.irdl import (
 )
 from xdsl.traits import Pure
 
-from ziggurat.dialects.graph import PatternKind, OpPattern, broadcast_shapes, _shape, _ints, int_array, _require
+from ziggurat.dialects.graph_base import OpPattern, PatternKind, broadcast_shapes, int_array, ints_of, require, shape_of
 
 
 # ---------------------------------------------------------------------------
@@ -63,13 +63,13 @@ class MatmulOp(IRDLOperation):
         return self.transpose_b is not None and bool(self.transpose_b.value.data)
 
     def verify_(self) -> None:
-        a, b, r = _shape(self.lhs), _shape(self.rhs), _shape(self.result)
-        _require(len(a) >= 2 and len(b) >= 2, self, "operands must have rank >= 2")
+        a, b, r = shape_of(self.lhs), shape_of(self.rhs), shape_of(self.result)
+        require(len(a) >= 2 and len(b) >= 2, self, "operands must have rank >= 2")
         bk, bn = (b[-1], b[-2]) if self.is_transpose_b else (b[-2], b[-1])
-        _require(a[-1] == bk, self, f"contracting dims differ: {a[-1]} vs {bk}")
+        require(a[-1] == bk, self, f"contracting dims differ: {a[-1]} vs {bk}")
         batch = broadcast_shapes(a[:-2], b[:-2])
-        _require(batch is not None, self, f"batch dims {a[:-2]} and {b[:-2]} do not broadcast")
-        _require(r == (*batch, a[-2], bn), self, f"result shape {r} should be {(*batch, a[-2], bn)}")
+        require(batch is not None, self, f"batch dims {a[:-2]} and {b[:-2]} do not broadcast")
+        require(r == (*batch, a[-2], bn), self, f"result shape {r} should be {(*batch, a[-2], bn)}")
 
 
 @irdl_op_definition
@@ -111,16 +111,16 @@ class Conv2dOp(IRDLOperation):
         )
 
     def verify_(self) -> None:
-        x, w, r = _shape(self.input), _shape(self.weight), _shape(self.result)
-        _require(len(x) == 4 and len(w) == 4, self, "expects NCHW input and OIHW weight")
-        s, p, d = _ints(self.strides), _ints(self.pads), _ints(self.dilations)
-        _require(len(s) == 2 and len(d) == 2 and len(p) == 4, self, "needs 2 strides, 2 dilations, 4 pads")
+        x, w, r = shape_of(self.input), shape_of(self.weight), shape_of(self.result)
+        require(len(x) == 4 and len(w) == 4, self, "expects NCHW input and OIHW weight")
+        s, p, d = ints_of(self.strides), ints_of(self.pads), ints_of(self.dilations)
+        require(len(s) == 2 and len(d) == 2 and len(p) == 4, self, "needs 2 strides, 2 dilations, 4 pads")
         g = self.groups.value.data
-        _require(g >= 1 and x[1] % g == 0 and w[0] % g == 0, self, f"groups={g} must divide C_in={x[1]} and C_out={w[0]}")
-        _require(w[1] * g == x[1], self, f"weight has {w[1]} input channels per group, input has {x[1]} for {g} groups")
+        require(g >= 1 and x[1] % g == 0 and w[0] % g == 0, self, f"groups={g} must divide C_in={x[1]} and C_out={w[0]}")
+        require(w[1] * g == x[1], self, f"weight has {w[1]} input channels per group, input has {x[1]} for {g} groups")
         oh = (x[2] + p[0] + p[2] - d[0] * (w[2] - 1) - 1) // s[0] + 1
         ow = (x[3] + p[1] + p[3] - d[1] * (w[3] - 1) - 1) // s[1] + 1
-        _require(r == (x[0], w[0], oh, ow), self, f"result shape {r} should be {(x[0], w[0], oh, ow)}")
+        require(r == (x[0], w[0], oh, ow), self, f"result shape {r} should be {(x[0], w[0], oh, ow)}")
 
 
 # ---------------------------------------------------------------------------
@@ -151,14 +151,14 @@ class Pool2dOp(IRDLOperation):
     assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
 
     def verify_(self) -> None:
-        x, r = _shape(self.input), _shape(self.result)
-        _require(len(x) == 4, self, "expects an NCHW input")
-        k, s, p, d = _ints(self.kernel), _ints(self.strides), _ints(self.pads), _ints(self.dilations)
-        _require(len(k) == 2 and len(s) == 2 and len(d) == 2 and len(p) == 4, self, "needs 2-D kernel/strides/dilations and 4 pads")
+        x, r = shape_of(self.input), shape_of(self.result)
+        require(len(x) == 4, self, "expects an NCHW input")
+        k, s, p, d = ints_of(self.kernel), ints_of(self.strides), ints_of(self.pads), ints_of(self.dilations)
+        require(len(k) == 2 and len(s) == 2 and len(d) == 2 and len(p) == 4, self, "needs 2-D kernel/strides/dilations and 4 pads")
         ceil = self.ceil_mode is not None and bool(self.ceil_mode.value.data)
         oh = pool_output_size(x[2], k[0], s[0], p[0], p[2], d[0], ceil)
         ow = pool_output_size(x[3], k[1], s[1], p[1], p[3], d[1], ceil)
-        _require(r == (x[0], x[1], oh, ow), self, f"result shape {r} should be {(x[0], x[1], oh, ow)}")
+        require(r == (x[0], x[1], oh, ow), self, f"result shape {r} should be {(x[0], x[1], oh, ow)}")
 
 
 @irdl_op_definition
@@ -202,9 +202,9 @@ class GlobalAvgPoolOp(IRDLOperation):
     assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
 
     def verify_(self) -> None:
-        x, r = _shape(self.input), _shape(self.result)
-        _require(len(x) >= 3, self, "expects rank >= 3 (N, C, spatial...)")
-        _require(r == (x[0], x[1]) + (1,) * (len(x) - 2), self, f"result shape {r} is wrong for input {x}")
+        x, r = shape_of(self.input), shape_of(self.result)
+        require(len(x) >= 3, self, "expects rank >= 3 (N, C, spatial...)")
+        require(r == (x[0], x[1]) + (1,) * (len(x) - 2), self, f"result shape {r} is wrong for input {x}")
 
 
 @irdl_op_definition
@@ -240,11 +240,11 @@ class BatchNormOp(IRDLOperation):
         )
 
     def verify_(self) -> None:
-        x = _shape(self.input)
-        _require(len(x) >= 2, self, "expects rank >= 2")
+        x = shape_of(self.input)
+        require(len(x) >= 2, self, "expects rank >= 2")
         for v in (self.scale, self.bias, self.mean, self.var):
-            _require(_shape(v) == (x[1],), self, f"parameters must have shape ({x[1]},), got {_shape(v)}")
-        _require(_shape(self.result) == x, self, "result must have the input's shape")
+            require(shape_of(v) == (x[1],), self, f"parameters must have shape ({x[1]},), got {shape_of(v)}")
+        require(shape_of(self.result) == x, self, "result must have the input's shape")
 
 
 @irdl_op_definition
@@ -269,9 +269,9 @@ class SoftmaxOp(IRDLOperation):
         super().__init__(operands=[x], properties={"axis": IntegerAttr(axis, i64)}, result_types=[x.type])
 
     def verify_(self) -> None:
-        rank = len(_shape(self.input))
+        rank = len(shape_of(self.input))
         a = self.axis.value.data
-        _require(0 <= a < rank, self, f"axis {a} out of range for rank {rank} (normalize negative axes first)")
+        require(0 <= a < rank, self, f"axis {a} out of range for rank {rank} (normalize negative axes first)")
 
 
 NN_OPS: list[type[IRDLOperation]] = [

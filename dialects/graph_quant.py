@@ -13,7 +13,7 @@ from xdsl.dialects.builtin import IntegerType, Signedness, TensorType
 from xdsl.irdl import IRDLOperation, irdl_op_definition, operand_def, result_def, traits_def
 from xdsl.traits import Pure
 
-from ziggurat.dialects.graph import OpPattern, PatternKind, _require, _shape
+from ziggurat.dialects.graph_base import OpPattern, PatternKind, require, shape_of
 
 
 def _elt(v) -> object:
@@ -48,19 +48,19 @@ class QGemmOp(IRDLOperation):
         super().__init__(operands=[a, b], result_types=[result_type])
 
     def verify_(self) -> None:
-        a, b, r = _shape(self.a), _shape(self.b), _shape(self.result)
-        _require(_elt(self.a) == IntegerType(8, Signedness.UNSIGNED), self, f"a must hold ui8, got {self.a.type}")
-        _require(_elt(self.b) == IntegerType(8), self, f"b must hold i8 (signed), got {self.b.type}")
-        _require(_elt(self.result) == IntegerType(32), self, f"the result must hold i32, got {self.result.type}")
-        _require(len(a) >= 2 and len(b) >= 2, self, "a and b need at least 2 dims")
+        a, b, r = shape_of(self.a), shape_of(self.b), shape_of(self.result)
+        require(_elt(self.a) == IntegerType(8, Signedness.UNSIGNED), self, f"a must hold ui8, got {self.a.type}")
+        require(_elt(self.b) == IntegerType(8), self, f"b must hold i8 (signed), got {self.b.type}")
+        require(_elt(self.result) == IntegerType(32), self, f"the result must hold i32, got {self.result.type}")
+        require(len(a) >= 2 and len(b) >= 2, self, "a and b need at least 2 dims")
         m, k = a[-2:]
         kq, n4 = b[-2:]
-        _require(k % 4 == 0 and kq * 4 == k, self, f"a's K = {k} must be a multiple of 4 and equal 4 x b's dim -2 ({kq})")
-        _require(n4 % 64 == 0, self, f"b's last dim {n4} must be 4 x N with N a multiple of 16")
+        require(k % 4 == 0 and kq * 4 == k, self, f"a's K = {k} must be a multiple of 4 and equal 4 x b's dim -2 ({kq})")
+        require(n4 % 64 == 0, self, f"b's last dim {n4} must be 4 x N with N a multiple of 16")
         batch_b = b[:-2]
-        _require(len(batch_b) == 0 or batch_b == a[:-2], self, f"b's batch dims {batch_b} must be empty or equal a's {a[:-2]}")
+        require(len(batch_b) == 0 or batch_b == a[:-2], self, f"b's batch dims {batch_b} must be empty or equal a's {a[:-2]}")
         want = (*a[:-2], m, n4 // 4)
-        _require(r == want, self, f"result shape {r} should be {want}")
+        require(r == want, self, f"result shape {r} should be {want}")
 
 
 QUANT_OPS = [QGemmOp]

@@ -24,7 +24,7 @@ from xdsl.dialects.builtin import DenseArrayBase, TensorType
 from xdsl.irdl import IRDLOperation, ParsePropInAttrDict, irdl_op_definition, operand_def, prop_def, result_def, traits_def
 from xdsl.traits import Pure
 
-from ziggurat.dialects.graph import OpPattern, PatternKind, _ints, _require, _shape, int_array
+from ziggurat.dialects.graph_base import OpPattern, PatternKind, int_array, ints_of, require, shape_of
 
 # F(2x2, 3x3): V = B^T d B, U = G g G^T, Y = A^T M A.
 BT = np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], np.float64)
@@ -64,20 +64,20 @@ class WinogradInputOp(IRDLOperation):
         super().__init__(operands=[input], properties={"pads": int_array(pads)}, result_types=[result_type])
 
     def tile_grid(self) -> tuple[int, int]:
-        n, c, h, w = _shape(self.input)
-        t, l, b, r = _ints(self.pads)
+        n, c, h, w = shape_of(self.input)
+        t, l, b, r = ints_of(self.pads)
         return (h + t + b - 2) // 2, (w + l + r - 2) // 2
 
     def verify_(self) -> None:
-        x, r, p = _shape(self.input), _shape(self.result), _ints(self.pads)
-        _require(len(x) == 4, self, f"expects an NCHW input, got shape {x}")
-        _require(len(p) == 4 and min(p) >= 0, self, f"pads must be 4 values >= 0 [top, left, bottom, right], got {list(p)}")
+        x, r, p = shape_of(self.input), shape_of(self.result), ints_of(self.pads)
+        require(len(x) == 4, self, f"expects an NCHW input, got shape {x}")
+        require(len(p) == 4 and min(p) >= 0, self, f"pads must be 4 values >= 0 [top, left, bottom, right], got {list(p)}")
         hp, wp = x[2] + p[0] + p[2], x[3] + p[1] + p[3]
-        _require(hp >= 4 and wp >= 4 and hp % 2 == 0 and wp % 2 == 0, self,
+        require(hp >= 4 and wp >= 4 and hp % 2 == 0 and wp % 2 == 0, self,
                  f"the padded input {hp}x{wp} must be even and at least 4x4 (2x2 output tiles of a 3x3 filter)")
         th, tw = self.tile_grid()
         want = (16, x[1], x[0] * th * tw)
-        _require(r == want, self, f"result shape {r} should be {want}")
+        require(r == want, self, f"result shape {r} should be {want}")
 
 
 @irdl_op_definition
@@ -99,9 +99,9 @@ class WinogradOutputOp(IRDLOperation):
         super().__init__(operands=[input], result_types=[result_type])
 
     def verify_(self) -> None:
-        m, r = _shape(self.input), _shape(self.result)
-        _require(len(m) == 3 and m[0] == 16 and len(r) == 4, self, f"expects [16, O, P] -> [N, O, H, W], got {m} -> {r}")
-        _require(r[2] % 2 == 0 and r[3] % 2 == 0 and m[1] == r[1] and m[2] == r[0] * (r[2] // 2) * (r[3] // 2), self,
+        m, r = shape_of(self.input), shape_of(self.result)
+        require(len(m) == 3 and m[0] == 16 and len(r) == 4, self, f"expects [16, O, P] -> [N, O, H, W], got {m} -> {r}")
+        require(r[2] % 2 == 0 and r[3] % 2 == 0 and m[1] == r[1] and m[2] == r[0] * (r[2] // 2) * (r[3] // 2), self,
                  f"result shape {r} does not hold the 2x2 output tiles of {m}")
 
 

@@ -1,4 +1,4 @@
-"""Built-in x86 tensor intrinsics (registered on first use of the registry).
+"""Built-in x86 tensor intrinsics (`X86_INTRINSICS`, registered by lowering/intrinsics.py on first use).
 
 - `x86_vnni_u8s8_16x4`: 16 int32 lanes, each += the dot product of 4 unsigned
   bytes of `a` (shared by all lanes) with 4 signed bytes of `b`; `b` holds
@@ -14,7 +14,7 @@ from xdsl.builder import Builder
 from xdsl.dialects.builtin import BFloat16Type, Float32Type, IntegerType, VectorType
 
 from ziggurat.dialects import hw, x86vec
-from ziggurat.lowering.tensor_intrin import Access, TensorIntrin, register_intrin
+from ziggurat.lowering.tensor_intrin import Access, TensorIntrin
 
 I8 = IntegerType(8)
 I32 = IntegerType(32)
@@ -69,15 +69,13 @@ def _dot_emitter(group_t: VectorType, wide_t: VectorType, acc_t: VectorType, op_
     return emit
 
 
-register_intrin(TensorIntrin(
+X86_INTRINSICS = (TensorIntrin(
     name="x86_vnni_u8s8_16x4",
     description=VNNI_DESC,
     implement=_dot_emitter(VectorType(I8, [4]), VectorType(I8, [64]), VectorType(I32, [16]), x86vec.DpbusdOp),
     features=("avx512vnni",),
     doc="16 i32 lanes += 4 u8 (broadcast) x 4 s8 per lane: one vpdpbusd",
-))
-
-register_intrin(TensorIntrin(
+), TensorIntrin(
     name="x86_bf16_16x2",
     description=BF16_DESC,
     implement=_dot_emitter(VectorType(BF16, [2]), VectorType(BF16, [32]), VectorType(F32, [16]), x86vec.Dpbf16psOp),

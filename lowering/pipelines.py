@@ -1,21 +1,31 @@
-"""Every default pipeline of ziggurat, spelled out as pass-pipeline strings.
+"""Every default pipeline of ziggurat, spelled out, and the one builder that formats them.
 
 This module is the one place that says which passes run and in which order;
-nothing else schedules passes. Each string can be pasted into
-`ziggurat-opt FILE -p '...'` to reproduce any stage by hand.
+nothing else schedules passes or edits a pipeline string. Every caller (the
+compiler, the tuner, the cost oracle, annotate-costs, the benchmarks, the
+tests) asks the builder functions below, which format the `Target`'s facts
+(vector width, thread count) into the pass options. Each string they return
+can be pasted into `ziggurat-opt FILE -p '...'` to reproduce any stage by hand.
 
 Stages, from an imported model to code the LLVM backend takes:
 
-* `GRAPH[level]`: graph-level optimizations at each opt level: O1 simplifies
-  (BatchNorm folding, shape-op cleanups) and runs xDSL's cse/dce; O2 and up
-  also fold constants and fuse ops by TVM's op-pattern rules; O3 re-decides
-  those groups with loop-level costs (`fuse-ops{cost-guided=true}`), turns
-  large 3x3 stride-1 convs into Winograd F(2x2, 3x3) (`winograd-conv`) and
-  runs the other conv chains in the blocked layout NCHW[x]c (`convert-layout`).
-* `TO_LOOP`: graph -> te -> naive loop nests, with the div/rem index math
-  of reshapes simplified (`loop-simplify-index`).
-* `MODULE[level]`: kernel dedupe and static memory planning (loop level).
-* `LOOP[level]`: the default schedule and the lowering to `hw` vector code.
+* `graph_stage(level, target)` (`GRAPH[level]`): graph-level optimizations. O1
+  simplifies (BatchNorm folding, shape-op cleanups) and runs xDSL's cse/dce;
+  O2 and up also fold constants and fuse ops by TVM's op-pattern rules; O3
+  re-decides those groups with loop-level costs (`fuse-ops{cost-guided=true}`,
+  design.md section 4), turns large 3x3 stride-1 convs into Winograd
+  F(2x2, 3x3) (`winograd-conv`: 2.25x fewer multiplies) and runs the other
+  conv chains in the blocked layout NCHW[x]c (`convert-layout`, the block
+  follows the vector width).
+* `TO_LOOP`: graph -> te -> naive loop nests, with the div/rem index math of
+  reshapes simplified (`loop-simplify-index`). Workload keys (tuning records,
+  the cost oracle) are taken from the kernels it leaves.
+* `MODULE[level]`: kernel dedupe (each distinct kernel is scheduled and
+  compiled once) and static memory planning.
+* `schedule_stage(level, target, tuning_db)` (`SCHEDULE[level]`): the tuning
+  records' schedules (`apply-tuning`, only with a database), then the default
+  schedule for every kernel still unscheduled.
+* `hw_stage(level, target)`: the lowering to `hw` vector code.
 
 The backend (`backends/llvm`) translates the result to LLVM IR; it is not an
 xDSL pass because it leaves MLIR.
@@ -23,41 +33,80 @@ xDSL pass because it leaves MLIR.
 
 from __future__ import annotations
 
-GRAPH: dict[int, str] = {
-    0: "",
-    1: "simplify-graph,cse,dce",
-    2: "simplify-graph,fold-constants,cse,dce,fuse-ops",
-    # O3 closes the feedback channel: fusion re-decided by loop-level costs
-    # (design.md section 4; transforms/fuse_ops.py, autotune/cost_oracle.py).
-    # and moves conv chains to NCHW16c (convert-layout: measured 1.1-1.5x on
-    # the conv benchmarks, docs/benchmarks.md; the block follows the vector width).
-    # winograd-conv takes the 3x3 stride-1 convs with enough channels and pixels first
-    # (Winograd F(2x2, 3x3): 2.25x fewer multiplies; transforms/winograd_conv.py).
-    3: "simplify-graph,fold-constants,cse,dce,winograd-conv,convert-layout,fuse-ops{cost-guided=true}",
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping
+
+from ziggurat.target import Target
+
+GRAPH: dict[int, tuple[str, ...]] = {
+    0: (),
+    1: ("simplify-graph", "cse", "dce"),
+    2: ("simplify-graph", "fold-constants", "cse", "dce", "fuse-ops"),
+    3: ("simplify-graph", "fold-constants", "cse", "dce", "winograd-conv", "convert-layout", "fuse-ops"),
 }
 
-# loop-simplify-index belongs to the lowering: workload keys (tuning records, the
-# cost oracle's `lower_kernel`) are taken from the kernels it leaves.
-TO_LOOP = "convert-graph-to-te,convert-te-to-loop,loop-simplify-index"
+TO_LOOP: tuple[str, ...] = ("convert-graph-to-te", "convert-te-to-loop", "loop-simplify-index")
 
-# Whole-module passes right after TO_LOOP, before the kernels are scheduled:
-# identical kernels merge (each distinct kernel is scheduled and compiled
-# once) and the model's intermediates get a static arena plan.
-MODULE: dict[int, str] = {
-    0: "",
-    1: "dedupe-kernels,plan-memory",
-    2: "dedupe-kernels,plan-memory",
-    3: "dedupe-kernels,plan-memory",
+MODULE: dict[int, tuple[str, ...]] = {
+    0: (),
+    1: ("dedupe-kernels", "plan-memory"),
+    2: ("dedupe-kernels", "plan-memory"),
+    3: ("dedupe-kernels", "plan-memory"),
 }
 
-LOOP: dict[int, str] = {
-    0: "",
-    1: "convert-loop-to-hw",
-    2: "loop-default-schedule,loop-vectorize-innermost,convert-loop-to-hw",
-    3: "loop-default-schedule,loop-parallelize-outer,loop-vectorize-innermost,convert-loop-to-hw",
+SCHEDULE: dict[int, tuple[str, ...]] = {
+    0: (),
+    1: (),
+    2: ("loop-default-schedule", "loop-vectorize-innermost"),
+    3: ("loop-default-schedule", "loop-parallelize-outer", "loop-vectorize-innermost"),
 }
+
+HW: dict[int, tuple[str, ...]] = {0: (), 1: ("convert-loop-to-hw",), 2: ("convert-loop-to-hw",), 3: ("convert-loop-to-hw",)}
 
 OPT_LEVELS = tuple(sorted(GRAPH))
+
+
+def _width(t: Target) -> dict[str, object]:
+    return {"vector-width": t.vector_width}
+
+
+# The options each pass takes from the target (and, for fuse-ops, from the opt level):
+# pass name -> (target, opt level) -> options. tests/unit/test_pipelines.py checks every
+# key is a registered pass and every option one of its fields.
+TARGET_OPTIONS: dict[str, Callable[[Target, int], dict[str, object]]] = {
+    "convert-layout": lambda t, level: {"block": t.vector_width},
+    "fuse-ops": lambda t, level: {"cost-guided": True, "vector-width": t.vector_width} if level >= 3 else {},
+    "loop-default-schedule": lambda t, level: _width(t),
+    "loop-vectorize-innermost": lambda t, level: {"min-extent": t.vector_width},
+    "convert-loop-to-hw": lambda t, level: _width(t),
+}
+
+
+def _check_level(level: int) -> None:
+    if level not in GRAPH:
+        raise ValueError(f"opt level must be one of {OPT_LEVELS}, got {level}")
+
+
+def format_pass(name: str, options: Mapping[str, object]) -> str:
+    """`name{k=v ...}` in the pipeline syntax (booleans as true/false)."""
+    if not options:
+        return name
+    text = " ".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in options.items())
+    return f"{name}{{{text}}}"
+
+
+def _stage(names: Iterable[str], target: Target | None, level: int, skip: Iterable[str] = (),
+           options: Mapping[str, Mapping[str, object]] | None = None) -> str:
+    """Formats `names` with the target's options, then `options[name]` on top; drops `skip`."""
+    dropped, extra = set(skip), options or {}
+    out = []
+    for name in names:
+        if name in dropped:
+            continue
+        opts = dict(TARGET_OPTIONS[name](target, level)) if target is not None and name in TARGET_OPTIONS else {}
+        opts.update(extra.get(name, {}))
+        out.append(format_pass(name, opts))
+    return join(*out)
 
 
 def join(*parts: str) -> str:
@@ -65,16 +114,63 @@ def join(*parts: str) -> str:
     return ",".join(p for p in parts if p)
 
 
-def default_pipeline(opt_level: int = 3, vector_width: int = 16, graph: str | None = None) -> str:
-    """The full pipeline from graph IR to hw-level IR at `opt_level`.
+def graph_stage(level: int, target: Target | str | None = None, skip: Iterable[str] = (),
+                options: Mapping[str, Mapping[str, object]] | None = None) -> str:
+    """The graph-level passes at `level` for `target`; `skip` leaves passes out and `options`
+    overrides pass options (`{"winograd-conv": {"min-channels": 1}}`)."""
+    _check_level(level)
+    return _stage(GRAPH[level], _target(target), level, skip, options)
 
-    `graph` replaces the graph-level part (the `-p` option of `ziggurat
-    compile`); `vector_width` is the target's f32 lanes per register.
+
+def lowering_stage(level: int) -> str:
+    """graph -> loop (TO_LOOP) and the whole-module loop passes (MODULE) at `level`."""
+    _check_level(level)
+    return join(*TO_LOOP, *MODULE[level])
+
+
+def schedule_stage(level: int, target: Target | str | None = None, tuning_db: str | None = None,
+                   skip: Iterable[str] = (), options: Mapping[str, Mapping[str, object]] | None = None) -> str:
+    """The loop-level schedule at `level`: `apply-tuning{database="F" ...}` first when a tuning database
+    is given, then the default schedule (which leaves kernels already scheduled alone). The records are
+    looked up under the target with its thread count spelled out (`llvm -num-cores=2`)."""
+    _check_level(level)
+    tuned = ""
+    if tuning_db and level >= 2:
+        tgt = _target(target)
+        threads = dataclasses.replace(tgt, num_cores=tgt.num_threads)
+        tuned = format_pass("apply-tuning", {"database": _quote(str(tuning_db)), "vector-width": tgt.vector_width,
+                                             "target": _quote(str(threads))})
+    return join(tuned, _stage(SCHEDULE[level], _target(target), level, skip, options))
+
+
+def _quote(text: str) -> str:
+    """`text` as a pipeline string literal (paths and target strings hold characters bare words cannot)."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def hw_stage(level: int, target: Target | str | None = None) -> str:
+    """The lowering of scheduled loops to `hw` vector code at `level`."""
+    _check_level(level)
+    return _stage(HW[level], _target(target), level)
+
+
+def loop_stage(level: int, target: Target | str | None = None, tuning_db: str | None = None,
+               skip: Iterable[str] = ()) -> str:
+    """schedule_stage then hw_stage: everything after the lowering to loops."""
+    return join(schedule_stage(level, target, tuning_db, skip), hw_stage(level, target))
+
+
+def default_pipeline(opt_level: int = 3, target: Target | str | None = None, graph: str | None = None,
+                     tuning_db: str | None = None) -> str:
+    """The full pipeline from graph IR to hw-level IR at `opt_level` for `target`.
+
+    `graph` replaces the graph-level part (the `-p` option of `ziggurat compile`);
+    `tuning_db` puts `apply-tuning{database=...}` in front of the default schedule.
     """
-    if opt_level not in GRAPH:
-        raise ValueError(f"opt level must be one of {OPT_LEVELS}, got {opt_level}")
-    loop = LOOP[opt_level].replace("convert-loop-to-hw", f"convert-loop-to-hw{{vector-width={vector_width}}}")
-    loop = loop.replace("loop-vectorize-innermost", f"loop-vectorize-innermost{{min-extent={vector_width}}}")
-    loop = loop.replace("loop-default-schedule", f"loop-default-schedule{{vector-width={vector_width}}}")
-    graph_part = GRAPH[opt_level].replace("convert-layout", f"convert-layout{{block={vector_width}}}")
-    return join(graph_part if graph is None else graph, TO_LOOP, MODULE[opt_level], loop)
+    tgt = _target(target)
+    return join(graph_stage(opt_level, tgt) if graph is None else graph, lowering_stage(opt_level),
+                loop_stage(opt_level, tgt, tuning_db))
+
+
+def _target(target: Target | str | None) -> Target:
+    return Target.parse(target) if target is not None else Target.parse("llvm")

@@ -62,7 +62,7 @@ def lower_and_schedule(module: builtin.ModuleOp, mr: int = 8, nv: int = 2, paral
                        name: str = "qmm"):
     """Lowers the te module to loops and applies the VNNI schedule; returns the Schedule (with its trace)."""
     from ziggurat.lowering.convert_te_to_loop import ConvertTeToLoopPass
-    from ziggurat.transforms.schedule.api import Schedule
+    from ziggurat.transforms.loop.primitives.api import Schedule
 
     ConvertTeToLoopPass().apply(Context(), module)
     s = Schedule(module, name)
@@ -99,20 +99,19 @@ def pack_b(b: np.ndarray, n_pad: int | None = None, k_pad: int | None = None) ->
     return np.ascontiguousarray(full.reshape(kp // 4, 4, np_).transpose(0, 2, 1).reshape(kp // 4, 4 * np_))
 
 
-def _host_has_vnni() -> bool:
-    from ziggurat.backends.llvm.jit import host_target
-
-    return "+avx512vnni" in host_target()[1].split(",")
-
-
-def schedule_qgemm(fn, block: str = "qgemm", require: bool = False) -> bool:
+def schedule_qgemm(fn, block: str = "qgemm", vnni: bool | None = None) -> bool:
     """The default schedule of a lowered `graph.qgemm` kernel: register blocks and
-    tensorized `vpdpbusd` steps. Returns False (leaving the plain nest, which
-    is correct but scalar) when the host has no AVX512-VNNI, unless `require`
-    (a target that has VNNI, whatever the host)."""
-    from ziggurat.transforms.schedule.api import Schedule
+    tensorized `vpdpbusd` steps, for a target with AVX512-VNNI. `vnni` says whether
+    the target has it (`Target.has("avx512vnni")`; the default pipelines pass
+    `loop-default-schedule{int8-dot=vnni|none}` from the target); None asks the
+    default target (`Target.parse("llvm")`). Returns False (leaving the plain nest,
+    which is correct but scalar) for a target without VNNI."""
+    from ziggurat.target import Target
+    from ziggurat.transforms.loop.primitives.api import Schedule
 
-    if not require and not _host_has_vnni():
+    if vnni is None:
+        vnni = Target.parse("llvm").has("avx512vnni")
+    if not vnni:
         return False
     s = Schedule(fn)
     nb = len(s.get_loops(block)) - 4

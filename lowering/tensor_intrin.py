@@ -8,13 +8,14 @@ A `TensorIntrin` pairs
   buffer the target buffer and the indices of its first element, emits the
   hw-level ops (hw.vload, x86vec.dpbusd, amx.tdp, ...) that compute the same.
 
-The `tensorize` schedule primitive (transforms/schedule/tensorize.py) matches
+The `tensorize` schedule primitive (transforms/loop/primitives/tensorize.py) matches
 a loop sub-nest of a kernel against a description and replaces it with the
 implementation. A researcher adds an instruction by registering an entry, from
 any module, without touching the compiler:
 
 ```python
-from ziggurat.lowering.tensor_intrin import TensorIntrin, register_intrin
+from ziggurat.lowering.intrinsics import register_intrin
+from ziggurat.lowering.tensor_intrin import TensorIntrin
 
 register_intrin(TensorIntrin(
     name="my_dot4", features=("avx512vnni",),
@@ -22,7 +23,9 @@ register_intrin(TensorIntrin(
     implement=my_emitter))
 ```
 
-`lowering/intrinsics_x86.py` holds the built-in entries (VNNI, AVX512-BF16).
+`lowering/intrinsics.py` is the registry (`register_intrin`, `get_intrin`,
+`all_intrins`); `lowering/intrinsics_x86.py` holds the built-in entries
+(VNNI, AVX512-BF16), which the registry loads on first use.
 """
 
 from __future__ import annotations
@@ -81,37 +84,3 @@ class TensorIntrin:
         """The description's buffer names, in argument order."""
         fn = self.desc_func()
         return [a.name_hint or f"arg{i}" for i, a in enumerate(fn.body.block.args)]
-
-
-_REGISTRY: dict[str, TensorIntrin] = {}
-_BUILTINS_LOADED = False
-
-
-def register_intrin(intrin: TensorIntrin, replace: bool = False) -> TensorIntrin:
-    """Adds `intrin` to the registry (an existing name needs `replace=True`)."""
-    if intrin.name in _REGISTRY and not replace:
-        raise ValueError(f"tensor intrinsic '{intrin.name}' is already registered; pass replace=True to override")
-    _REGISTRY[intrin.name] = intrin
-    return intrin
-
-
-def _load_builtins() -> None:
-    global _BUILTINS_LOADED
-    if not _BUILTINS_LOADED:
-        _BUILTINS_LOADED = True
-        import ziggurat.lowering.intrinsics_x86  # noqa: F401 - registers the built-in entries
-
-
-def all_intrins() -> dict[str, TensorIntrin]:
-    """Every registered tensor intrinsic, by name."""
-    _load_builtins()
-    return dict(_REGISTRY)
-
-
-def get_intrin(name: str) -> TensorIntrin:
-    """The intrinsic called `name`, or a ScheduleError listing the known ones."""
-    _load_builtins()
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise ScheduleError(f"no tensor intrinsic '{name}'; known: {', '.join(sorted(_REGISTRY))}") from None

@@ -22,19 +22,7 @@ from ziggurat.lowering.te_builder import Expr, compute, reduce
 from ziggurat.lowering.te_fp8 import decode as fp8_decode
 from ziggurat.lowering.te_fp8 import encode as fp8_encode
 from ziggurat.lowering.te_fp8 import fp8_format
-
-Lookup = Callable[[SSAValue], SSAValue]
-Define = Callable[[Operation, Builder, Lookup], SSAValue]
-
-NEG_INF = float("-inf")
-
-
-def _shape(v: SSAValue) -> tuple[int, ...]:
-    return tuple(v.type.get_shape())  # type: ignore[attr-defined]
-
-
-def _ints(attr) -> tuple[int, ...]:
-    return tuple(attr.get_values())
+from ziggurat.lowering.topi_base import NEG_INF, Define, Lookup, ints_of, shape_of  # noqa: F401 - re-exported
 
 
 def _broadcast_index(e: Expr, idx: Sequence[SSAValue], shape: Sequence[int]) -> list[SSAValue]:
@@ -107,8 +95,8 @@ def define_binary(op: Operation, b: Builder, x: Lookup) -> SSAValue:
     tag = op.name.split(".")[1]
 
     def body(e: Expr, i: Sequence[SSAValue]) -> SSAValue:
-        a = e.read(lhs, _broadcast_index(e, i, _shape(lhs)))
-        c = e.read(rhs, _broadcast_index(e, i, _shape(rhs)))
+        a = e.read(lhs, _broadcast_index(e, i, shape_of(lhs)))
+        c = e.read(rhs, _broadcast_index(e, i, shape_of(rhs)))
         return fn(e, a, c, op)
 
     return compute(b, tag, op.results[0].type, body)  # type: ignore[arg-type]
@@ -121,7 +109,7 @@ def define_binary(op: Operation, b: Builder, x: Lookup) -> SSAValue:
 
 def define_matmul(op: graph.MatmulOp, b: Builder, x: Lookup) -> SSAValue:
     lhs, rhs = x(op.lhs), x(op.rhs)
-    a_shape, b_shape = _shape(lhs), _shape(rhs)
+    a_shape, b_shape = shape_of(lhs), shape_of(rhs)
     out_type: TensorType = op.result.type  # type: ignore[assignment]
     rank = len(out_type.get_shape())
     k_extent = a_shape[-1]
@@ -140,14 +128,14 @@ def define_matmul(op: graph.MatmulOp, b: Builder, x: Lookup) -> SSAValue:
 
 def define_conv2d(op: graph.Conv2dOp, b: Builder, x: Lookup) -> SSAValue:
     inp, w = x(op.input), x(op.weight)
-    _, _, ih, iw = _shape(inp)
-    co, cg, kh, kw = _shape(w)
-    sh, sw = _ints(op.strides)
-    pt, pl, _, _ = _ints(op.pads)
-    dh, dw = _ints(op.dilations)
+    _, _, ih, iw = shape_of(inp)
+    co, cg, kh, kw = shape_of(w)
+    sh, sw = ints_of(op.strides)
+    pt, pl, _, _ = ints_of(op.pads)
+    dh, dw = ints_of(op.dilations)
     groups = op.groups.value.data
     co_per_group = co // groups
-    padded = any(_ints(op.pads))
+    padded = any(ints_of(op.pads))
 
     def body(e: Expr, i: Sequence[SSAValue], r: Sequence[SSAValue]) -> SSAValue:
         n, o, y, xx = i
@@ -167,9 +155,9 @@ def define_conv2d(op: graph.Conv2dOp, b: Builder, x: Lookup) -> SSAValue:
 
 
 def _window(e: Expr, op: graph.Pool2dOp, i: Sequence[SSAValue], r: Sequence[SSAValue]):
-    sh, sw = _ints(op.strides)
-    pt, pl, _, _ = _ints(op.pads)
-    dh, dw = _ints(op.dilations)
+    sh, sw = ints_of(op.strides)
+    pt, pl, _, _ = ints_of(op.pads)
+    dh, dw = ints_of(op.dilations)
     n, c, y, xx = i
     ky, kx = r
     hy = e.affine([(y, sh), (ky, dh)], -pt)
@@ -180,7 +168,7 @@ def _window(e: Expr, op: graph.Pool2dOp, i: Sequence[SSAValue], r: Sequence[SSAV
 def _may_leave_input(op: graph.Pool2dOp) -> bool:
     """Whether some window reaches outside the input (pads or ceil_mode)."""
     ceil = op.ceil_mode is not None and bool(op.ceil_mode.value.data)
-    return ceil or any(_ints(op.pads))
+    return ceil or any(ints_of(op.pads))
 
 
 def define_max_pool(op: graph.MaxPool2dOp, b: Builder, x: Lookup) -> SSAValue:
@@ -190,18 +178,18 @@ def define_max_pool(op: graph.MaxPool2dOp, b: Builder, x: Lookup) -> SSAValue:
     def body(e: Expr, i, r) -> SSAValue:
         return e.read(inp, list(_window(e, op, i, r)), pad=pad)
 
-    return reduce(b, "max_pool2d", "max", NEG_INF, op.result.type, _ints(op.kernel), body)  # type: ignore[arg-type]
+    return reduce(b, "max_pool2d", "max", NEG_INF, op.result.type, ints_of(op.kernel), body)  # type: ignore[arg-type]
 
 
 def define_avg_pool(op: graph.AvgPool2dOp, b: Builder, x: Lookup) -> SSAValue:
     inp = x(op.input)
-    _, _, ih, iw = _shape(inp)
-    pt, pl, pb, pr = _ints(op.pads)
+    _, _, ih, iw = shape_of(inp)
+    pt, pl, pb, pr = ints_of(op.pads)
     include_pad = op.count_include_pad is not None and bool(op.count_include_pad.value.data)
     out_type: TensorType = op.result.type  # type: ignore[assignment]
 
     leaves = _may_leave_input(op)
-    kh, kw = _ints(op.kernel)
+    kh, kw = ints_of(op.kernel)
 
     def total(e: Expr, i, r) -> SSAValue:
         return e.read(inp, list(_window(e, op, i, r)), pad=0.0 if leaves else None)
@@ -219,13 +207,13 @@ def define_avg_pool(op: graph.AvgPool2dOp, b: Builder, x: Lookup) -> SSAValue:
         inside = e.and_(e.in_range(hy, lo_h, hi_h), e.in_range(wx, lo_w, hi_w))
         return e.select(inside, e.const(1.0), e.const(0.0))
 
-    counts = reduce(b, "avg_pool2d_count", "add", 0.0, out_type, _ints(op.kernel), count)
+    counts = reduce(b, "avg_pool2d_count", "add", 0.0, out_type, ints_of(op.kernel), count)
     return compute(b, "avg_pool2d", out_type, lambda e, i: e.div(e.read(sums, i), e.read(counts, i)))
 
 
 def define_global_avg_pool(op: graph.GlobalAvgPoolOp, b: Builder, x: Lookup) -> SSAValue:
     inp = x(op.input)
-    shape = _shape(inp)
+    shape = shape_of(inp)
     spatial = shape[2:]
     out_type: TensorType = op.result.type  # type: ignore[assignment]
     size = 1
@@ -254,7 +242,7 @@ def define_batch_norm(op: graph.BatchNormOp, b: Builder, x: Lookup) -> SSAValue:
 
 def define_softmax(op: graph.SoftmaxOp, b: Builder, x: Lookup) -> SSAValue:
     inp = x(op.input)
-    shape = _shape(inp)
+    shape = shape_of(inp)
     axis = op.axis.value.data
     out_type: TensorType = op.result.type  # type: ignore[assignment]
     kept = TensorType(out_type.element_type, [1 if d == axis else s for d, s in enumerate(shape)])
@@ -278,7 +266,7 @@ def define_softmax(op: graph.SoftmaxOp, b: Builder, x: Lookup) -> SSAValue:
 
 def define_reshape(op: graph.ReshapeOp, b: Builder, x: Lookup) -> SSAValue:
     inp = x(op.input)
-    in_shape, out_shape = _shape(inp), _shape(op.result)
+    in_shape, out_shape = shape_of(inp), shape_of(op.result)
 
     def body(e: Expr, i: Sequence[SSAValue]) -> SSAValue:
         strides = [1] * len(out_shape)
@@ -301,7 +289,7 @@ def define_reshape(op: graph.ReshapeOp, b: Builder, x: Lookup) -> SSAValue:
 
 def define_transpose(op: graph.TransposeOp, b: Builder, x: Lookup) -> SSAValue:
     inp = x(op.input)
-    perm = _ints(op.perm)
+    perm = ints_of(op.perm)
 
     def body(e: Expr, i: Sequence[SSAValue]) -> SSAValue:
         idx: list[SSAValue] = [None] * len(perm)  # type: ignore[list-item]
@@ -319,7 +307,7 @@ def define_transpose(op: graph.TransposeOp, b: Builder, x: Lookup) -> SSAValue:
 
 def define_slice(op: graph.SliceOp, b: Builder, x: Lookup) -> SSAValue:
     inp = x(op.input)
-    starts, steps = _ints(op.starts), _ints(op.steps)
+    starts, steps = ints_of(op.starts), ints_of(op.steps)
 
     def body(e: Expr, i: Sequence[SSAValue]) -> SSAValue:
         return e.read(inp, [e.affine([(v, step)], start) for v, start, step in zip(i, starts, steps)])
@@ -336,11 +324,11 @@ def define_concat(op: graph.ConcatOp, b: Builder, x: Lookup) -> SSAValue:
     offsets, total = [], 0
     for v in inputs:
         offsets.append(total)
-        total += _shape(v)[axis]
+        total += shape_of(v)[axis]
 
     def body(e: Expr, i: Sequence[SSAValue]) -> SSAValue:
         def read(k: int) -> SSAValue:
-            end = offsets[k] + _shape(inputs[k])[axis]
+            end = offsets[k] + shape_of(inputs[k])[axis]
             shifted = e.iadd(i[axis], -offsets[k]) if offsets[k] else i[axis]
             if len(inputs) > 1:
                 shifted = e.select(e.in_range(i[axis], offsets[k], end), shifted, e.idx(0))
@@ -348,7 +336,7 @@ def define_concat(op: graph.ConcatOp, b: Builder, x: Lookup) -> SSAValue:
 
         value = read(len(inputs) - 1)
         for k in range(len(inputs) - 2, -1, -1):
-            end = offsets[k] + _shape(inputs[k])[axis]
+            end = offsets[k] + shape_of(inputs[k])[axis]
             value = e.select(e.ilt(i[axis], end), read(k), value)
         return value
 
@@ -361,8 +349,8 @@ _REDUCE_COMBINERS = {"sum": ("add", 0.0), "mean": ("add", 0.0), "max": ("max", N
 
 def define_reduce(op: graph.ReduceOp, b: Builder, x: Lookup) -> SSAValue:
     inp = x(op.input)
-    shape = _shape(inp)
-    axes = _ints(op.axes)
+    shape = shape_of(inp)
+    axes = ints_of(op.axes)
     kind = op.kind.data
     keep = op.keeps_dims
     out_type: TensorType = op.result.type  # type: ignore[assignment]
@@ -394,8 +382,8 @@ def define_compare(op: graph.CompareOp, b: Builder, x: Lookup) -> SSAValue:
     as_mask = op.result.type.element_type != i1  # type: ignore[attr-defined]
 
     def body(e: Expr, i: Sequence[SSAValue]) -> SSAValue:
-        a = e.read(lhs, _broadcast_index(e, i, _shape(lhs)))
-        c = e.read(rhs, _broadcast_index(e, i, _shape(rhs)))
+        a = e.read(lhs, _broadcast_index(e, i, shape_of(lhs)))
+        c = e.read(rhs, _broadcast_index(e, i, shape_of(rhs)))
         holds = e.compare(a, c, op.kind.data, uns)
         return e.select(holds, e.const(1.0), e.const(0.0)) if as_mask else holds
 
@@ -406,9 +394,9 @@ def define_where(op: graph.WhereOp, b: Builder, x: Lookup) -> SSAValue:
     cond, lhs, rhs = x(op.cond), x(op.lhs), x(op.rhs)
 
     def body(e: Expr, i: Sequence[SSAValue]) -> SSAValue:
-        c = e.read(cond, _broadcast_index(e, i, _shape(cond)))
-        a = e.read(lhs, _broadcast_index(e, i, _shape(lhs)))
-        f = e.read(rhs, _broadcast_index(e, i, _shape(rhs)))
+        c = e.read(cond, _broadcast_index(e, i, shape_of(cond)))
+        a = e.read(lhs, _broadcast_index(e, i, shape_of(lhs)))
+        f = e.read(rhs, _broadcast_index(e, i, shape_of(rhs)))
         holds = c if c.type == i1 else e.cmpf(c, e.const(0.0, c.type), "une")
         return e.select(holds, a, f)
 
@@ -432,7 +420,7 @@ def _wrapped_index(e: Expr, raw: SSAValue, size: int) -> SSAValue:
 def define_gather_elements(op: graph.GatherElementsOp, b: Builder, x: Lookup) -> SSAValue:
     inp, indices = x(op.input), x(op.indices)
     axis = op.axis.value.data
-    size = _shape(inp)[axis]
+    size = shape_of(inp)[axis]
 
     def body(e: Expr, i: Sequence[SSAValue]) -> SSAValue:
         k = _wrapped_index(e, e.read(indices, i), size)
@@ -444,8 +432,8 @@ def define_gather_elements(op: graph.GatherElementsOp, b: Builder, x: Lookup) ->
 def define_gather(op: GatherOp, b: Builder, x: Lookup) -> SSAValue:
     inp, indices = x(op.input), x(op.indices)
     axis = op.axis.value.data
-    size = _shape(inp)[axis]
-    q = len(_shape(indices))
+    size = shape_of(inp)[axis]
+    q = len(shape_of(indices))
 
     def body(e: Expr, i: Sequence[SSAValue]) -> SSAValue:
         k = _wrapped_index(e, e.read(indices, list(i[axis:axis + q])), size)
@@ -486,7 +474,7 @@ def define_cast(op: CastOp, b: Builder, x: Lookup) -> SSAValue:
 def define_broadcast_to(op: graph.BroadcastToOp, b: Builder, x: Lookup) -> SSAValue:
     inp = x(op.input)
     return compute(b, "broadcast_to", op.result.type,  # type: ignore[arg-type]
-                   lambda e, i: e.read(inp, _broadcast_index(e, i, _shape(inp))))
+                   lambda e, i: e.read(inp, _broadcast_index(e, i, shape_of(inp))))
 
 
 COMPUTE_DEFS: dict[type[Operation], Define] = {

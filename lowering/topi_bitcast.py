@@ -28,7 +28,7 @@ from xdsl.ir import SSAValue
 from ziggurat.dialects.graph_dtype import BitcastOp
 from ziggurat.dtypes import scalar_type
 from ziggurat.lowering.te_builder import Expr, compute
-from ziggurat.lowering.topi import Define, Lookup
+from ziggurat.lowering.topi_base import Define, Lookup
 
 
 def define_bitcast(op: BitcastOp, b: Builder, x: Lookup) -> SSAValue:

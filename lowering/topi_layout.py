@@ -17,7 +17,7 @@ from xdsl.ir import SSAValue
 
 from ziggurat.dialects import graph_layout as gl
 from ziggurat.lowering.te_builder import Expr, compute, reduce
-from ziggurat.lowering.topi import NEG_INF, Define, Lookup, _ints, _shape
+from ziggurat.lowering.topi_base import Define, Lookup, NEG_INF, ints_of, shape_of
 
 
 def define_layout_transform(op: gl.LayoutTransformOp, b: Builder, x: Lookup) -> SSAValue:
@@ -54,11 +54,11 @@ def define_layout_transform(op: gl.LayoutTransformOp, b: Builder, x: Lookup) -> 
 
 def define_conv2d_nchwc(op: gl.Conv2dNchwcOp, b: Builder, x: Lookup) -> SSAValue:
     inp, w = x(op.input), x(op.weight)
-    _, icb, kh, kw, bi, _ = _shape(w)
-    sh, sw = _ints(op.strides)
-    pt, pl, _, _ = _ints(op.pads)
-    dh, dw = _ints(op.dilations)
-    padded = any(_ints(op.pads))
+    _, icb, kh, kw, bi, _ = shape_of(w)
+    sh, sw = ints_of(op.strides)
+    pt, pl, _, _ = ints_of(op.pads)
+    dh, dw = ints_of(op.dilations)
+    padded = any(ints_of(op.pads))
 
     def body(e: Expr, i: Sequence[SSAValue], r: Sequence[SSAValue]) -> SSAValue:
         n, ob, y, xx, o = i
@@ -73,10 +73,10 @@ def define_conv2d_nchwc(op: gl.Conv2dNchwcOp, b: Builder, x: Lookup) -> SSAValue
 
 def define_max_pool_nchwc(op: gl.MaxPool2dNchwcOp, b: Builder, x: Lookup) -> SSAValue:
     inp = x(op.input)
-    sh, sw = _ints(op.strides)
-    pt, pl, _, _ = _ints(op.pads)
-    dh, dw = _ints(op.dilations)
-    pad = NEG_INF if any(_ints(op.pads)) else None
+    sh, sw = ints_of(op.strides)
+    pt, pl, _, _ = ints_of(op.pads)
+    dh, dw = ints_of(op.dilations)
+    pad = NEG_INF if any(ints_of(op.pads)) else None
 
     def body(e: Expr, i: Sequence[SSAValue], r: Sequence[SSAValue]) -> SSAValue:
         n, cb, y, xx, c = i
@@ -85,12 +85,12 @@ def define_max_pool_nchwc(op: gl.MaxPool2dNchwcOp, b: Builder, x: Lookup) -> SSA
         wx = e.affine([(xx, sw), (kx, dw)], -pl)
         return e.read(inp, [n, cb, hy, wx, c], pad=pad)
 
-    return reduce(b, "max_pool2d_nchwc", "max", NEG_INF, op.result.type, _ints(op.kernel), body)  # type: ignore[arg-type]
+    return reduce(b, "max_pool2d_nchwc", "max", NEG_INF, op.result.type, ints_of(op.kernel), body)  # type: ignore[arg-type]
 
 
 def define_matmul_panels(op: gl.MatmulPanelsOp, b: Builder, x: Lookup) -> SSAValue:
     lhs, rhs = x(op.lhs), x(op.rhs)
-    _, k_extent, lanes = _shape(rhs)
+    _, k_extent, lanes = shape_of(rhs)
 
     def body(e: Expr, i: Sequence[SSAValue], r: Sequence[SSAValue]) -> SSAValue:
         (k,) = r

@@ -18,14 +18,14 @@ from xdsl.ir import SSAValue
 
 from ziggurat.dialects.graph_quant import QGemmOp
 from ziggurat.lowering.te_builder import Expr, reduce
-from ziggurat.lowering.topi import Define, Lookup, _shape
+from ziggurat.lowering.topi_base import Define, Lookup, shape_of
 
 I32 = IntegerType(32)
 
 
 def define_qgemm(op: QGemmOp, b: Builder, x: Lookup) -> SSAValue:
     a, w = x(op.a), x(op.b)
-    a_shape, b_shape = _shape(a), _shape(w)
+    a_shape, b_shape = shape_of(a), shape_of(w)
     k = a_shape[-1]
     batch = len(a_shape) - 2
     b_batched = len(b_shape) > 2

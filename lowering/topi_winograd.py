@@ -16,7 +16,7 @@ Both transforms are sums of +-1 multiples, written without multiplies:
 
 The index math divides by the tile grid (`t = p / TW`, `xi = k / 4`,
 `a = h % 2`); `loop-default-schedule` strip-mines those loops and moves
-the small ones (`nu`, `a`, `b`) innermost (`transforms/schedule_copy.py`),
+the small ones (`nu`, `a`, `b`) innermost (`transforms/schedule/copy_nest.py`),
 so no division is left at run time.
 """
 
@@ -30,7 +30,7 @@ from xdsl.ir import SSAValue
 
 from ziggurat.dialects import graph_winograd as gw
 from ziggurat.lowering.te_builder import Expr, compute
-from ziggurat.lowering.topi import Define, Lookup, _ints, _shape
+from ziggurat.lowering.topi_base import Define, Lookup, ints_of, shape_of
 
 
 def _row_parts(e: Expr, xi: SSAValue) -> tuple[SSAValue, SSAValue, SSAValue]:
@@ -49,8 +49,8 @@ def _row_parts(e: Expr, xi: SSAValue) -> tuple[SSAValue, SSAValue, SSAValue]:
 
 def define_winograd_input(op: gw.WinogradInputOp, b: Builder, x: Lookup) -> SSAValue:
     inp = x(op.input)
-    pt, pl, pb, pr = _ints(op.pads)
-    n_, c_, h_, w_ = _shape(op.input)
+    pt, pl, pb, pr = ints_of(op.pads)
+    n_, c_, h_, w_ = shape_of(op.input)
     th, tw = op.tile_grid()
     if any((pt, pl, pb, pr)):  # a zero-padded copy first: the transform then reads without tests
         padded_type = TensorType(op.result.type.element_type, [n_, c_, h_ + pt + pb, w_ + pl + pr])  # type: ignore[attr-defined]
@@ -81,7 +81,7 @@ def define_winograd_input(op: gw.WinogradInputOp, b: Builder, x: Lookup) -> SSAV
 
 def define_winograd_output(op: gw.WinogradOutputOp, b: Builder, x: Lookup) -> SSAValue:
     m = x(op.input)
-    _, _, hh, ww = _shape(op.result)
+    _, _, hh, ww = shape_of(op.result)
     th, tw = gw.tiles(hh, ww)
 
     def body(e: Expr, i: Sequence[SSAValue]) -> SSAValue:

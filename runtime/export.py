@@ -11,7 +11,7 @@
   symbol, the arena size and the constants' count;
 * `path.weights.npz`: the constant buffers (weights), in argument order.
 
-`load(path)` (also `ziggurat.runtime.load`) maps them back into a
+`runtime/load.py` `load(path)` (also `ziggurat.runtime.load`) maps them back into a
 `CompiledModel`, with numpy and ctypes alone: no xDSL, no llvmlite, no
 compile. It refuses, with one clear error, files that are missing or
 malformed, and a library built for CPU features this machine lacks (which
@@ -21,7 +21,6 @@ files you exported yourself; the weights load with `allow_pickle=False`.
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 from pathlib import Path
@@ -29,20 +28,12 @@ from typing import Any
 
 import numpy as np
 
-from ziggurat.errors import CompileError, ModelLoadError
-from ziggurat.runtime.executor import CompiledModel, TensorSpec
+from ziggurat.errors import CompileError
 
 FORMAT = "ziggurat-shared-library-1"
 
-# LLVM target features whose absence on the CPU means illegal instructions, and their /proc/cpuinfo flags.
-_CPUINFO_FLAG = {"+avx": "avx", "+avx2": "avx2", "+fma": "fma", "+f16c": "f16c", "+avx512f": "avx512f",
-                 "+avx512bw": "avx512bw", "+avx512dq": "avx512dq", "+avx512vl": "avx512vl",
-                 "+avx512vnni": "avx512_vnni", "+avx512bf16": "avx512_bf16", "+amx-tile": "amx_tile",
-                 "+amx-bf16": "amx_bf16", "+amx-int8": "amx_int8"}
-
-
-def export_model(model: CompiledModel, path: str | os.PathLike) -> Path:
-    """Writes `model` as a shared library at `path`, with `path.json` and
+def export_model(model: Any, path: str | os.PathLike) -> Path:
+    """Writes `model` (a `CompiledModel`) as a shared library at `path`, with `path.json` and
     `path.weights.npz` beside it (see the module docstring); returns `path`."""
     from ziggurat.backends.llvm.jit import emit_shared_library
 
@@ -71,63 +62,5 @@ def export_model(model: CompiledModel, path: str | os.PathLike) -> Path:
     return out
 
 
-def load(path: str | os.PathLike) -> CompiledModel:
-    """The `CompiledModel` of a library written by `CompiledModel.export(path)`."""
-    so = Path(path)
-    meta_path, weights_path = Path(str(so) + ".json"), Path(str(so) + ".weights.npz")
-    for p in (so, meta_path, weights_path):
-        if not p.is_file():
-            raise ModelLoadError(f"cannot load exported model '{so}': '{p}' is missing. "
-                                 "Export writes the library, its .json and its .weights.npz; keep the three together.")
-    try:
-        meta = json.loads(meta_path.read_text())
-        if meta.get("format") != FORMAT:
-            raise ValueError(f"format is {meta.get('format')!r}, expected {FORMAT!r}")
-        inputs = [_spec(s) for s in meta["inputs"]]
-        outputs = [_spec(s) for s in meta["outputs"]]
-        entry, arena, n_const = str(meta["entry"]), int(meta["arena_bytes"]), int(meta["constants"])
-    except (ValueError, KeyError, TypeError) as err:
-        raise ModelLoadError(f"cannot load exported model '{so}': '{meta_path}' is malformed ({err}); "
-                             "export the model again") from None
-    _check_cpu(so, meta.get("features", ""))
-    try:
-        with np.load(weights_path, allow_pickle=False) as f:
-            constants = [f[f"c{i}"] for i in range(n_const)]
-    except (OSError, ValueError, KeyError) as err:
-        raise ModelLoadError(f"cannot load exported model '{so}': '{weights_path}' is unreadable ({err}); "
-                             "export the model again") from None
-    try:
-        lib = ctypes.CDLL(str(so.resolve()), mode=os.RTLD_LOCAL)
-        address = ctypes.cast(getattr(lib, entry), ctypes.c_void_p).value
-    except (OSError, AttributeError) as err:
-        raise ModelLoadError(f"cannot load exported model '{so}': {err}") from None
-    info = {"target": meta.get("target", ""), "num_threads": meta.get("num_threads"), "exported": str(so)}
-    return CompiledModel(address, inputs, outputs, constants, arena, keepalive=lib, info=info)  # type: ignore[arg-type]
-
-
-def _spec_json(s: TensorSpec) -> dict[str, Any]:
+def _spec_json(s: Any) -> dict[str, Any]:
     return {"name": s.name, "shape": list(s.shape), "dtype": np.dtype(s.dtype).str}
-
-
-def _spec(d: dict[str, Any]) -> TensorSpec:
-    return TensorSpec(str(d["name"]), tuple(int(x) for x in d["shape"]), np.dtype(str(d["dtype"])))
-
-
-def _check_cpu(so: Path, features: str) -> None:
-    """Refuses a library that needs CPU features /proc/cpuinfo does not list (Linux only)."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return
-    flags = set()
-    for line in text.splitlines():
-        if line.startswith("flags"):
-            flags = set(line.split(":", 1)[1].split())
-            break
-    if not flags:
-        return
-    missing = [f for f in features.split(",") if f in _CPUINFO_FLAG and _CPUINFO_FLAG[f] not in flags]
-    if missing:
-        raise ModelLoadError(f"cannot load exported model '{so}': it was built for CPU features {missing} that this "
-                             "CPU lacks; export it again on this machine, or with a target this CPU has "
-                             "(e.g. --target 'llvm -mcpu=x86-64-v3')")

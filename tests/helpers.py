@@ -13,7 +13,7 @@ from xdsl.rewriter import InsertPoint
 
 import ziggurat
 from ziggurat.frontends.onnx import ImportedModel
-from ziggurat.frontends.weights import WeightStore
+from ziggurat.weights import WeightStore
 
 
 def tensor(shape: Sequence[int]) -> TensorType:

@@ -33,169 +33,175 @@ def _convert_loop_to_hw() -> type[ModulePass]:
 
 
 def _loop_vectorize_innermost() -> type[ModulePass]:
-    from ziggurat.transforms.loop_vectorize_innermost import LoopVectorizeInnermostPass
+    from ziggurat.transforms.schedule.loop_vectorize_innermost import LoopVectorizeInnermostPass
 
     return LoopVectorizeInnermostPass
 
 
+def _apply_tuning() -> type[ModulePass]:
+    from ziggurat.transforms.schedule.apply_tuning import ApplyTuningPass
+
+    return ApplyTuningPass
+
+
 def _loop_default_schedule() -> type[ModulePass]:
-    from ziggurat.transforms.loop_default_schedule import LoopDefaultSchedulePass
+    from ziggurat.transforms.schedule.loop_default_schedule import LoopDefaultSchedulePass
 
     return LoopDefaultSchedulePass
 
 
 def _loop_split() -> type[ModulePass]:
-    from ziggurat.transforms.loop_split import LoopSplitPass
+    from ziggurat.transforms.loop.loop_split import LoopSplitPass
 
     return LoopSplitPass
 
 
 def _loop_fuse() -> type[ModulePass]:
-    from ziggurat.transforms.loop_fuse import LoopFusePass
+    from ziggurat.transforms.loop.loop_fuse import LoopFusePass
 
     return LoopFusePass
 
 
 def _loop_reorder() -> type[ModulePass]:
-    from ziggurat.transforms.loop_reorder import LoopReorderPass
+    from ziggurat.transforms.loop.loop_reorder import LoopReorderPass
 
     return LoopReorderPass
 
 
 def _loop_decompose_reduction() -> type[ModulePass]:
-    from ziggurat.transforms.loop_decompose_reduction import LoopDecomposeReductionPass
+    from ziggurat.transforms.loop.loop_decompose_reduction import LoopDecomposeReductionPass
 
     return LoopDecomposeReductionPass
 
 
 def _loop_tile() -> type[ModulePass]:
-    from ziggurat.transforms.loop_tile import LoopTilePass
+    from ziggurat.transforms.loop.loop_tile import LoopTilePass
 
     return LoopTilePass
 
 
 def _loop_tensorize() -> type[ModulePass]:
-    from ziggurat.transforms.loop_tensorize import LoopTensorizePass
+    from ziggurat.transforms.loop.loop_tensorize import LoopTensorizePass
 
     return LoopTensorizePass
 
 
 def _loop_compute_at() -> type[ModulePass]:
-    from ziggurat.transforms.loop_compute_at import LoopComputeAtPass
+    from ziggurat.transforms.loop.loop_compute_at import LoopComputeAtPass
 
     return LoopComputeAtPass
 
 
 def _loop_reverse_compute_at() -> type[ModulePass]:
-    from ziggurat.transforms.loop_reverse_compute_at import LoopReverseComputeAtPass
+    from ziggurat.transforms.loop.loop_reverse_compute_at import LoopReverseComputeAtPass
 
     return LoopReverseComputeAtPass
 
 
 def _loop_compute_inline() -> type[ModulePass]:
-    from ziggurat.transforms.loop_compute_inline import LoopComputeInlinePass
+    from ziggurat.transforms.loop.loop_compute_inline import LoopComputeInlinePass
 
     return LoopComputeInlinePass
 
 
 def _loop_cache_read() -> type[ModulePass]:
-    from ziggurat.transforms.loop_cache_read import LoopCacheReadPass
+    from ziggurat.transforms.loop.loop_cache_read import LoopCacheReadPass
 
     return LoopCacheReadPass
 
 
 def _loop_cache_write() -> type[ModulePass]:
-    from ziggurat.transforms.loop_cache_write import LoopCacheWritePass
+    from ziggurat.transforms.loop.loop_cache_write import LoopCacheWritePass
 
     return LoopCacheWritePass
 
 
 def _loop_rfactor() -> type[ModulePass]:
-    from ziggurat.transforms.loop_rfactor import LoopRfactorPass
+    from ziggurat.transforms.loop.loop_rfactor import LoopRfactorPass
 
     return LoopRfactorPass
 
 
 def _loop_storage_align() -> type[ModulePass]:
-    from ziggurat.transforms.loop_storage_align import LoopStorageAlignPass
+    from ziggurat.transforms.loop.loop_storage_align import LoopStorageAlignPass
 
     return LoopStorageAlignPass
 
 
 def _loop_parallel() -> type[ModulePass]:
-    from ziggurat.transforms.loop_parallel import LoopParallelPass
+    from ziggurat.transforms.loop.loop_parallel import LoopParallelPass
 
     return LoopParallelPass
 
 
 def _loop_vectorize() -> type[ModulePass]:
-    from ziggurat.transforms.loop_vectorize import LoopVectorizePass
+    from ziggurat.transforms.loop.loop_vectorize import LoopVectorizePass
 
     return LoopVectorizePass
 
 
 def _loop_unroll() -> type[ModulePass]:
-    from ziggurat.transforms.loop_unroll import LoopUnrollPass
+    from ziggurat.transforms.loop.loop_unroll import LoopUnrollPass
 
     return LoopUnrollPass
 
 
 def _loop_simplify_index() -> type[ModulePass]:
-    from ziggurat.transforms.loop_simplify_index import LoopSimplifyIndexPass
+    from ziggurat.transforms.loop.loop_simplify_index import LoopSimplifyIndexPass
 
     return LoopSimplifyIndexPass
 
 
 def _loop_parallelize_outer() -> type[ModulePass]:
-    from ziggurat.transforms.loop_parallelize_outer import LoopParallelizeOuterPass
+    from ziggurat.transforms.schedule.loop_parallelize_outer import LoopParallelizeOuterPass
 
     return LoopParallelizeOuterPass
 
 
 def _annotate_costs() -> type[ModulePass]:
-    from ziggurat.transforms.annotate_costs import AnnotateCostsPass
+    from ziggurat.transforms.graph.annotate_costs import AnnotateCostsPass
 
     return AnnotateCostsPass
 
 
 def _fuse_ops() -> type[ModulePass]:
-    from ziggurat.transforms.fuse_ops import FuseOpsPass
+    from ziggurat.transforms.graph.fuse_ops import FuseOpsPass
 
     return FuseOpsPass
 
 
 def _plan_memory() -> type[ModulePass]:
-    from ziggurat.transforms.plan_memory import PlanMemoryPass
+    from ziggurat.transforms.loop.plan_memory import PlanMemoryPass
 
     return PlanMemoryPass
 
 
 def _fold_constants() -> type[ModulePass]:
-    from ziggurat.transforms.fold_constants import FoldConstantsPass
+    from ziggurat.transforms.graph.fold_constants import FoldConstantsPass
 
     return FoldConstantsPass
 
 
 def _simplify_graph() -> type[ModulePass]:
-    from ziggurat.transforms.simplify_graph import SimplifyGraphPass
+    from ziggurat.transforms.graph.simplify_graph import SimplifyGraphPass
 
     return SimplifyGraphPass
 
 
 def _convert_layout() -> type[ModulePass]:
-    from ziggurat.transforms.convert_layout import ConvertLayoutPass
+    from ziggurat.transforms.graph.convert_layout import ConvertLayoutPass
 
     return ConvertLayoutPass
 
 
 def _winograd_conv() -> type[ModulePass]:
-    from ziggurat.transforms.winograd_conv import WinogradConvPass
+    from ziggurat.transforms.graph.winograd_conv import WinogradConvPass
 
     return WinogradConvPass
 
 
 def _dedupe_kernels() -> type[ModulePass]:
-    from ziggurat.transforms.dedupe_kernels import DedupeKernelsPass
+    from ziggurat.transforms.loop.dedupe_kernels import DedupeKernelsPass
 
     return DedupeKernelsPass
 
@@ -214,6 +220,7 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "loop-simplify-index": _loop_simplify_index,
         "dedupe-kernels": _dedupe_kernels,
         "plan-memory": _plan_memory,
+        "apply-tuning": _apply_tuning,
         "loop-default-schedule": _loop_default_schedule,
         "loop-parallelize-outer": _loop_parallelize_outer,
         "loop-split": _loop_split,

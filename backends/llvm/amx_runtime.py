@@ -31,12 +31,16 @@ def uses_amx(llvm_ir: str) -> bool:
 
 @cache
 def amx_status() -> tuple[bool, str]:
-    """(usable, reason): whether this process may run AMX tile instructions."""
-    from ziggurat.backends.llvm.jit import host_target
+    """(usable, reason): whether this process may run AMX tile instructions.
 
-    cpu, features = host_target()
-    if "+amx-tile" not in features.split(","):
-        return False, f"the host CPU ({cpu}) has no AMX tiles (no amx-tile feature)"
+    JIT code runs on this machine, so this asks the default target (target.py: the host, or
+    the CPU `ZIGGURAT_HOST_CPU` names), then the kernel.
+    """
+    from ziggurat.target import Target
+
+    host = Target.parse("llvm")
+    if not host.has("amx-tile"):
+        return False, f"the host CPU ({host.llvm_cpu}) has no AMX tiles (no amx-tile feature)"
     if platform.system() != "Linux" or platform.machine() not in ("x86_64", "AMD64"):
         return False, "AMX permission can only be requested on Linux x86-64"
     libc = ctypes.CDLL(None, use_errno=True)

@@ -1,7 +1,9 @@
 """Compile LLVM IR to native code: in-process JIT (MCJIT) or a shared library.
 
-* `create_target_machine` builds a machine for the host CPU (name and
-  feature string from LLVM) or for overriding `cpu`/`features` strings.
+* `create_target_machine` builds a machine for the LLVM CPU name and feature
+  string it is given (`LLVMOptions.cpu` / `.features`, which a `Target`
+  fills in); the backend asks the host nothing (target.py does, for the
+  default target only).
 * `optimize` runs the new pass manager's O1-O3 pipeline, with loop and SLP
   vectorization on (llvmlite leaves SLP off by default).
 * `jit_compile` parses, optimizes and JIT-compiles a module. MCJIT does not
@@ -12,7 +14,7 @@
   OMP_WAIT_DEFAULT).
 * `emit_shared_library` builds a separate PIC machine, keeps only the entry
   points external and links with `cc -shared ... -Wl,--no-undefined`; the
-  CPU and features are recorded in `<path>.json`.
+  options' CPU and features are recorded in `<path>.json`.
 
 ```python
 llvm_module, info = translate_module(module, options)
@@ -62,28 +64,21 @@ def _init_llvm() -> None:
     llvm.initialize_native_asmparser()
 
 
-@cache
-def host_target() -> tuple[str, str]:
-    """The host CPU name and feature string, as LLVM sees them."""
-    _init_llvm()
-    return llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
-
-
-def create_target_machine(cpu: str | None = None, features: str | None = None, opt_level: int = 3,
-                          *, pic: bool = False) -> llvm.TargetMachine:
-    """A target machine for the host, or for the given cpu/features strings.
+def create_target_machine(cpu: str, features: str, opt_level: int = 3, *, pic: bool = False) -> llvm.TargetMachine:
+    """A target machine for LLVM CPU `cpu` with the feature string `features` on top of its own
+    (`Target.llvm_cpu` / `Target.llvm_features`, e.g. "x86-64" and "+avx2,+fma").
 
     `pic=False` gives a JIT machine (large code model); `pic=True` a machine for
     objects that go into a shared library (PIC, small code model). MCJIT takes
     ownership of the machine it is given, so build one per engine.
     """
-    host_cpu, host_features = host_target()
+    if not cpu or features is None:
+        raise CompileError(f"llvm backend: a target machine needs an LLVM CPU name and a feature string, got "
+                           f"cpu={cpu!r}, features={features!r}; take them from a Target (llvm_cpu, llvm_features)")
+    _init_llvm()
     target = llvm.Target.from_default_triple()
     kw = {"reloc": "pic", "codemodel": "default"} if pic else {"codemodel": "jitdefault", "jit": True}
-    return target.create_target_machine(
-        cpu=host_cpu if cpu is None else cpu,
-        features=host_features if features is None else features,
-        opt=opt_level, **kw)
+    return target.create_target_machine(cpu=cpu, features=features, opt=opt_level, **kw)
 
 
 def optimize(mod: llvm.ModuleRef, tm: llvm.TargetMachine, level: int = 3) -> None:
@@ -297,10 +292,9 @@ def emit_shared_library(source: ir.Module | str, path: str | os.PathLike, option
         done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         raise CompileError(f"llvm backend: linking {out} failed: {' '.join(cmd)}\n{done.stderr.strip()}")
-    host_cpu, host_features = host_target()
     meta = {
-        "cpu": host_cpu if o.cpu is None else o.cpu,
-        "features": host_features if o.features is None else o.features,
+        "cpu": o.cpu,
+        "features": o.features,
         "triple": tm.triple,
         "exports": list(exports),
         "needs_libgomp": uses_openmp,

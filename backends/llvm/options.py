@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ziggurat.target import Target
+
 FAST_MATH_FLAGS = frozenset({"fast", "nnan", "ninf", "nsz", "arcp", "contract", "afn", "reassoc"})
 
 
@@ -24,7 +26,14 @@ class LLVMOptions:
       one plain pointer per memref argument (single kernels, tests, tuning).
     * `fast_math`: LLVM fast-math flags put on every float instruction.
     * `opt_level`: 0-3, for the IR pipeline and for code generation.
-    * `cpu`, `features`: target overrides; None means the host's.
+    * `cpu`, `features`: the LLVM CPU name and feature string to generate
+      code for, as a `Target` gives them (`Target.llvm_cpu`,
+      `Target.llvm_features`; `LLVMOptions.for_target` copies them). After
+      construction both are always set: one left None is filled in as
+      `Target(mcpu=cpu, mattr=features)` would (both None: the default target,
+      i.e. the host; only `features`: LLVM's generic x86-64 CPU plus those
+      features; only `cpu`: that CPU's own features). The backend asks the
+      machine nothing.
     """
 
     num_threads: int = 1
@@ -46,6 +55,23 @@ class LLVMOptions:
             raise ValueError(f"unknown fast-math flags {sorted(bad)}; known: {sorted(FAST_MATH_FLAGS)}")
         if not self.prefix.isidentifier():
             raise ValueError(f"prefix must be a C identifier, got '{self.prefix}'")
+        if self.cpu is None or self.features is None:
+            tgt = self.target
+            object.__setattr__(self, "cpu", tgt.llvm_cpu)
+            object.__setattr__(self, "features", tgt.llvm_features)
+
+    @classmethod
+    def for_target(cls, target: Target | str, **kw: object) -> LLVMOptions:
+        """Options generating code for `target` (its CPU, features and thread count); `kw` sets the rest."""
+        tgt = Target.parse(target)
+        fields: dict[str, object] = {"num_threads": tgt.num_threads, "cpu": tgt.llvm_cpu, "features": tgt.llvm_features}
+        fields.update(kw)
+        return cls(**fields)  # type: ignore[arg-type]
+
+    @property
+    def target(self) -> Target:
+        """The `Target` these options generate code for (its `features()` / `has()` facts)."""
+        return Target(mcpu=self.cpu, mattr=self.features)
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """`x86vec` and `amx` ops: x86 dot-product and tile instructions as LLVM intrinsics.
 
 Each op checks, before emitting anything, that the target (the options'
-`features`, else the host's) has the CPU feature it needs, and raises a
+`cpu` and `features`, read as a `Target`) has the CPU feature it needs, and raises a
 `CompileError` naming the op and the feature otherwise: a kernel never reaches
 a CPU that would stop it with SIGILL.
 
@@ -15,7 +15,6 @@ a CPU that would stop it with SIGILL.
 
 from __future__ import annotations
 
-from functools import cache
 from typing import TYPE_CHECKING
 
 from llvmlite import ir
@@ -38,27 +37,19 @@ _DOT = {
 }
 
 
-@cache
-def _feature_set(features: str) -> frozenset[str]:
-    return frozenset(f[1:] for f in features.split(",") if f.startswith("+"))
-
-
 def target_features(t: Translator) -> frozenset[str]:
-    """The enabled features of the translation target (`-mattr`, else the host)."""
-    feats = t.options.features
-    if feats is None:
-        from ziggurat.backends.llvm.jit import host_target
-
-        feats = host_target()[1]
-    return _feature_set(feats)
+    """The instruction sets of the translation target: its CPU's (`CPU_ISA`) and its feature string's."""
+    return t.options.target.features()
 
 
 def require_feature(t: Translator, op: Operation, feature: str) -> None:
     """Raise a clear CompileError when the target lacks `feature`."""
     if feature not in target_features(t):
-        cpu = t.options.cpu or "the host CPU"
+        o = t.options
+        shown = o.features if o.features and len(o.features) <= 80 else ""  # a host's string is hundreds of flags
+        where = f"the target CPU '{o.cpu}'" + (f" with -mattr={shown}" if shown else "")
         raise CompileError(
-            f"'{op.name}' needs the CPU feature '{feature}', which {cpu} does not have; "
+            f"'{op.name}' needs the CPU feature '{feature}', which {where} does not have; "
             f"target a CPU with +{feature} (ziggurat's -mattr) or use a schedule without this intrinsic")
 
 

@@ -22,7 +22,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from ziggurat import dtypes
 from ziggurat.dialects import graph
 from ziggurat.errors import ModelLoadError, ShapeError, UnsupportedOpError
-from ziggurat.frontends.weights import WeightStore
+from ziggurat.weights import WeightStore
 
 Value = SSAValue | np.ndarray
 """What an ONNX value name is bound to: an SSA value or an import-time constant."""

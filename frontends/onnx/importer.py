@@ -127,7 +127,7 @@ from ziggurat.frontends.onnx.fold import fold_node, has_reference_impl
 from ziggurat.frontends.onnx.loader import ModelSource, load_model
 from ziggurat.frontends.onnx.sequence_io import element_name
 from ziggurat.frontends.onnx.specialize import note_needed
-from ziggurat.frontends.weights import WeightStore
+from ziggurat.weights import WeightStore
 
 Converter = Callable[[ConversionContext, onnx.NodeProto], Sequence[Value]]
 """Converts one node; returns one value per leading output of the node."""

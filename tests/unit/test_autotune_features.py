@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from xdsl.parser import Parser
 
 from ziggurat.autotune import FEATURE_NAMES, FeatureExtractor, LoopFeatures, extract_features
-from ziggurat.autotune.features import L1_BYTES, L2_BYTES
+from ziggurat.transforms.costs.features import L1_BYTES, L2_BYTES
 from ziggurat.compiler import parse_pipeline, run_passes
 from ziggurat.dialects import make_context
 from ziggurat.errors import TuningError

@@ -190,7 +190,7 @@ def test_illegal_template_decisions_are_schedule_errors(bad, what):
 ])
 def test_default_knobs_reproduce_the_8_lane_default_schedule(text, name):
     """On an AVX2 target (vector-width 8) the template's default point is the shipped default
-    (transforms/schedule_plan.py: rows x 2 vectors, padded conv input), IR for IR, and the seeds hold
+    (transforms/schedule/plan.py: rows x 2 vectors, padded conv input), IR for IR, and the seeds hold
     its neighbours (rows x 1..4 vectors, kc choices, packing) within the 16 ymm registers."""
     from ziggurat.autotune.space import DEFAULT_TRACE
     from ziggurat.autotune.template import fits
@@ -211,7 +211,7 @@ def test_default_knobs_reproduce_the_8_lane_default_schedule(text, name):
     for s in seeds:
         assert fits(s["nvec"] * int(np.prod([u for _, u in s["tile"]])), s["nvec"], 8)
     if name == "mm_0":
-        # k = 1024 (<= schedule_plan.ONE_BLOCK) is packed as one block: no k-block loop, no output reload
+        # k = 1024 (<= plan.ONE_BLOCK) is packed as one block: no k-block loop, no output reload
         assert k == {"block": "mm", "kind": "vector", "tile": [[0, 4]], "nvec": 2, "kc": 1024, "pack": 1,
                      "rorder": [0]}
         assert {s["nvec"] for s in seeds} == {1, 2, 4} and {s["kc"] for s in seeds} >= {0, 64, 128, 256, 512}

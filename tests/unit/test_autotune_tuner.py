@@ -126,7 +126,7 @@ def test_missing_tuning_db_is_a_clear_error(tmp_path):
 
 
 def test_validation_round_decides_the_best(tmp_path):
-    from ziggurat.autotune.database import VALIDATION
+    from ziggurat.database import VALIDATION
 
     with JSONDatabase(tmp_path / "v.jsonl", fsync=False) as db:
         res = tune_kernel(KERNEL, "mm_0", 4, db, target=TARGET, timeout=5, batch_size=4, runner_options=FAST,
@@ -145,7 +145,7 @@ def test_validation_keeps_the_default_unless_a_finalist_is_clearly_faster(tmp_pa
     """Within one validation round, a finalist whose cost, paired pass by pass with the default's, is
     less than MIN_GAIN (2%) below it does not replace the default (a gain inside the host's timing
     noise); one 5% faster does, even when the host's speed drifts between passes."""
-    from ziggurat.autotune.database import MIN_GAIN, VALIDATION, WorkloadKey
+    from ziggurat.database import MIN_GAIN, VALIDATION, WorkloadKey
 
     key = WorkloadKey.from_text(KERNEL, "mm_0")
     other = [{"prim": "parallel", "block": "mm", "loop": 0}]
@@ -164,7 +164,7 @@ def test_records_from_another_cpu_replay_with_a_warning(tmp_path):
     still compiles a correct model, and says so once; this host's own records replay silently."""
     import warnings
 
-    from ziggurat.autotune.database import WorkloadKey
+    from ziggurat.database import WorkloadKey
     from ziggurat.backends.llvm.jit import host_target
 
     def host_cpu() -> str:

@@ -14,7 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 import ziggurat
 from ziggurat.dialects import graph  # noqa: F401 - graph.py loads graph_layout (import order)
 from ziggurat.dialects.graph_layout import blocked_shape, parse_layout, plain_shape
-from ziggurat.transforms.convert_layout import _to_blocked_array, _weight_array, input_block
+from ziggurat.transforms.graph.convert_layout import _to_blocked_array, _weight_array, input_block
 
 LAYOUT = "simplify-graph,fold-constants,cse,dce,convert-layout{block=%d},fuse-ops"
 
@@ -31,7 +31,7 @@ def _graph_ops(model, block) -> list[str]:
     """The graph op names after the graph pipeline up to convert-layout."""
     from ziggurat.compiler import parse_pipeline, run_passes
     from ziggurat.frontends.onnx import import_onnx
-    from ziggurat.transforms.weight_binding import bind_weights
+    from ziggurat.transforms.graph.weight_binding import bind_weights
 
     imported = import_onnx(model)
     bind_weights(imported.module, imported.weights)
@@ -197,7 +197,7 @@ def test_boundary_conv_padding_moves_into_the_layout_transform(pads, stride, blo
     from ziggurat.compiler import parse_pipeline, run_passes
     from ziggurat.dialects.graph_layout import Conv2dNchwcOp, LayoutTransformOp
     from ziggurat.frontends.onnx import import_onnx
-    from ziggurat.transforms.weight_binding import bind_weights
+    from ziggurat.transforms.graph.weight_binding import bind_weights
 
     rng = np.random.default_rng(sum(pads) * 5 + stride)
     h, w = 9, 11

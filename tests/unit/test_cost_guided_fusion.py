@@ -96,18 +96,20 @@ def test_explain_fusion_without_fuse_ops_says_so(tmp_path, capsys) -> None:
 
 
 def test_o3_is_cost_guided_and_o2_rule_based() -> None:
-    from ziggurat.lowering.pipelines import GRAPH
+    from ziggurat.lowering.pipelines import graph_stage
+    from ziggurat.target import Target
 
-    assert "fuse-ops{cost-guided=true}" in GRAPH[3]
-    assert GRAPH[2].endswith("fuse-ops") and "cost-guided" not in GRAPH[2]
+    tgt = Target.parse("llvm -mcpu=haswell")
+    assert "fuse-ops{cost-guided=true vector-width=8}" in graph_stage(3, tgt)
+    assert graph_stage(2, tgt).endswith("fuse-ops") and "cost-guided" not in graph_stage(2, tgt)
 
 
 def _total_cost(text: str, fuse: str) -> tuple[float, int]:
     from xdsl.parser import Parser
 
     from ziggurat.dialects import graph, make_context
-    from ziggurat.transforms.annotate_costs import AnnotateCostsPass
-    from ziggurat.transforms.fuse_ops import FuseOpsPass
+    from ziggurat.transforms.graph.annotate_costs import AnnotateCostsPass
+    from ziggurat.transforms.graph.fuse_ops import FuseOpsPass
 
     ctx = make_context()
     module = Parser(ctx, text).parse_module()
@@ -181,9 +183,9 @@ def test_roofline_prices_scalar_loops_and_gathering_divisions() -> None:
     """A kernel the vectorizer leaves scalar, and one whose vector lanes divide their index
     by 3, cost more than their traffic; a plain vectorized relu only its traffic."""
     from tests.helpers import tensor
-    from ziggurat.autotune.cost_oracle import SCALAR_SLOWDOWN, DefaultCostOracle, Peaks, count_work
+    from ziggurat.transforms.costs.cost_oracle import SCALAR_SLOWDOWN, DefaultCostOracle, Peaks, count_work
     from ziggurat.dialects import graph
-    from ziggurat.transforms.annotate_costs import kernel_of_ops, lower_kernel
+    from ziggurat.transforms.graph.annotate_costs import kernel_of_ops, lower_kernel
 
     def work(op):
         module, _ = lower_kernel(kernel_of_ops([op]))
@@ -259,14 +261,14 @@ def test_weight_layout_follows_the_records(tmp_path, plain_us: float, transposed
     from xdsl.dialects.builtin import TensorType, f32
     from xdsl.parser import Parser
 
-    from ziggurat.autotune.database import JSONDatabase, TuningRecord
+    from ziggurat.database import JSONDatabase, TuningRecord
     from ziggurat.dialects import graph, make_context
     from ziggurat.dialects.graph_layout import MatmulPanelsOp, pack_panels
-    from ziggurat.frontends.weights import WeightStore
+    from ziggurat.weights import WeightStore
     from ziggurat.target import Target
-    from ziggurat.transforms.annotate_costs import kernel_of_ops, lower_kernel
-    from ziggurat.transforms.fuse_ops import FuseOpsPass
-    from ziggurat.transforms.weight_binding import bind_weights
+    from ziggurat.transforms.graph.annotate_costs import kernel_of_ops, lower_kernel
+    from ziggurat.transforms.graph.fuse_ops import FuseOpsPass
+    from ziggurat.transforms.graph.weight_binding import bind_weights
 
     lanes = Target().vector_width
     ctx = make_context()
@@ -303,7 +305,7 @@ def test_weight_layout_follows_the_records(tmp_path, plain_us: float, transposed
 def test_repeated_groups_are_priced_once_and_decide_the_same(monkeypatch) -> None:
     """Two identical softmax chains in one model: the oracle prices each distinct
     group once (`structural_key`), and the result equals pricing every group apart."""
-    from ziggurat.transforms import fusion_costs
+    from ziggurat.transforms.costs import fusion_costs
 
     axes = helper.make_tensor("axes", TensorProto.INT64, [1], [1])
     nodes = []

@@ -12,11 +12,11 @@ from hypothesis import strategies as st
 from tests.helpers import tensor
 from ziggurat.autotune import cost_oracle
 from ziggurat.autotune.cost_model import GBTCostModel
-from ziggurat.autotune.cost_oracle import DefaultCostOracle, Peaks, count_work, machine_peaks, oracle_from_options
-from ziggurat.autotune.database import JSONDatabase, TuningRecord
+from ziggurat.transforms.costs.cost_oracle import DefaultCostOracle, Peaks, count_work, machine_peaks, oracle_from_options
+from ziggurat.database import JSONDatabase, TuningRecord
 from ziggurat.dialects import graph, make_context
 from ziggurat.errors import ZigguratError
-from ziggurat.transforms.annotate_costs import kernel_of_ops, lower_kernel, price_kernel
+from ziggurat.transforms.graph.annotate_costs import kernel_of_ops, lower_kernel, price_kernel
 
 FIXED = Peaks(gflops=100.0, bandwidth_gbs=20.0)
 
@@ -115,7 +115,7 @@ def test_annotate_costs_takes_times_from_a_tuning_database(tmp_path) -> None:
     """The pass's `database` option: a record for the kernel's workload key wins over the roofline."""
     from xdsl.parser import Parser
 
-    from ziggurat.transforms.annotate_costs import AnnotateCostsPass
+    from ziggurat.transforms.graph.annotate_costs import AnnotateCostsPass
 
     text = """func.func @f(%x: tensor<512xf32>) -> tensor<512xf32> {
   %y = graph.relu %x : tensor<512xf32>

@@ -6,7 +6,7 @@ from math import gcd
 
 import pytest
 from tests.helpers import tensor
-from ziggurat.autotune.cost_oracle import (
+from ziggurat.transforms.costs.cost_oracle import (
     CONFLICT_LINE_S,
     L1_SETS,
     DefaultCostOracle,
@@ -14,7 +14,7 @@ from ziggurat.autotune.cost_oracle import (
     count_work,
 )
 from ziggurat.dialects import graph
-from ziggurat.transforms.annotate_costs import kernel_of_ops, lower_kernel
+from ziggurat.transforms.graph.annotate_costs import kernel_of_ops, lower_kernel
 
 FIXED = Peaks(gflops=100.0, bandwidth_gbs=20.0)
 
@@ -99,9 +99,9 @@ def _fused_with(width: int) -> str:
     from xdsl.parser import Parser
 
     from ziggurat.dialects import make_context
-    from ziggurat.frontends.weights import WeightStore
-    from ziggurat.transforms.fuse_ops import FuseOpsPass
-    from ziggurat.transforms.weight_binding import bind_weights
+    from ziggurat.weights import WeightStore
+    from ziggurat.transforms.graph.fuse_ops import FuseOpsPass
+    from ziggurat.transforms.graph.weight_binding import bind_weights
 
     ctx = make_context()
     module = Parser(ctx, _WIDE).parse_module()
@@ -114,7 +114,7 @@ def test_cost_guided_fusion_prices_at_the_host_vector_width_by_default() -> None
     """128x256 by 256x1024 is stored in panels of the width it is priced at (16 or 8 lanes):
     the default (vector-width=0) decides as the host's width does, as the loop stage schedules."""
     from ziggurat.target import Target
-    from ziggurat.transforms.fuse_ops import FuseOpsPass
+    from ziggurat.transforms.graph.fuse_ops import FuseOpsPass
 
     assert FuseOpsPass().vector_width == 0
     assert "tensor<64x256x16xf32>" in _fused_with(16) and "tensor<128x256x8xf32>" in _fused_with(8)

@@ -11,7 +11,7 @@ from xdsl.parser import Parser
 import ziggurat
 from ziggurat.dialects import graph, make_context
 from ziggurat.frontends.onnx import ImportedModel
-from ziggurat.frontends.weights import WeightStore
+from ziggurat.weights import WeightStore
 
 T = "tensor<4x4xf32>"
 UNARY = ("relu", "tanh", "sigmoid", "neg")

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from onnx import helper
 
 import ziggurat
-from ziggurat.transforms.plan_memory import Interval, assign_offsets
+from ziggurat.transforms.loop.plan_memory import Interval, assign_offsets
 from tests.unit.test_models_vs_onnxruntime import make, w
 
 ort = pytest.importorskip("onnxruntime")

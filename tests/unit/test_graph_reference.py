@@ -11,8 +11,8 @@ from xdsl.parser import Parser
 import ziggurat
 from ziggurat.dialects import graph, make_context
 from ziggurat.frontends.onnx import ImportedModel
-from ziggurat.frontends.weights import WeightStore
-from ziggurat.transforms.graph_reference import EVALUATORS, evaluate
+from ziggurat.weights import WeightStore
+from ziggurat.transforms.graph.graph_reference import EVALUATORS, evaluate
 
 T23 = "tensor<2x3xf32>"
 UNARY = {graph.ReluOp: "relu", graph.TanhOp: "tanh", graph.SigmoidOp: "sigmoid", graph.ExpOp: "exp",

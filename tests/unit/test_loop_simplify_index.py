@@ -15,7 +15,7 @@ from xdsl.ir import Block
 
 import ziggurat
 from ziggurat.dialects import loop
-from ziggurat.transforms.loop_simplify_index import simplify_block
+from ziggurat.transforms.loop.loop_simplify_index import simplify_block
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -100,7 +100,7 @@ def test_one_row_takes_the_transposed_weight_more_rows_the_panels(rows: int, dec
     """A matrix-vector product (one row) keeps several accumulators only in the dot-product
     kernel of a transposed weight, so that layout takes the tie there; from two rows on the
     register-blocked panel kernel does. Both compute the product."""
-    from ziggurat.transforms.annotate_costs import fusion_decisions
+    from ziggurat.transforms.graph.annotate_costs import fusion_decisions
 
     model, w, b = _onnx_matmul_bias(rows, 784, 512)
     x = np.random.default_rng(4).standard_normal((rows, 784)).astype(np.float32)
@@ -119,7 +119,7 @@ def test_one_row_takes_the_transposed_weight_more_rows_the_panels(rows: int, dec
 def test_a_gemm_weight_stored_transposed_goes_to_panels_from_two_rows(rows: int, decision: str | None) -> None:
     """`Gemm(transB=1)` imports as `graph.matmul {transpose_b}`: its weight `[N, K]` is put
     into panels of `B = W^T` the same way, except for one row, where the dot kernel stays."""
-    from ziggurat.transforms.annotate_costs import fusion_decisions
+    from ziggurat.transforms.graph.annotate_costs import fusion_decisions
 
     rng = np.random.default_rng(6)
     w = rng.standard_normal((96, 40)).astype(np.float32)
@@ -146,7 +146,7 @@ def test_a_gemm_weight_stored_transposed_goes_to_panels_from_two_rows(rows: int,
 def test_cost_guided_fusion_packs_a_weight_the_schedule_would_pack_per_call(threads: int) -> None:
     """128x256 by 256x512: the default schedule packs B on every call, a copy phase the roofline
     prices; cost-guided fuse-ops stores B in panels at compile time and the model still matches."""
-    from ziggurat.transforms.annotate_costs import fusion_decisions
+    from ziggurat.transforms.graph.annotate_costs import fusion_decisions
 
     model, w, b = _onnx_matmul_bias(128, 256, 512)
     x = np.random.default_rng(3).standard_normal((128, 256)).astype(np.float32)
@@ -167,7 +167,7 @@ def test_both_widths_schedule_panels_as_their_own_packed_copy(lanes: int, k: int
     """At 8 lanes (2-D register block) and 16 (one vector per row), with and without a
     k-block: the scheduled kernel loads `wp[panel, k, lane]` directly, with no index
     division left and no pack nest, and every innermost loop vectorizes."""
-    from ziggurat.transforms.annotate_costs import kernel_of_ops, lower_kernel
+    from ziggurat.transforms.graph.annotate_costs import kernel_of_ops, lower_kernel
 
     a = graph.ConstantOp("a", tensor([64, k]))
     wp = graph.ConstantOp("wp", tensor([256 // lanes, k, lanes]))

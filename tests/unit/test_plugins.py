@@ -15,7 +15,8 @@ import ziggurat
 from ziggurat import plugins
 from ziggurat.cli.main import main as cli_main
 from ziggurat.cli.opt import main as opt_main
-from ziggurat.dialects import get_all_dialects, make_context
+from ziggurat.dialects import get_all_dialects
+from ziggurat.registry import all_passes, make_context
 from ziggurat.transforms import get_all_passes
 
 PLUGIN = str(Path(__file__).resolve().parents[2] / "docs" / "examples" / "act_plugin.py")
@@ -57,6 +58,27 @@ def test_clashing_names_are_refused(act) -> None:
         plugins.register_pass(get_all_passes()["fuse-ops"]())
     with pytest.raises(plugins.PluginError, match="clashes with ziggurat's own dialect"):
         plugins.register_dialect(get_all_dialects()["graph"]())
+
+
+def test_a_plugin_may_not_take_an_upstream_xdsl_name(act) -> None:
+    """The registry refuses a plugin pass named like one of upstream xDSL's (`cse`) instead of
+    letting either win silently; ours and the plugins' are all reachable by name."""
+    from dataclasses import dataclass
+
+    from xdsl.passes import ModulePass
+
+    @dataclass(frozen=True)
+    class Cse(ModulePass):
+        name = "cse"
+
+        def apply(self, ctx, op) -> None:
+            pass
+
+    with pytest.raises(plugins.PluginError, match="clashes with upstream xDSL's pass"):
+        plugins.register_pass(Cse)
+    passes = all_passes()
+    assert passes["cse"]().__module__.startswith("xdsl.")
+    assert {"raise-silu", "fuse-ops"} <= set(passes)
 
 
 def test_bad_plugins_give_one_clear_error(tmp_path, capsys) -> None:

@@ -18,8 +18,8 @@ from ziggurat.compiler import parse_pipeline, run_passes
 from ziggurat.dialects import graph, loop
 from ziggurat.errors import ScheduleError, ZigguratError
 from ziggurat.lowering import pipelines
-from ziggurat.transforms.schedule.api import Schedule
-from ziggurat.transforms.schedule.regions import has, reads, writes
+from ziggurat.transforms.loop.primitives.api import Schedule
+from ziggurat.transforms.loop.primitives.regions import has, reads, writes
 
 SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -61,7 +61,7 @@ CASES = {"matmul": matmul_case, "conv": conv_case, "reduce": reduce_case, "matmu
 
 def lowered(model):
     mod = model.module.clone()
-    run_passes(mod, parse_pipeline("fuse-ops," + pipelines.TO_LOOP))
+    run_passes(mod, parse_pipeline(pipelines.join("fuse-ops", *pipelines.TO_LOOP)))
     return mod
 
 
@@ -79,7 +79,7 @@ def update_block(mod) -> str:
 
 def run_kernel(mod, inputs, out_shape, threads: int) -> np.ndarray:
     """Lowers the scheduled loop-level module to hw, JIT-compiles it and calls the kernel."""
-    run_passes(mod, parse_pipeline(pipelines.LOOP[3].replace("loop-default-schedule,", "")))
+    run_passes(mod, parse_pipeline(pipelines.loop_stage(3, "llvm", skip=("loop-default-schedule",))))
     opts = LLVMOptions(num_threads=threads, export_all=True)
     llvm_module, info = translate_module(mod, opts)
     jm = jit_compile(llvm_module, opts, info)

@@ -1,8 +1,8 @@
 """The 8-lane (AVX2, 16 ymm) register blocks of loop-default-schedule against numpy / onnxruntime.
 
 The target is pinned to AVX2 features (`-mattr`), so these run the 8-lane
-schedule on AVX-512 hosts too: rows x 2 vectors (transforms/schedule_plan.py)
-and the zero-padded conv input (transforms/schedule_pad.py), with sizes the
+schedule on AVX-512 hosts too: rows x 2 vectors (transforms/schedule/plan.py)
+and the zero-padded conv input (transforms/schedule/pad.py), with sizes the
 blocks do not divide.
 """
 
@@ -21,7 +21,7 @@ from ziggurat.dialects import graph
 from ziggurat.target import Target
 
 AVX2 = "+avx,+avx2,+fma,+f16c,+sse4.2"
-pytestmark = pytest.mark.skipif("+avx2" not in Target.parse("llvm").features(), reason="needs an AVX2 host")
+pytestmark = pytest.mark.skipif(not Target.parse("llvm").has("avx2"), reason="needs an AVX2 host")
 SETTINGS = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -37,7 +37,7 @@ def run8(model, inputs, threads):
        k=st.sampled_from([1, 7, 256, 300, 512, 768, 1536]), threads=st.sampled_from([1, 2]))
 def test_avx2_matmul_block_matches_numpy(m, n, k, threads):
     """Rows (6, 4, 3 or 2, dividing m) x 2 vectors when 16 divides n, else one vector; packed as one block
-    for k = 512 and 768 (<= schedule_plan.ONE_BLOCK: no reload, the accumulators start at zero), k-blocked by
+    for k = 512 and 768 (<= plan.ONE_BLOCK: no reload, the accumulators start at zero), k-blocked by
     256 and packed beyond (1536), or k = 256 as one packed block with >= 32 rows; otherwise the one-vector
     schedule (k-blocked from 768)."""
     rng = np.random.default_rng(m * 1000 + n * 10 + k)
@@ -61,12 +61,12 @@ def test_avx2_matmul_block_matches_numpy(m, n, k, threads):
 @given(m=st.one_of(st.integers(2, 26), st.sampled_from([12, 36, 64])), n=st.one_of(st.integers(8, 70), st.sampled_from([16, 48])),
        k=st.sampled_from([1, 7, 256, 300, 512]), threads=st.sampled_from([1, 2]))
 def test_avx2_matmul_with_a_slivers_matches_numpy(m, n, k, threads):
-    """With `schedule_plan.PACK_A` (the A-sliver knob of the default block) every matmul with a 2-D register
+    """With `plan.PACK_A` (the A-sliver knob of the default block) every matmul with a 2-D register
     block copies its rows x k-block of A into a local [depth, rows] sliver; other nests (m prime: no row
     block; n not a multiple of 16: the one-vector schedule) are left as they were."""
     from unittest.mock import patch
 
-    from ziggurat.transforms import schedule_plan
+    from ziggurat.transforms.schedule import plan as schedule_plan
 
     rng = np.random.default_rng(m * 1000 + n * 10 + k + 1)
     model = graph_model([(m, k), (k, n)], lambda b, x: b.insert(graph.MatmulOp(x[0], x[1], tensor((m, n)))).result)
@@ -146,7 +146,7 @@ def test_avx2_plans():
             if p.name == "loop-parallelize-outer":
                 seen["ir"] = str(module)
 
-        direct = pipelines.GRAPH[3].replace("winograd-conv,", "") if key == "conv3x3" else None
+        direct = pipelines.graph_stage(3, f"llvm -mattr={AVX2}", skip=("winograd-conv",)) if key == "conv3x3" else None
         ziggurat.compile(model, target=f"llvm -mattr={AVX2} -num-cores=2", after_pass=grab, pipeline=direct)
         assert rows in seen["ir"] and block in seen["ir"], key
         if key == "matmul_1024":
@@ -170,7 +170,7 @@ def test_avx2_dot_tile_matches_numpy(m, n, k, threads):
 @given(shape=st.lists(st.integers(1, 5), min_size=1, max_size=4), data=st.data())
 def test_pad_halo_boxes_cover_the_border_once(shape, data):
     """schedule_pad zeroes only the halo: its boxes cover every padded point outside the interior exactly once."""
-    from ziggurat.transforms.schedule_pad import _halo
+    from ziggurat.transforms.schedule.pad import _halo
 
     dims = data.draw(st.sets(st.integers(0, len(shape) - 1)))
     pads = {d: (data.draw(st.integers(0, 2)), data.draw(st.integers(0, 2))) for d in dims}

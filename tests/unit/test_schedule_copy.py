@@ -1,4 +1,4 @@
-"""Copy nests in loop-default-schedule (transforms/schedule_copy.py): conv's boundary layout transforms,
+"""Copy nests in loop-default-schedule (transforms/schedule/copy_nest.py): conv's boundary layout transforms,
 NCHW -> NCHW<b>c with a halo and NCHW<b>c -> NCHW, keep their values with the divided loops strip-mined
 and the padding peeled, at 1 and 2 threads, against numpy."""
 

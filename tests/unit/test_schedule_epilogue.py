@@ -1,4 +1,4 @@
-"""Epilogue fusion (transforms/schedule_epilogue.py): matmul + bias + activation + residual groups, with
+"""Epilogue fusion (transforms/schedule/epilogue.py): matmul + bias + activation + residual groups, with
 the elementwise stages moved into the 8-lane register block's store blocks, match onnxruntime."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import ziggurat
 from ziggurat.target import Target
 
 AVX2 = "+avx,+avx2,+fma,+f16c,+sse4.2"
-pytestmark = pytest.mark.skipif("+avx2" not in Target.parse("llvm").features(), reason="needs an AVX2 host")
+pytestmark = pytest.mark.skipif(not Target.parse("llvm").has("avx2"), reason="needs an AVX2 host")
 
 
 def _model(m: int, k: int, n: int, act: str, residual: bool, seed: int):

@@ -10,8 +10,8 @@ import numpy as np
 
 from tests.unit.test_autotune_tuner import KERNEL, run_scheduled
 from ziggurat.autotune.space import SearchSpace
-from ziggurat.transforms.schedule.api import Schedule
-from ziggurat.transforms.schedule.loops import bound_kinds
+from ziggurat.transforms.loop.primitives.api import Schedule
+from ziggurat.transforms.loop.primitives.loops import bound_kinds
 
 
 def test_reduce_outer_candidates_are_register_tiles_and_correct():

@@ -16,8 +16,9 @@ from ziggurat.backends.llvm.jit import create_target_machine, host_target
 from ziggurat.dialects import loop, make_context
 from ziggurat.errors import CompileError, ScheduleError
 from ziggurat.lowering.qgemm import lower_and_schedule, pack_b, padded_shape, qgemm_module
-from ziggurat.lowering.tensor_intrin import TensorIntrin, all_intrins, get_intrin, register_intrin
-from ziggurat.transforms.schedule.api import Schedule
+from ziggurat.lowering.intrinsics import all_intrins, get_intrin, register_intrin
+from ziggurat.lowering.tensor_intrin import TensorIntrin
+from ziggurat.transforms.loop.primitives.api import Schedule
 
 P = ctypes.c_void_p
 HOST_FEATURES = set(f[1:] for f in host_target()[1].split(",") if f.startswith("+"))

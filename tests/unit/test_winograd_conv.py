@@ -1,4 +1,4 @@
-"""winograd-conv (transforms/winograd_conv.py): 3x3 stride-1 convolutions as Winograd F(2x2, 3x3)
+"""winograd-conv (transforms/graph/winograd_conv.py): 3x3 stride-1 convolutions as Winograd F(2x2, 3x3)
 match onnxruntime's direct convolution over random shapes, paddings, batches and thread counts;
 other convolutions are left alone; bad options and malformed transform ops give one clear error."""
 
@@ -16,7 +16,7 @@ from ziggurat.errors import CompileError
 from ziggurat.lowering import pipelines
 
 # the O3 graph pipeline with every eligible conv taken (thresholds down to one channel, 4 pixels)
-ALWAYS = pipelines.GRAPH[3].replace("winograd-conv", "winograd-conv{min-channels=1 min-pixels=4}")
+ALWAYS = pipelines.graph_stage(3, options={"winograd-conv": {"min-channels": 1, "min-pixels": 4}})
 
 
 def _conv_model(n, c, o, h, w, pads, strides=(1, 1), k=3, group=1, relu=False, seed=0):

@@ -7,7 +7,7 @@
 // transposed (`transpose_b`) and stored in the column panels the schedule reads
 // (`graph.matmul_panels`, `[N/w, K, w]`). As it is, the default schedule either
 // walks B down a column in its reduction loop, which the L1 set-conflict term
-// (autotune/cost_oracle.py, `_conflict_lines`) prices: rows of 1024 floats
+// (transforms/costs/cost_oracle.py, `_conflict_lines`) prices: rows of 1024 floats
 // (4 KiB) map every trip to one L1 set, 512 floats to two, so the walk misses
 // L1 on every line (@wide, @half); or it packs B into panels on every call
 // (8 lanes, k = 256: @deep), a copy phase priced by its traffic. Stored in

@@ -2,7 +2,7 @@
 
 // conv's boundary layout transforms (NCHW <-> NCHW8c, the input padded by 1) as
 // convert-te-to-loop writes them. loop-default-schedule gives such copy nests
-// (transforms/schedule_copy.py) loops without division or padding tests.
+// (transforms/schedule/copy_nest.py) loops without division or padding tests.
 
 // Padded blocking: the halo is zeroed by four nests (rows 0 and 4, then columns 0
 // and 5 of rows 1..3), and the copy runs over the interior (rows 1..3, columns

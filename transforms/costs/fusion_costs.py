@@ -1,0 +1,422 @@
+"""Cost-guided regrouping for `fuse-ops{cost-guided=true}`: the feedback channel.
+
+`fuse_block_cost_guided` starts from the rule-based groups of one block
+(`transforms/graph/fuse_ops.py`) and re-decides them with a price function (the
+cost oracle's seconds for one kernel of the given ops, `transforms/costs/cost_oracle.py`).
+Every alternative is priced as the loop-level kernel it would become, so the
+decisions see what the default schedule makes of a group: a fused epilogue
+left scalar, a reduction chain that reads its input once, a recomputed
+producer. Each change must lower the summed estimate by `_GAIN`; the changed
+kernel (or op) records `graph.fusion_decision = "merged: 4 groups -> 1, cost
+19.40us -> 9.86us"` (the rule-based alternative's cost, then the chosen one's).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from math import prod
+from pathlib import Path
+
+from xdsl.dialects import builtin
+from xdsl.dialects.builtin import TensorType
+from xdsl.ir import Block, Operation
+
+from ziggurat.dialects import graph
+from ziggurat.dialects.graph import PatternKind, pattern_kind
+from ziggurat.transforms.graph.fuse_ops import _FusionGraph, _Fuser, place_group
+
+K = PatternKind
+_GAIN = 0.98  # a change must save at least 2% of the estimated time
+# Merges beyond the rules stay within elementwise/broadcast ops and reductions: the roofline
+# prices traffic, not how the default schedule copes with a matmul or a layout change inside
+# a bigger kernel (such merges ran ~5x slower on transformer_encoder_2l_d128).
+_MERGEABLE = (K.ELEMWISE, K.BROADCAST, K.COMM_REDUCE)
+
+
+def _numel(op: Operation) -> int:
+    t = op.results[0].type
+    return prod(t.get_shape()) if isinstance(t, TensorType) else 0
+
+
+class _CostGuided:
+    """Re-decides the rule-based groups of one block with the cost oracle.
+
+    A unit is a list of node indices in block order that would become one
+    kernel. Merging takes a unit that holds a reduction together with every
+    unit that consumes its value (the rules never give a reduction its
+    consumers), when all their ops are elementwise, broadcast or reductions;
+    splitting cuts a unit into a producer part (an op and its ancestors in the
+    unit) and the rest, where a consumer of that op has more elements than it
+    (the fused kernel would recompute the op) or two ops of the unit read it
+    (the fused kernel materializes it and runs its consumers as a separate,
+    possibly scalar, nest). Each change must lower the
+    summed estimate; rounds (merge to a fixed point, then split) repeat until
+    nothing changes or `max_rounds` is reached.
+    """
+
+    def __init__(self, g: _FusionGraph, units: list[list[int]], price: Callable[[list[Operation]], float],
+                 max_size: int):
+        self.g, self.price, self.max_size = g, price, max_size
+        self.units = units
+        self.costs: dict[tuple[int, ...], float] = {}
+        self.decisions: dict[tuple[int, ...], str] = {}
+        self.origin: dict[tuple[int, ...], tuple[int, float]] = {}
+
+    def cost(self, unit: list[int]) -> float:
+        key = tuple(unit)
+        if key not in self.costs:
+            self.costs[key] = self.price([self.g.nodes[i] for i in unit])
+        return self.costs[key]
+
+    def valid(self, unit: list[int]) -> bool:
+        from ziggurat.transforms.graph.annotate_costs import is_kernel_op
+
+        ops = [self.g.nodes[i] for i in unit]
+        if len(unit) > self.max_size or not all(is_kernel_op(o) and not isinstance(o, graph.FusedOp) for o in ops):
+            return False
+        if not all(isinstance(o.results[0].type, TensorType) for o in ops):
+            return False
+        if sum(pattern_kind(o) == K.OUT_ELEMWISE_FUSABLE for o in ops) > 1:
+            return False  # never two anchors (conv2d, matmul) in one kernel
+        members = set(unit)
+        for i in unit[:-1]:
+            if any(j not in members for j, _ in self.g.outs[i]):
+                return False  # only the last op's value may leave the unit
+        return True
+
+    def _owner(self, i: int) -> int:
+        return next(k for k, u in enumerate(self.units) if i in u)
+
+    def _record(self, unit: list[int], what: str, before: float, after: float) -> None:
+        self.decisions[tuple(unit)] = f"{what}, cost {before * 1e6:.2f}us -> {after * 1e6:.2f}us"
+
+    def merge_once(self) -> bool:
+        for k, unit in enumerate(self.units):
+            if not self.valid(unit) or not any(pattern_kind(self.g.nodes[i]) == K.COMM_REDUCE for i in unit):
+                continue  # the rules already merge everything else they can: only a reduction's consumers are new
+            outs = self.g.outs[unit[-1]]
+            if any(j is None for j, _ in outs) or not outs:
+                continue
+            owners = sorted({self._owner(j) for j, _ in outs if j is not None} - {k})
+            if not owners:
+                continue
+            parts = [unit, *(self.units[o] for o in owners)]
+            merged = sorted(i for p in parts for i in p)
+            if not self.valid(merged) or not all(pattern_kind(self.g.nodes[i]) in _MERGEABLE for i in merged):
+                continue
+            before = sum(self.cost(p) for p in parts)
+            after = self.cost(merged)
+            if after < _GAIN * before:
+                self.units = [u for n, u in enumerate(self.units) if n != k and n not in owners] + [merged]
+                # Report against the groups before any merge: a chain of merges reads as one decision.
+                origin = [self.origin.pop(tuple(p), (1, self.cost(p))) for p in parts]
+                self.origin[tuple(merged)] = (sum(n for n, _ in origin), sum(c for _, c in origin))
+                n, first = self.origin[tuple(merged)]
+                self._record(merged, f"merged: {n} groups -> 1", first, after)
+                return True
+        return False
+
+    def split_once(self) -> bool:
+        for k, unit in enumerate(self.units):
+            if len(unit) < 2 or not self.valid(unit):
+                continue
+            best: tuple[float, list[int], list[int]] | None = None
+            for p in unit[:-1]:
+                if not (self._expands(p, unit) or self._shared(p, unit)):
+                    continue  # p is neither recomputed nor materialized inside the fused kernel
+                head = self._ancestors(p, set(unit))
+                tail = [i for i in unit if i not in head]
+                a = sorted(head)
+                if not tail or not self.valid(a) or not self.valid(tail):
+                    continue
+                after = self.cost(a) + self.cost(tail)
+                if best is None or after < best[0]:
+                    best = (after, a, tail)
+            before = self.cost(unit)
+            if best is not None and best[0] < _GAIN * before:
+                self.units = [u for n, u in enumerate(self.units) if n != k] + [best[1], best[2]]
+                for part in best[1:]:
+                    self._record(part, "split: 1 group -> 2", before, best[0])
+                return True
+        return False
+
+    def _expands(self, p: int, unit: list[int]) -> bool:
+        """Whether a consumer of p in `unit` has more elements than p (a broadcast or a
+        window reads p's elements repeatedly, so a fused kernel recomputes them)."""
+        size = _numel(self.g.nodes[p])
+        return any(j is not None and j in unit and _numel(self.g.nodes[j]) > size
+                   and not isinstance(self.g.nodes[j], graph.ConcatOp)  # reads each input element once
+                   for j, _ in self.g.outs[p])
+
+    def _shared(self, p: int, unit: list[int]) -> bool:
+        """Whether p's value feeds two or more ops of `unit`: the te inliner then keeps it as
+        a nest of its own inside the fused kernel (an intermediate buffer, and an epilogue that
+        the default schedule may leave scalar), so a kernel boundary after p can be cheaper."""
+        return len({j for j, _ in self.g.outs[p] if j is not None and j in unit}) >= 2
+
+    def _ancestors(self, p: int, members: set[int]) -> set[int]:
+        found, stack = {p}, [p]
+        while stack:
+            for v in self.g.nodes[stack.pop()].operands:
+                i = self.g.index.get(v.owner)  # type: ignore[arg-type]
+                if i is not None and i in members and i not in found:
+                    found.add(i)
+                    stack.append(i)
+        return found
+
+    def run(self, max_rounds: int) -> list[list[int]]:
+        for _ in range(max_rounds):
+            changed = False
+            for step in (self.merge_once, self.split_once):
+                for _ in range(len(self.g.nodes)):
+                    if not step():
+                        break
+                    changed = True
+            if not changed:
+                break
+        return sorted(self.units, key=lambda u: u[-1])
+
+
+# Ops of a group that may be duplicated into each group that reads it, and of those groups
+# (no reductions: a reduction chain is better merged whole, see `_CostGuided`; no anchors).
+_DUPLICABLE = (K.ELEMWISE, K.BROADCAST, K.INJECTIVE)
+
+
+def _rule_units(block: Block, max_size: int, allow_reduction_fusion: bool) -> tuple[_FusionGraph, list[list[int]]]:
+    g = _FusionGraph(block)
+    rule = _Fuser(g, max_size, allow_reduction_fusion).run()
+    grouped = {i for m in rule for i in m}
+    return g, [sorted(m) for m in rule] + [[i] for i in range(len(g.nodes)) if i not in grouped]
+
+
+def _duplications(g: _FusionGraph, units: list[list[int]], price: Callable[[list[Operation]], float],
+                  max_size: int) -> list[tuple[list[int], list[list[int]], float, float]]:
+    """Units of injective ops whose value several units read, and which are cheaper
+    recomputed inside each of them than materialized once (a layout change whose own
+    kernel gathers through divisions, while each consumer reads only its slice): per
+    unit, its consumer units and both costs; no unit appears in two of them."""
+    from ziggurat.transforms.graph.annotate_costs import is_kernel_op
+
+    owner = {i: k for k, u in enumerate(units) for i in u}
+    found: list[tuple[list[int], list[list[int]], float, float]] = []
+    taken: set[int] = set()
+    for unit in units:
+        if unit[0] in taken:
+            continue
+        ops = [g.nodes[i] for i in unit]
+        if not all(is_kernel_op(o) and not isinstance(o, graph.FusedOp) and pattern_kind(o) in _DUPLICABLE
+                   and isinstance(o.results[0].type, TensorType) for o in ops):
+            continue
+        members = set(unit)
+        if any(j not in members for i in unit[:-1] for j, _ in g.outs[i]):
+            continue  # only the last op's value may leave the unit
+        outs = g.outs[unit[-1]]
+        if not outs or any(j is None for j, _ in outs):
+            continue
+        consumers = [units[k] for k in sorted({owner[j] for j, _ in outs})]
+        if len(consumers) < 2 or any(c[0] in taken or len(unit) + len(c) > max_size for c in consumers):
+            continue
+        if not all(is_kernel_op(g.nodes[i]) and not isinstance(g.nodes[i], graph.FusedOp)
+                   and pattern_kind(g.nodes[i]) in _DUPLICABLE for c in consumers for i in c):
+            continue
+        before = price(ops) + sum(price([g.nodes[i] for i in c]) for c in consumers)
+        after = sum(price([g.nodes[i] for i in sorted(unit + c)]) for c in consumers)
+        if after < _GAIN * before:
+            found.append((unit, consumers, before, after))
+            taken.update(u[0] for u in (unit, *consumers))
+    return found
+
+
+def _duplicate(g: _FusionGraph, unit: list[int], consumers: list[list[int]]) -> None:
+    """Gives every consumer unit but the first its own copy of `unit`'s ops."""
+    ops = [g.nodes[i] for i in unit]
+    block = ops[-1].parent_block()
+    assert block is not None
+    for c in consumers[1:]:
+        mapping: dict = {}
+        anchor = ops[-1]
+        for op in ops:
+            copy = op.clone()
+            copy.operands = [mapping.get(v, v) for v in op.operands]
+            for r, cr in zip(op.results, copy.results):
+                mapping[r] = cr
+                cr.name_hint = r.name_hint
+            block.insert_op_after(copy, anchor)
+            anchor = copy
+        for i in c:
+            user = g.nodes[i]
+            user.operands = [mapping.get(v, v) for v in user.operands]
+
+
+def make_price(peak_gflops: float, bandwidth_gbs: float, database: str, vector_width: int,
+               measure: bool) -> Callable[[list[Operation]], float]:
+    """Seconds of one kernel of the given ops, from the cost oracle; with `measure`, a kernel
+    without a record is first timed once on this machine and recorded (see FuseOpsPass)."""
+    from ziggurat.transforms.costs.cost_oracle import oracle_from_options
+    from ziggurat.errors import CompileError
+    from ziggurat.transforms.graph.annotate_costs import kernel_of_ops, lower_kernel
+
+    db_path = database
+    if measure and not db_path:
+        from ziggurat.backends.llvm.jit import host_target
+
+        db_path = str(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ziggurat"
+                      / f"fusion-{host_target()[0]}-w{vector_width}.jsonl")  # records differ by width
+        Path(db_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(db_path).touch()
+    oracle = oracle_from_options(peak_gflops, bandwidth_gbs, db_path)
+
+    def price(ops: list[Operation]) -> float:
+        try:
+            module, key = lower_kernel(kernel_of_ops(ops), vector_width)
+            if measure and oracle.database is not None and oracle.database.best(key, oracle.target) is None:
+                from ziggurat.database import TuningRecord
+                from ziggurat.transforms.costs.layout_costs import time_kernel
+
+                oracle.database.commit(TuningRecord(key, oracle.target, {"schedule": "default"},
+                                                    costs=time_kernel(module, "kernel", vector_width)))
+            return oracle.cost(module, "kernel", key).time
+        except CompileError:
+            return float("inf")  # a group that cannot be lowered is never chosen
+
+    return price
+
+
+def _weight_layouts(block: Block, price: Callable[[list[Operation]], float], store,
+                    width: int = 0) -> dict[Operation, str]:
+    """Stores the constant 2-d weight of a matmul in column panels of `width` lanes
+    (`graph.matmul_panels`: what the 8-lane schedule reads, packing B on every call or
+    walking it by rows otherwise) where the oracle prices that kernel no higher, or
+    transposed (`transpose_b`) where it prices it at least 2% lower; the cheaper of the
+    two wins. The panels take ties: measured on the Zen 1 host they were as fast or faster
+    than the weight as it is on every shape tried (docs/feedback.md, "Packed weights"),
+    which the roofline cannot tell apart when no pack nest or set conflict separates
+    them. A weight that is already transposed (`Gemm(transB=1)`) may go to panels the
+    same way. Returns the decision per rewritten matmul."""
+    import numpy as np
+
+    from ziggurat.dialects.graph_layout import MatmulPanelsOp, pack_panels
+
+    done: dict[Operation, str] = {}
+    for op in list(block.ops):
+        if not isinstance(op, graph.MatmulOp):
+            continue
+        w = op.operands[1].owner
+        if not isinstance(w, graph.ConstantOp) or len(w.results[0].type.get_shape()) != 2:
+            continue
+        tb = op.is_transpose_b
+        k, n = reversed(w.results[0].type.get_shape()) if tb else w.results[0].type.get_shape()
+        elt, ref, rtype = w.results[0].type.element_type, w.ref.data, op.results[0].type
+        rows = prod(op.operands[0].type.get_shape()[:-1])
+        if tb and rows == 1:  # a matrix-vector product keeps its dot-product kernel (see below)
+            continue
+        plain = (lambda a: a.T) if tb else (lambda a: a)  # the stored weight as B[k, n]
+        packed = [("packed", f"{ref}.p{width}", [n // width, k, width], 1.0,
+                   lambda a: pack_panels(plain(a), width), lambda x, c: MatmulPanelsOp(x, c, rtype))
+                  ] if width and n % width == 0 else []
+        transposed = [("transposed", f"{ref}.T", [n, k], _GAIN if rows > 1 else 1.0,
+                       lambda a: np.ascontiguousarray(a.T), lambda x, c: graph.MatmulOp(x, c, rtype, transpose_b=True))
+                      ] if not tb else []
+        # The first alternative takes ties: the panels the FMA schedule reads, except for one row
+        # (a matrix-vector product), where the dot-product kernel of the transposed weight keeps
+        # several accumulators and the panel kernel one FMA chain per panel (measured 2-3x apart).
+        alts = packed + transposed if rows > 1 else transposed + packed
+        before = price([op])
+        best = None
+        for what, name, shape, gain, array, make in alts:
+            alt = make(op.operands[0], graph.ConstantOp(name, TensorType(elt, shape)).results[0])
+            after = price([alt])
+            alt.erase()
+            if after <= gain * before and after < float("inf") and (best is None or after < best[0]):
+                best = (after, what, name, shape, array, make)
+        if best is None:
+            continue
+        after, what, name, shape, array, make = best
+        c = graph.ConstantOp(store.add(name, array(store[ref])), TensorType(elt, shape))
+        alt = make(op.operands[0], c.results[0])
+        block.insert_op_before(c, op)
+        block.insert_op_before(alt, op)
+        alt.results[0].name_hint = op.results[0].name_hint
+        op.results[0].replace_all_uses_with(alt.results[0])
+        op.detach()
+        op.erase()
+        if not w.results[0].uses:  # the weight as it was: no longer read, not carried to the kernels
+            w.detach()
+            w.erase()
+        done[alt] = f"{what}: 1 group -> 1, cost {before * 1e6:.2f}us -> {after * 1e6:.2f}us"
+    return done
+
+
+def structural_key(ops: list[Operation]) -> tuple:
+    """What the kernel of `ops` (`annotate_costs.kernel_of_ops`) depends on, so that
+    groups repeated across layers or time steps are priced once: per op its name,
+    properties, attributes and result types, each operand as an earlier op's result
+    or as the n-th distinct external value with its type. An op with regions is
+    keyed by its whole printed form."""
+    index = {op: i for i, op in enumerate(ops)}
+    external: dict = {}
+    key: list = []
+    for op in ops:
+        if op.regions:
+            key.append(str(op))
+            continue
+        args = []
+        for v in op.operands:
+            owner = v.owner
+            if isinstance(owner, Operation) and owner in index:
+                args.append((index[owner], v.index))  # type: ignore[attr-defined]
+            else:
+                args.append((-1 - external.setdefault(v, len(external)), str(v.type)))
+        key.append((op.name, tuple(sorted((k, str(a)) for k, a in op.properties.items())),
+                    tuple(sorted((k, str(a)) for k, a in op.attributes.items())), tuple(args),
+                    tuple(str(r.type) for r in op.results)))
+    return tuple(key)
+
+
+def fuse_block_cost_guided(block: Block, max_size: int, allow_reduction_fusion: bool,
+                           price: Callable[[list[Operation]], float], max_rounds: int = 4, store=None,
+                           width: int = 0) -> int:
+    """Rule-based groups of `block`, then re-decided by `price` (seconds of one kernel of the
+    given ops); each changed group (or op) records its decision as `graph.fusion_decision`.
+
+    First, for at most `max_rounds` rounds, a group of injective ops read by several
+    groups is duplicated into each of them where that is cheaper (`_duplication`), and
+    the rules run again on the result; then `_CostGuided` merges and splits."""
+    cache: dict[tuple, float] = {}
+
+    def cached(ops: list[Operation]) -> float:
+        key = structural_key(ops)
+        if key not in cache:
+            cache[key] = price(ops)
+        return cache[key]
+
+    duplicated: dict[Operation, str] = {}  # a consumer unit's last op -> its decision
+    layouts = _weight_layouts(block, price, store, width) if store is not None else {}
+    g, units = _rule_units(block, max_size, allow_reduction_fusion)
+    for _ in range(max_rounds):
+        found = _duplications(g, units, cached, max_size)
+        if not found:
+            break
+        for unit, consumers, before, after in found:
+            what = (f"duplicated: {len(consumers) + 1} groups -> {len(consumers)}, "
+                    f"cost {before * 1e6:.2f}us -> {after * 1e6:.2f}us")
+            for c in consumers:
+                duplicated[g.nodes[c[-1]]] = what
+            _duplicate(g, unit, consumers)
+        g, units = _rule_units(block, max_size, allow_reduction_fusion)
+    cg = _CostGuided(g, units, cached, max_size)
+    made = 0
+    for members in cg.run(max_rounds):
+        ops = [g.nodes[i] for i in members]
+        decision = cg.decisions.get(tuple(members)) or duplicated.get(ops[-1]) or next(
+            (layouts[o] for o in ops if o in layouts), None)
+        target: Operation | None = ops[0]
+        if len(ops) > 1:
+            target = place_group(block, ops)
+            if target is None:
+                continue
+            made += 1
+        if decision is not None:
+            target.attributes["graph.fusion_decision"] = builtin.StringAttr(decision)
+    return made

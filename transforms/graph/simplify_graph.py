@@ -1,0 +1,234 @@
+"""simplify-graph: small algebraic rewrites of graph ops, one identity per pattern."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from xdsl.context import Context
+from xdsl.dialects import builtin
+from xdsl.dialects.builtin import TensorType
+from xdsl.ir import Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    GreedyRewritePatternApplier,
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+
+from ziggurat.dialects import graph
+from ziggurat.weights import WeightStore
+from ziggurat.transforms.graph.weight_binding import weights_of
+
+
+def _ints(attr) -> tuple[int, ...]:
+    return tuple(attr.get_values())
+
+
+def _shape(v: SSAValue) -> tuple[int, ...]:
+    return tuple(v.type.get_shape())  # type: ignore[attr-defined]
+
+
+def _single_use(v: SSAValue) -> bool:
+    return len(list(v.uses)) == 1
+
+
+class _WithWeights(RewritePattern):
+    """A pattern that reads (and adds) constant values in the weight store."""
+
+    def __init__(self, store: WeightStore):
+        self.store = store
+
+    def value(self, v: SSAValue) -> np.ndarray | None:
+        if isinstance(v.owner, graph.ConstantOp):
+            return self.store[v.owner.ref.data]
+        return None
+
+    def constant(self, name: str, array: np.ndarray) -> graph.ConstantOp:
+        ref = self.store.add(name, np.ascontiguousarray(array, dtype=np.float32))
+        return graph.ConstantOp(ref, TensorType(builtin.f32, list(array.shape)))
+
+
+# ---------------------------------------------------------------------------
+# Shape ops
+# ---------------------------------------------------------------------------
+
+
+class RemoveIdentityReshape(RewritePattern):
+    """reshape(x : T) -> T  ==>  x"""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: graph.ReshapeOp, rewriter: PatternRewriter) -> None:
+        if op.input.type == op.result.type:
+            rewriter.replace(op, [], [op.input])
+
+
+class MergeReshapes(RewritePattern):
+    """reshape(reshape(x)) ==> reshape(x)"""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: graph.ReshapeOp, rewriter: PatternRewriter) -> None:
+        inner = op.input.owner
+        if isinstance(inner, graph.ReshapeOp):
+            rewriter.replace(op, graph.ReshapeOp(inner.input, op.result.type))
+
+
+class RemoveIdentityTranspose(RewritePattern):
+    """transpose(x, perm=[0, 1, ..., n-1]) ==> x"""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: graph.TransposeOp, rewriter: PatternRewriter) -> None:
+        if list(_ints(op.perm)) == list(range(len(_ints(op.perm)))):
+            rewriter.replace(op, [], [op.input])
+
+
+class MergeTransposes(RewritePattern):
+    """transpose(transpose(x, p), q) ==> transpose(x, [p[q[i]] for i])"""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: graph.TransposeOp, rewriter: PatternRewriter) -> None:
+        inner = op.input.owner
+        if not isinstance(inner, graph.TransposeOp):
+            return
+        p, q = _ints(inner.perm), _ints(op.perm)
+        rewriter.replace(op, graph.TransposeOp(inner.input, [p[i] for i in q], op.result.type))
+
+
+# ---------------------------------------------------------------------------
+# Arithmetic with constants
+# ---------------------------------------------------------------------------
+
+
+class RemoveNeutralOperand(_WithWeights):
+    """x * 1 ==> x,  1 * x ==> x,  x + 0 ==> x,  0 + x ==> x,  x - 0 ==> x,  x / 1 ==> x
+    (only where the result has x's type, so no broadcast is lost)"""
+
+    NEUTRAL = {graph.AddOp: (0.0, True), graph.SubOp: (0.0, False), graph.MulOp: (1.0, True), graph.DivOp: (1.0, False)}
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        entry = self.NEUTRAL.get(type(op))  # type: ignore[call-overload]
+        if entry is None:
+            return
+        neutral, commutative = entry
+        lhs, rhs = op.operands
+        pairs = [(lhs, rhs), (rhs, lhs)] if commutative else [(lhs, rhs)]
+        for keep, other in pairs:
+            c = self.value(other)
+            if keep.type == op.results[0].type and c is not None and np.all(c == neutral):
+                rewriter.replace(op, [], [keep])
+                return
+
+
+class DivByConstantToMul(_WithWeights):
+    """x / c ==> x * (1 / c)   for a constant c"""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: graph.DivOp, rewriter: PatternRewriter) -> None:
+        c = self.value(op.rhs)
+        if c is None or not np.all(c != 0):
+            return
+        recip = self.constant(f"{op.rhs.owner.ref.data}.reciprocal", 1.0 / c.astype(np.float64))  # type: ignore[attr-defined]
+        rewriter.replace(op, [recip, graph.MulOp(op.lhs, recip.result, op.result.type)])
+
+
+# ---------------------------------------------------------------------------
+# BatchNorm folding
+# ---------------------------------------------------------------------------
+
+
+class FoldBatchNormIntoProducer(_WithWeights):
+    """batch_norm(conv2d(x, W) [+ b0]) ==> conv2d(x, W * a[o]) + (b0 * a + c)
+    with a = scale / sqrt(var + eps), c = bias - mean * a; the same for a rank-2
+    matmul, scaling the weight's output columns"""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, bn: graph.BatchNormOp, rewriter: PatternRewriter) -> None:
+        params = [self.value(v) for v in (bn.scale, bn.bias, bn.mean, bn.var)]
+        if any(p is None for p in params):
+            return
+        scale, bias, mean, var = (p.astype(np.float64) for p in params)  # type: ignore[union-attr]
+        a = scale / np.sqrt(var + bn.epsilon.value.data)
+        c = bias - mean * a
+        channels = a.shape[0]
+        producer, b0 = bn.input.owner, np.zeros(channels)
+        if isinstance(producer, graph.AddOp) and _single_use(producer.result):
+            const = self.value(producer.rhs)
+            inner = producer.lhs.owner
+            if const is None or not isinstance(inner, graph.Conv2dOp | graph.MatmulOp):
+                return
+            per_channel = (channels,) if isinstance(inner, graph.MatmulOp) else (channels, 1, 1)
+            if const.size not in (1, channels) or np.broadcast_shapes(const.shape, per_channel) != per_channel:
+                return
+            b0 = np.broadcast_to(const, per_channel).reshape(channels).astype(np.float64)
+            producer = inner
+        new = self._scaled(producer, a)
+        if new is None:
+            return
+        w_const, core = new
+        shift = (b0 * a + c).reshape((channels, 1, 1) if isinstance(core, graph.Conv2dOp) else (channels,))
+        b_const = self.constant(f"{w_const.ref.data}.bn_bias", shift)
+        add = graph.AddOp(core.results[0], b_const.result, bn.result.type)
+        rewriter.replace(bn, [w_const, core, b_const, add])
+
+    def _scaled(self, producer: Operation | None, a: np.ndarray) -> tuple[graph.ConstantOp, Operation] | None:
+        if isinstance(producer, graph.Conv2dOp) and _single_use(producer.result):
+            w = self.value(producer.weight)
+            if w is None:
+                return None
+            wc = self.constant(f"{producer.weight.owner.ref.data}.bn", w * a.reshape(-1, 1, 1, 1))  # type: ignore[attr-defined]
+            conv = graph.Conv2dOp(
+                producer.input, wc.result, producer.result.type, _ints(producer.strides), _ints(producer.pads),
+                _ints(producer.dilations), producer.groups.value.data,
+            )
+            return wc, conv
+        if isinstance(producer, graph.MatmulOp) and _single_use(producer.result) and len(_shape(producer.result)) == 2:
+            w = self.value(producer.rhs)
+            if w is None or w.ndim != 2:
+                return None
+            scaled = w * (a.reshape(-1, 1) if producer.is_transpose_b else a.reshape(1, -1))
+            wc = self.constant(f"{producer.rhs.owner.ref.data}.bn", scaled)  # type: ignore[attr-defined]
+            mm = graph.MatmulOp(producer.lhs, wc.result, producer.result.type, producer.is_transpose_b)
+            return wc, mm
+        return None
+
+
+@dataclass(frozen=True)
+class SimplifyGraphPass(ModulePass):
+    """Applies small graph rewrites, each an identity, until none applies.
+
+    **Input:** graph-level IR; the value patterns need the weight store
+    (`transforms/graph/weight_binding.py`) and are skipped without one.
+
+    **Output:** the same computation with fewer or cheaper ops. Patterns:
+    - `reshape(x : T) -> T ==> x`; `reshape(reshape(x)) ==> reshape(x)`;
+    - `transpose(x, identity) ==> x`; `transpose(transpose(x, p), q) ==> transpose(x, p∘q)`;
+    - `x * 1`, `1 * x`, `x + 0`, `0 + x`, `x - 0`, `x / 1` `==> x` (same type only);
+    - `x / c ==> x * (1 / c)` for a constant c (new weight);
+    - `batch_norm(conv2d(x, W) [+ b0]) ==> conv2d(x, W * a) + (b0 * a + c)`, and the
+      same after a rank-2 matmul, with weights rewritten at compile time.
+    Ops left dead are erased; run `cse` and `dce` after it for the rest.
+
+    Example:
+    ```mlir
+    %t = graph.transpose %x {perm = array<i64: 1, 0>} : tensor<4x8xf32> -> tensor<8x4xf32>
+    %u = graph.transpose %t {perm = array<i64: 1, 0>} : tensor<8x4xf32> -> tensor<4x8xf32>
+    %r = graph.reshape %u : tensor<4x8xf32> -> tensor<4x8xf32>
+    ```
+    becomes `%x` in place of `%r`.
+    """
+
+    name = "simplify-graph"
+
+    def apply(self, ctx: Context, op: builtin.ModuleOp) -> None:
+        patterns: list[RewritePattern] = [
+            RemoveIdentityReshape(),
+            MergeReshapes(),
+            RemoveIdentityTranspose(),
+            MergeTransposes(),
+        ]
+        store = weights_of(op)
+        if store is not None:
+            patterns += [RemoveNeutralOperand(store), DivByConstantToMul(store), FoldBatchNormIntoProducer(store)]
+        PatternRewriteWalker(GreedyRewritePatternApplier(patterns)).rewrite_module(op)

@@ -1,0 +1,47 @@
+"""How a graph pass reaches the weights behind `graph.constant`.
+
+The weight store travels *beside* the module, not in it (IR never spells a
+tensor out). The compiler binds the store to the module object it runs the
+pipeline on: `bind_weights(module, store)`; a pass asks `weights_of(module)`.
+The binding is a weak side table keyed by the module object, so it dies with
+the module and needs no global names.
+
+Outside the compiler (ziggurat-opt on a text file), a module may name an
+`.npz` file in its `graph.weights_file` attribute (what `ziggurat import
+--weights FILE` writes); `weights_of` loads and binds it on first use. Passes
+that need values and find no store leave the IR unchanged.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+from xdsl.dialects.builtin import ModuleOp, StringAttr
+
+from ziggurat.errors import CompileError
+from ziggurat.weights import WeightStore
+
+WEIGHTS_FILE_ATTR = "graph.weights_file"
+
+_BOUND: weakref.WeakKeyDictionary[ModuleOp, WeightStore] = weakref.WeakKeyDictionary()
+
+
+def bind_weights(module: ModuleOp, store: WeightStore) -> None:
+    """Makes `store` the weight store of `module` for the passes that run on it."""
+    _BOUND[module] = store
+
+
+def weights_of(module: ModuleOp) -> WeightStore | None:
+    """The store bound to `module`, else the one its `graph.weights_file` names, else None."""
+    store = _BOUND.get(module)
+    if store is not None:
+        return store
+    attr = module.attributes.get(WEIGHTS_FILE_ATTR)
+    if not isinstance(attr, StringAttr):
+        return None
+    try:
+        store = WeightStore.load(attr.data)
+    except OSError as err:
+        raise CompileError(f"cannot read the weights file '{attr.data}' named by {WEIGHTS_FILE_ATTR}: {err}") from None
+    _BOUND[module] = store
+    return store

@@ -1,0 +1,153 @@
+"""Epilogue fusion: elementwise nests after a scheduled reduction run inside its store blocks.
+
+convert-te-to-loop lowers a fused group such as matmul + bias + GELU to one
+nest per stage, with the stages' results in local buffers: the register
+block stores its tile into a local `[M, N]` buffer, then a bias nest and a
+GELU nest each sweep all of it again (three passes over a buffer as large as
+L2 for bert's FFN, each a parallel region of its own). `fuse_epilogues`
+moves each such elementwise stage into the producer's store blocks
+(`<tag>_store`): the stored vector goes through the stage's ops in
+registers and only the last result reaches memory. It is TVM's
+`reverse_compute_at` of the epilogue under the output tile followed by
+`compute_inline` of the intermediate.
+
+A stage qualifies when it is a perfect nest with one block over exactly the
+intermediate's shape, reads the intermediate only at its own indices, writes
+one buffer at its own indices, and every other read steps 0 or 1 along the
+innermost index (so the vectorized lane loop of the store block stays vector
+code); the intermediate must be a local buffer that only the store blocks
+write and only this stage reads, and the store blocks must sit in a
+vectorized lane loop (register blocks; a dot tile's scalar stores keep
+their stages, which vectorize on their own).
+"""
+
+from __future__ import annotations
+
+from xdsl.ir import Block, SSAValue
+
+from ziggurat.dialects import loop
+from ziggurat.lowering.convert_loop_to_hw import _const_int
+
+_SAFE = ("arith.", "math.")
+
+
+def _identity(indices, vars_, shape) -> bool:
+    """Each index is the block variable of its dimension, or the constant 0 on a dimension of extent 1."""
+    if len(indices) != len(vars_) or len(shape) != len(vars_):
+        return False
+    return all(i is v or (n == 1 and _const_int(i) == 0) for i, v, n in zip(indices, vars_, shape))
+
+
+def _local(buf: SSAValue) -> bool:
+    return isinstance(buf.owner, loop.AllocOp) and buf.owner.scope.data == "local"
+
+
+def _stage(top: loop.ForOp):
+    """(block, intermediate read, its loads, the store) of an elementwise stage nest, else None."""
+    from ziggurat.transforms.schedule.loop_default_schedule import _chain, _stride
+
+    loops = _chain(top)
+    body = list(loops[-1].body.block.ops)
+    if len(body) != 1 or not isinstance(body[0], loop.BlockOp):
+        return None
+    blk = body[0]
+    if set(blk.iter_kinds.data) != {"S"} or list(blk.operands) != [f.iv for f in loops]:
+        return None
+    if any(f.bounds[0] != 0 or f.bounds[2] != 1 for f in loops):
+        return None
+    shape = [f.trip_count for f in loops]
+    ops = list(blk.body.block.ops)
+    stores = [o for o in ops if isinstance(o, loop.StoreOp)]
+    if len(stores) != 1 or stores[0] is not ops[-1]:
+        return None
+    store = stores[0]
+    if list(store.buffer.type.get_shape()) != shape or not _identity(store.indices, blk.vars, shape):  # type: ignore[attr-defined]
+        return None
+    last = blk.vars[-1]
+    memo: dict = {}
+    reads: dict[SSAValue, list[loop.LoadOp]] = {}
+    for o in ops[:-1]:
+        if isinstance(o, loop.LoadOp):
+            if list(o.buffer.type.get_shape()) == shape and _identity(o.indices, blk.vars, shape):  # type: ignore[attr-defined]
+                reads.setdefault(o.buffer, []).append(o)
+                continue
+            steps = [_stride(i, last, memo) for i in o.indices] or [0]
+            if steps[-1] not in (0, 1) or any(s != 0 for s in steps[:-1]):
+                return None
+        elif not o.name.startswith(_SAFE) or o.regions:
+            return None
+    cands = [(buf, loads) for buf, loads in reads.items() if _local(buf)]
+    if len(cands) != 1:
+        return None
+    return blk, cands[0][0], cands[0][1], store
+
+
+def _producers(fn, buf: SSAValue, consumer: loop.BlockOp) -> list[loop.StoreOp] | None:
+    """The stores into `buf` when all of them sit in `<tag>_store` blocks at the block's own indices and
+    `consumer` is the only other user; else None."""
+    shape = list(buf.type.get_shape())  # type: ignore[attr-defined]
+    stores = []
+    for use in buf.uses:
+        op = use.operation
+        if isinstance(op, loop.LoadOp) and op.parent_op() is consumer:
+            continue
+        if not isinstance(op, loop.StoreOp) or use.index != 1:
+            return None
+        blk = op.parent_op()
+        if not isinstance(blk, loop.BlockOp) or not blk.block_name.data.endswith("_store"):
+            return None
+        lanes = blk.parent_op()
+        if not isinstance(lanes, loop.ForOp) or lanes.kind.data != "vectorized":
+            return None  # a register block's lane loop; elsewhere (a dot tile's scalar store) the stage stays
+        if not _identity(op.indices, blk.vars, shape):
+            return None
+        stores.append(op)
+    return stores or None
+
+
+def fuse_epilogues(fn) -> int:
+    """Moves every qualifying elementwise stage of kernel `fn` into its producer's store blocks;
+    returns how many stages moved."""
+    moved = 0
+    changed = True
+    while changed:
+        changed = False
+        for top in [o for o in fn.body.block.ops if isinstance(o, loop.ForOp)]:
+            stage = _stage(top)
+            if stage is None:
+                continue
+            blk, buf, loads, store = stage
+            producers = _producers(fn, buf, blk)
+            if producers is None:
+                continue
+            for st in producers:
+                _inline(blk, loads, store, st)
+            top.detach()
+            top.erase()
+            if not buf.uses and isinstance(buf.owner, loop.AllocOp):
+                buf.owner.detach()
+                buf.owner.erase()
+            moved += 1
+            changed = True
+            break
+    return moved
+
+
+def _inline(stage: loop.BlockOp, loads: list[loop.LoadOp], store: loop.StoreOp, at: loop.StoreOp) -> None:
+    """Clones the stage's ops before the producer store `at`, on the stored value, and makes `at` store
+    the stage's result into the stage's buffer."""
+    blk = at.parent_op()
+    assert isinstance(blk, loop.BlockOp)
+    mapping: dict[SSAValue, SSAValue] = dict(zip(stage.vars, blk.vars))
+    for ld in loads:
+        mapping[ld.results[0]] = at.value
+    block: Block = at.parent_block()  # type: ignore[assignment]
+    for op in stage.body.block.ops:
+        if op is store or op in loads:
+            continue
+        new = op.clone()
+        new.operands = [mapping.get(v, v) for v in op.operands]  # type: ignore[misc]
+        for old, res in zip(op.results, new.results):
+            mapping[old] = res
+        block.insert_op_before(new, at)
+    at.operands = [mapping.get(store.value, store.value), store.buffer, *blk.vars]  # type: ignore[misc]

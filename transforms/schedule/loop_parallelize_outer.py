@@ -1,0 +1,119 @@
+"""loop-parallelize-outer: the default thread-level parallel decision."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import builtin, func
+from xdsl.dialects.builtin import StringAttr
+from xdsl.ir import Operation
+from xdsl.passes import ModulePass
+
+from ziggurat.dialects import loop
+from ziggurat.transforms.schedule.apply_tuning import is_scheduled
+
+
+def _uses(v, iv, memo: dict) -> bool:
+    """`v` is `iv` or computed from it by ops inside the loop (index arithmetic)."""
+    if v is iv:
+        return True
+    if v in memo:
+        return memo[v]
+    owner = v.owner
+    memo[v] = False
+    memo[v] = isinstance(owner, Operation) and any(_uses(o, iv, memo) for o in owner.operands)
+    return memo[v]
+
+
+LANES = 8  # the narrowest vector this backend targets (AVX2); AVX-512 does the same work in fewer ops
+
+
+def _work(op: Operation, trips: int = 1) -> int:
+    """Ops executed in the blocks under `op`, each loop multiplying by its trip count (a loop already
+    marked `vectorized`, such as a dot-product tile's reduction, by its trip count over `LANES`)."""
+    if isinstance(op, loop.BlockOp):
+        return trips * max(1, len(list(op.body.block.ops)))
+    if isinstance(op, loop.ForOp):
+        n = op.trip_count
+        trips *= -(-n // LANES) if op.kind.data == "vectorized" else n
+    return sum(_work(o, trips) for r in op.regions for b in r.blocks for o in b.ops)
+
+
+def _spatial_only(f: loop.ForOp) -> bool:
+    """Every block under `f` binds its variable (or an index computed from
+    it) only as a spatial iterator."""
+    memo: dict = {}
+    for blk in f.body.walk():
+        if not isinstance(blk, loop.BlockOp):
+            continue
+        for kind, bound in zip(blk.iter_kinds.data, blk.bindings):
+            if kind != "S" and _uses(bound, f.iv, memo):
+                return False
+    return True
+
+
+@dataclass(frozen=True)
+class LoopParallelizeOuterPass(ModulePass):
+    """Marks the outermost loop with enough spatial iterations `parallel`.
+
+    **Input:** loop-level kernel functions (not the model entry `@main`).
+
+    **Output:** in each top-level loop nest, the first serial loop from the
+    outside whose trip count is at least `min-extent` and whose variable every
+    block binds as spatial (`S`) becomes `parallel`; loops of extent 1 on the
+    way are skipped. Nests with no such loop are left serial. With one thread
+    the backend runs `parallel` loops serially.
+
+    A nest whose work (ops executed in its blocks, counting loop trips; a
+    loop already `vectorized`, such as a dot tile's reduction, counts its
+    trips over 8 lanes) is below `min-work` stays serial: a parallel region
+    costs a few microseconds, more than such a nest takes on one thread.
+
+    **Options:** `min-extent` (default 2), `min-work` (default 8192).
+
+    Example:
+    ```mlir
+    loop.for %i0 = 0 to 1 serial {
+      loop.for %i1 = 0 to 64 serial { loop.block "relu" [S %a = %i0, S %b = %i1] {...} }
+    }
+    ```
+    becomes
+    ```mlir
+    loop.for %i0 = 0 to 1 serial {
+      loop.for %i1 = 0 to 64 parallel { loop.block "relu" [S %a = %i0, S %b = %i1] {...} }
+    }
+    ```
+    """
+
+    name = "loop-parallelize-outer"
+    min_extent: int = 2
+    min_work: int = 8192
+
+    def apply(self, ctx: Context, op: builtin.ModuleOp) -> None:
+        for fn in op.ops:
+            if not isinstance(fn, func.FuncOp) or fn.sym_name.data == "main":
+                continue
+            if is_scheduled(fn):  # apply-tuning replayed a record's schedule
+                continue
+            for top in fn.body.block.ops:
+                if isinstance(top, loop.ForOp) and _work(top) >= self.min_work:
+                    self._parallelize(top)
+
+    def _parallelize(self, f: loop.ForOp) -> None:
+        while True:
+            if f.kind.data != "serial":
+                return
+            if not _spatial_only(f):
+                # A reduction loop around spatial nests (a blocked reduction,
+                # its packing): look for the parallel loop in each of them.
+                for inner in [o for o in f.body.block.ops if isinstance(o, loop.ForOp)]:
+                    self._parallelize(inner)
+                return
+            if f.trip_count >= self.min_extent:
+                f.properties["kind"] = StringAttr("parallel")
+                return
+            inner = [o for o in f.body.block.ops if isinstance(o, loop.ForOp)]
+            if len(inner) != 1 or len(list(f.body.block.ops)) != 1:
+                return
+            f = inner[0]
