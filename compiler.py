@@ -221,7 +221,7 @@ def _build(imported: Any, spec: str, options: Any, stats: CompileStats, after_pa
     """Passes, translation and JIT: the uncached part of `compile`."""
     from ziggurat.backends.llvm.jit import jit_compile
     from ziggurat.backends.llvm.translate import translate_module
-    from ziggurat.transforms.schedule.apply_tuning import scheduled_kernels
+    from ziggurat.transforms.schedule.mark import scheduled_kernels
     from ziggurat.weights import WeightStore
     from ziggurat.transforms.graph.weight_binding import bind_weights
 

@@ -21,9 +21,11 @@ Template-free rules in Ansor's manner, applied through the Schedule API
 A candidate's decisions are its `knobs` (plain JSON, one dict per nest); its
 `trace` is the Schedule trace they produce (what records store and compile
 time replays). `DEFAULT_TRACE` stands for the default schedule
-(`lowering/pipelines.py` LOOP stage without convert-loop-to-hw). Every
-candidate is built on a fresh copy of the kernel; a `ScheduleError` means the
-decisions are illegal and the candidate is skipped, never recorded.
+(`lowering/pipelines.py` LOOP stage without convert-loop-to-hw). Traces are
+replayed by `apply_trace` (transforms/schedule/replay.py, re-exported here),
+the same code the compile-time `apply-tuning` pass runs. Every candidate is
+built on a fresh copy of the kernel; a `ScheduleError` means the decisions
+are illegal and the candidate is skipped, never recorded.
 
 ```python
 space = SearchSpace(kernel_text, "matmul_0", vector_width=16)
@@ -53,58 +55,21 @@ from ziggurat.autotune.template import (
     fits,
     narrow_neighbours,
     random_nest_knobs,
-    reduce_nests,
     tile_points,
 )
-from ziggurat.transforms.schedule.plan import packable_a
 from ziggurat.dialects import loop, make_context
-from ziggurat.errors import ScheduleError, TuningError
+from ziggurat.errors import ScheduleError
 from ziggurat.transforms.loop.primitives.api import Schedule
 from ziggurat.transforms.loop.primitives.loops import bound_kinds, get_loops
+from ziggurat.transforms.schedule.nest import ReduceNest, packable_a
+from ziggurat.transforms.schedule.replay import apply_trace, kernel_of, reduce_nests
+
+__all__ = ["DEFAULT_TRACE", "Candidate", "Nest", "SearchSpace", "apply_trace", "find_nests"]
 
 TEMPLATE_SHARE = 0.9
 MEMO_SIZE = 1024
 MAX_UNROLL = 16
 VECTORIZE = ("spatial", "innermost", "none")
-
-
-def default_loop_pipeline(vector_width: int, num_threads: int = 1) -> str:
-    """The default schedule passes (the O3 LOOP stage before convert-loop-to-hw)."""
-    from ziggurat.lowering import pipelines
-    from ziggurat.target import Target
-
-    return pipelines.schedule_stage(3, Target.for_width(vector_width, num_threads))
-
-
-def _kernel(module: builtin.ModuleOp, name: str) -> func.FuncOp:
-    for f in module.ops:
-        if isinstance(f, func.FuncOp) and f.sym_name.data == name:
-            return f
-    raise TuningError(f"no kernel function @{name} in the module to tune")
-
-
-def apply_trace(module: builtin.ModuleOp, name: str, trace: Any, vector_width: int = 16) -> None:
-    """Schedules kernel `name` of `module` in place by `trace` (or the default schedule)."""
-    if trace == DEFAULT_TRACE:
-        from ziggurat.compiler import parse_pipeline, run_passes
-
-        fn = _kernel(module, name).clone()
-        tmp = builtin.ModuleOp([fn])
-        run_passes(tmp, parse_pipeline(default_loop_pipeline(vector_width)), verify=False)
-        old = _kernel(module, name)
-        fn.detach()
-        module.body.block.insert_op_before(fn, old)
-        old.detach()
-        old.erase()
-        return
-    if isinstance(trace, dict) and "template" in trace:
-        from ziggurat.autotune.template import apply_template
-
-        apply_template(module, name, trace, vector_width)
-        return
-    if not isinstance(trace, list):
-        raise ScheduleError(f"a tuning trace is a list of schedule steps or '{DEFAULT_TRACE}', got {trace!r:.80}")
-    Schedule(_kernel(module, name)).replay(trace)
 
 
 @dataclass(frozen=True)
@@ -188,8 +153,8 @@ class SearchSpace:
         self.vector_width = vector_width
         self.num_threads = num_threads
         self.module = Parser(make_context(), kernel_text).parse_module()
-        self.nests = find_nests(_kernel(self.module, name))
-        self.templates = reduce_nests(_kernel(self.module, name), vector_width)
+        self.nests = find_nests(kernel_of(self.module, name))
+        self.templates = reduce_nests(kernel_of(self.module, name), vector_width)
         self._memo: dict[str, Candidate | None] = {}
 
     # -- template decisions (autotune/template.py) ----------------------------------
@@ -203,48 +168,44 @@ class SearchSpace:
         other factors)."""
         if not self.templates:
             return []
-        base = default_knobs(_kernel(self.module, self.name), self.vector_width)
+        base = default_knobs(kernel_of(self.module, self.name), self.vector_width)
         out = [{"template": base}]
         for i, ((_, nest, kind), k) in enumerate(zip(self.templates, base)):
             if kind == "dot":  # the tile's loops at every factor that fits the registers
-                for v in dot_neighbours(nest, k, self.vector_width):
-                    knobs = [dict(x) for x in base]
-                    knobs[i] = v
-                    out.append({"template": knobs})
-                continue
-            if kind != "vector":
-                continue
-            ub = nest.spatial[-1].trip_count
-            if self.vector_width < 16:  # 8 lanes: rows x 1..4 vectors, kc and packing around the 2-D block
-                for v in narrow_neighbours(nest, k, self.vector_width):
-                    knobs = [dict(x) for x in base]
-                    knobs[i] = v
-                    out.append({"template": knobs})
-                continue
-            variants = []
-            for nvec in (2, 4):
-                if ub % (nvec * self.vector_width) == 0:
-                    variants.append({**k, "nvec": nvec, "tile": [[d, u] for d, u in k["tile"]]})
-            blocked = {d for d, _ in k["tile"]}
-            for d in range(len(nest.spatial) - 1):
-                trips = nest.spatial[d].trip_count
-                if d in blocked or trips < 2:
-                    continue
-                u = next((u for u in (2, 4, 3) if trips % u == 0), 0)
-                if u and k["tile"] and k["tile"][0][1] * u <= MAX_POINTS:
-                    variants.append({**k, "tile": sorted([list(t) for t in k["tile"]] + [[d, u]])})
-            n_red = len(nest.reduction)
-            orders = []
-            if n_red > 1:  # the first reduction loop (input channels) innermost, or next to innermost
-                orders.append(list(range(1, n_red)) + [0])
-            if n_red > 2:
-                orders.append(list(range(1, n_red - 1)) + [0, n_red - 1])
-            variants += [{**v, "rorder": o} for o in orders for v in [k] + variants]
+                variants = dot_neighbours(nest, k, self.vector_width)
+            elif self.vector_width < 16:  # 8 lanes: rows x 1..4 vectors, kc and packing around the 2-D block
+                variants = narrow_neighbours(nest, k, self.vector_width)
+            else:
+                variants = self._wide_neighbours(nest, k)
             for v in variants:
                 knobs = [dict(x) for x in base]
                 knobs[i] = v
                 out.append({"template": knobs})
         return out
+
+    def _wide_neighbours(self, nest: ReduceNest, k: dict[str, Any]) -> list[dict[str, Any]]:
+        """Neighbours of a 16-lane default block `k`: 2 or 4 vectors per tile point, a second tiled
+        loop, and the input-channel reduction loop moved inward."""
+        ub = nest.spatial[-1].trip_count
+        variants = []
+        for nvec in (2, 4):
+            if ub % (nvec * self.vector_width) == 0:
+                variants.append({**k, "nvec": nvec, "tile": [[d, u] for d, u in k["tile"]]})
+        blocked = {d for d, _ in k["tile"]}
+        for d in range(len(nest.spatial) - 1):
+            trips = nest.spatial[d].trip_count
+            if d in blocked or trips < 2:
+                continue
+            u = next((u for u in (2, 4, 3) if trips % u == 0), 0)
+            if u and k["tile"] and k["tile"][0][1] * u <= MAX_POINTS:
+                variants.append({**k, "tile": sorted([list(t) for t in k["tile"]] + [[d, u]])})
+        n_red = len(nest.reduction)
+        orders = []
+        if n_red > 1:  # the first reduction loop (input channels) innermost, or next to innermost
+            orders.append(list(range(1, n_red)) + [0])
+        if n_red > 2:
+            orders.append(list(range(1, n_red - 1)) + [0, n_red - 1])
+        return variants + [{**v, "rorder": o} for o in orders for v in [k] + variants]
 
     # -- decisions -------------------------------------------------------------------
     def random_nest_knobs(self, rng: random.Random, nest: Nest) -> dict[str, Any]:
@@ -363,7 +324,7 @@ class SearchSpace:
                 apply_trace(module, self.name, knobs, self.vector_width)
                 trace: Any = knobs
             else:
-                sch = Schedule(_kernel(module, self.name))
+                sch = Schedule(kernel_of(module, self.name))
                 for nest, k in zip(self.nests, knobs):
                     self._schedule_nest(sch, nest, k)
                 trace = sch.trace

@@ -53,6 +53,12 @@ def cmd_import(args: argparse.Namespace) -> int:
     from ziggurat.frontends.onnx import import_onnx
 
     imported = import_onnx(args.model)
+    if args.weights:  # ziggurat-opt's graph passes load the values from it (transforms/graph/weight_binding.py)
+        from xdsl.dialects.builtin import StringAttr
+
+        from ziggurat.transforms.graph.weight_binding import WEIGHTS_FILE_ATTR
+
+        imported.module.attributes[WEIGHTS_FILE_ATTR] = StringAttr(args.weights)
     text = str(imported.module)
     if args.output:
         with open(args.output, "w") as f:

@@ -24,30 +24,19 @@ the one `Graph` dialect below and re-exported here (`graph.Conv2dOp`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from enum import IntEnum
-from typing import ClassVar
 
 from xdsl.dialects.builtin import (
     DenseArrayBase,
     StringAttr,
-    Float16Type,
-    Float32Type,
-    Float64Type,
-    IntegerType,
-    Signedness,
     TensorType,
-    i64,
 )
 from xdsl.dialects.builtin import FloatData, IntAttr
-from xdsl.ir import Attribute, Dialect, Operation, ParametrizedAttribute, Region, SSAValue
+from xdsl.ir import Attribute, Dialect, ParametrizedAttribute, Region, SSAValue
 from xdsl.parser import AttrParser
 from xdsl.printer import Printer
 from xdsl.irdl import (
     IRDLOperation,
     ParsePropInAttrDict,
-    VarConstraint,
-    base,
     irdl_attr_definition,
     irdl_op_definition,
     operand_def,
@@ -58,8 +47,7 @@ from xdsl.irdl import (
     var_operand_def,
     var_result_def,
 )
-from xdsl.traits import HasParent, IsTerminator, OpTrait, Pure
-from xdsl.utils.exceptions import VerifyException
+from xdsl.traits import HasParent, IsTerminator, Pure
 
 from ziggurat.dialects.graph_base import (  # noqa: F401 - re-exported as graph.X
     BinaryOp,

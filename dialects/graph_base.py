@@ -15,7 +15,6 @@ from typing import ClassVar
 
 from xdsl.dialects.builtin import (
     DenseArrayBase,
-    StringAttr,
     Float16Type,
     Float32Type,
     Float64Type,
@@ -24,26 +23,16 @@ from xdsl.dialects.builtin import (
     TensorType,
     i64,
 )
-from xdsl.dialects.builtin import FloatData, IntAttr
-from xdsl.ir import Attribute, Dialect, Operation, ParametrizedAttribute, Region, SSAValue
-from xdsl.parser import AttrParser
-from xdsl.printer import Printer
+from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
-    ParsePropInAttrDict,
     VarConstraint,
     base,
-    irdl_attr_definition,
-    irdl_op_definition,
     operand_def,
-    prop_def,
-    region_def,
     result_def,
     traits_def,
-    var_operand_def,
-    var_result_def,
 )
-from xdsl.traits import HasParent, IsTerminator, OpTrait, Pure
+from xdsl.traits import OpTrait, Pure
 from xdsl.utils.exceptions import VerifyException
 
 # ---------------------------------------------------------------------------

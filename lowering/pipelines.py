@@ -33,7 +33,6 @@ xDSL pass because it leaves MLIR.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 
 from ziggurat.target import Target
@@ -75,8 +74,9 @@ def _width(t: Target) -> dict[str, object]:
 # key is a registered pass and every option one of its fields.
 TARGET_OPTIONS: dict[str, Callable[[Target, int], dict[str, object]]] = {
     "convert-layout": lambda t, level: {"block": t.vector_width},
-    "fuse-ops": lambda t, level: {"cost-guided": True, "vector-width": t.vector_width} if level >= 3 else {},
-    "loop-default-schedule": lambda t, level: _width(t),
+    "fuse-ops": lambda t, level: {"cost-guided": level >= 3, "vector-width": t.vector_width},
+    "loop-default-schedule": lambda t, level: {**_width(t), "int8-dot": "vnni" if t.has("avx512vnni") else "none"},
+    "loop-parallelize-outer": lambda t, level: {**_width(t), "threads": t.num_threads},
     "loop-vectorize-innermost": lambda t, level: {"min-extent": t.vector_width},
     "convert-loop-to-hw": lambda t, level: _width(t),
 }
@@ -135,9 +135,9 @@ def schedule_stage(level: int, target: Target | str | None = None, tuning_db: st
     looked up under the target with its thread count spelled out (`llvm -num-cores=2`)."""
     _check_level(level)
     tuned = ""
-    if tuning_db and level >= 2:
+    if tuning_db:
         tgt = _target(target)
-        threads = dataclasses.replace(tgt, num_cores=tgt.num_threads)
+        threads = tgt.with_threads(tgt.num_threads)
         tuned = format_pass("apply-tuning", {"database": _quote(str(tuning_db)), "vector-width": tgt.vector_width,
                                              "target": _quote(str(threads))})
     return join(tuned, _stage(SCHEDULE[level], _target(target), level, skip, options))

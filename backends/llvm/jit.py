@@ -14,7 +14,9 @@
   OMP_WAIT_DEFAULT).
 * `emit_shared_library` builds a separate PIC machine, keeps only the entry
   points external and links with `cc -shared ... -Wl,--no-undefined`; the
-  options' CPU and features are recorded in `<path>.json`.
+  options' CPU and features are recorded in `<path>.json` (the features
+  with the ones the CPU implies, `-mcpu=haswell` -> `+avx,+avx2,+fma`, so
+  that the loader can refuse a machine without them).
 
 ```python
 llvm_module, info = translate_module(module, options)
@@ -292,9 +294,11 @@ def emit_shared_library(source: ir.Module | str, path: str | os.PathLike, option
         done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         raise CompileError(f"llvm backend: linking {out} failed: {' '.join(cmd)}\n{done.stderr.strip()}")
+    given = [f for f in (o.features or "").split(",") if f]
+    implied = [f"+{f}" for f in sorted(o.target.features()) if f"+{f}" not in given]  # the CPU's own (CPU_ISA)
     meta = {
         "cpu": o.cpu,
-        "features": o.features,
+        "features": ",".join(given + implied),  # every instruction set the code may use (runtime/load.py checks)
         "triple": tm.triple,
         "exports": list(exports),
         "needs_libgomp": uses_openmp,

@@ -7,7 +7,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
 
@@ -110,8 +109,7 @@ def test_sigkill_mid_run_loses_at_most_the_record_being_written(tmp_path):
         proc = subprocess.Popen([sys.executable, "-c", WRITER, str(path)], stdout=subprocess.PIPE, text=True)
         assert proc.stdout is not None
         reported = before
-        deadline = time.monotonic() + 60
-        while reported < before + 25 and time.monotonic() < deadline:
+        while reported < before + 25:  # each line is a record the writer committed
             line = proc.stdout.readline()
             assert line, "the writer died on its own"
             reported = int(line)

@@ -1,6 +1,6 @@
 """Tuning through Dask distributed: a LocalCluster whose one worker holds the `measure` resource builds
 and times a small matmul; records are written as with the local pools and the best one is correct.
-Skipped when the optional `[distributed]` extra is not installed."""
+`distributed` is a dev dependency (pyproject.toml): the test runs wherever the dev extra is installed."""
 
 from __future__ import annotations
 
@@ -9,12 +9,9 @@ import pytest
 
 from tests.unit.test_autotune_measure import CRASH, REFERENCE, SHAPES, lower
 from tests.unit.test_autotune_search import te_matmul
-from tests.unit.test_autotune_tuner import run_scheduled
-from ziggurat.autotune import JSONDatabase, MeasureInput, tune_kernel
-
-distributed = pytest.importorskip("distributed", reason="Dask distributed is not installed (extra [distributed])")
-
-from ziggurat.autotune.distributed import DaskBuilder, DaskRunner, local_cluster  # noqa: E402
+from tests.unit.test_autotune_tuner import assert_result_is_the_records, run_scheduled
+from ziggurat.autotune import DEFAULT_TRACE, JSONDatabase, MeasureInput, tune_kernel
+from ziggurat.autotune.distributed import DaskBuilder, DaskRunner, local_cluster
 
 TARGET = "llvm -num-cores=1"
 FAST = {"min_repeat_ms": 2.0, "repeat": 2}
@@ -33,11 +30,12 @@ def test_tune_through_a_local_dask_cluster(client, tmp_path):
         res = tune_kernel(KERNEL, "mm_0", 4, db, target=TARGET, batch_size=2, builder=builder, runner=runner)
         assert res.trials == 4 and len(db) == 4
         assert sum(r.ok for r in db.records()) >= 3
-        assert res.best_cost <= res.default_cost < float("inf")
+        assert_result_is_the_records(res, db)
         best = db.best(res.key, TARGET)
     rng = np.random.default_rng(0)
     a, b = (rng.uniform(-1, 1, (64, 64)).astype(np.float32) for _ in range(2))
-    np.testing.assert_allclose(run_scheduled(KERNEL, best.trace, a, b), a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+    for trace in (best.trace, DEFAULT_TRACE):
+        np.testing.assert_allclose(run_scheduled(KERNEL, trace, a, b), a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
 
 
 def test_a_crashing_candidate_is_a_record_and_the_dask_worker_survives(client):

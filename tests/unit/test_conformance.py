@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 
 import numpy as np
 import onnx
@@ -128,7 +127,6 @@ def cache(tmp_path_factory):
 
 
 def test_ci_subset(cache, tmp_path):
-    start = time.monotonic()
     names = MUST_PASS + MUST_REFUSE
     out = tmp_path / "c.json"
     assert cli_main(["conformance", "--filter", f"^({'|'.join(names)})$", "--jobs", "2", "--json", str(out)]) == 0
@@ -145,8 +143,6 @@ def test_ci_subset(cache, tmp_path):
     assert summary["crashed"] == 0 and summary["total"] == len(names)
     assert summary["pass_rate"] == pytest.approx(len(MUST_PASS) / len(names), abs=1e-4)
     assert (cache / "test_abs" / "test_data_set_0" / "input_0.pb").exists()
-    # a guard on CI's budget, not a speed check: ~50-70 s here, 97 s once on a loaded 2-core Zen 1 host
-    assert time.monotonic() - start < 300
     # breadth: the passing cases cover many distinct ONNX op types
     ops = {n.op_type for name in MUST_PASS for n in onnx.load(str(cache / name / "model.onnx")).graph.node}
     assert len(MUST_PASS) >= 200 and len(ops) >= 100, sorted(ops)

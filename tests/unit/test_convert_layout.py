@@ -14,7 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 import ziggurat
 from ziggurat.dialects import graph  # noqa: F401 - graph.py loads graph_layout (import order)
 from ziggurat.dialects.graph_layout import blocked_shape, parse_layout, plain_shape
-from ziggurat.transforms.graph.convert_layout import _to_blocked_array, _weight_array, input_block
+from ziggurat.transforms.graph.layout_rewrite import input_block, to_blocked_array, weight_array
 
 LAYOUT = "simplify-graph,fold-constants,cse,dce,convert-layout{block=%d},fuse-ops"
 
@@ -138,11 +138,11 @@ def test_layout_shapes():
 def test_compile_time_transforms_are_the_index_maps(cb, b, h, ob):
     rng = np.random.default_rng(cb * 100 + b)
     x = rng.standard_normal((1, cb * b, h, h + 1)).astype(np.float32)
-    xb = _to_blocked_array(x, b)
+    xb = to_blocked_array(x, b)
     n, c, y, z = 0, cb * b - 1, h - 1, h
     assert xb[n, c // b, y, z, c % b] == x[n, c, y, z]
     w = rng.standard_normal((ob * b, cb * b, 2, 1)).astype(np.float32)
-    wb = _weight_array(w, b, b)
+    wb = weight_array(w, b, b)
     o, i = ob * b - 1, cb * b - 1
     assert wb[o // b, i // b, 1, 0, i % b, o % b] == w[o, i, 1, 0]
     assert wb.shape == blocked_shape(w.shape, f"OIHW{b}i{b}o")

@@ -101,7 +101,7 @@ def test_o3_is_cost_guided_and_o2_rule_based() -> None:
 
     tgt = Target.parse("llvm -mcpu=haswell")
     assert "fuse-ops{cost-guided=true vector-width=8}" in graph_stage(3, tgt)
-    assert graph_stage(2, tgt).endswith("fuse-ops") and "cost-guided" not in graph_stage(2, tgt)
+    assert graph_stage(2, tgt).endswith("fuse-ops{cost-guided=false vector-width=8}")
 
 
 def _total_cost(text: str, fuse: str) -> tuple[float, int]:
@@ -222,12 +222,19 @@ def test_bench_feedback_times_both_pipelines() -> None:
 @settings(max_examples=3, deadline=None)
 @given(st.integers(4, 24), st.sampled_from([1, 2, 4]), st.sampled_from([8, 16]))
 def test_duplication_computes_what_the_rules_compute(seq: int, heads: int, d: int) -> None:
-    """Whatever the cost-guided pass duplicates, the outputs equal the rule-based ones."""
+    """Whatever the cost-guided pass duplicates, the outputs equal the rule-based ones, and both
+    equal onnxruntime's."""
+    import onnxruntime as ort
+
     model = qkv_model(seq, heads * d, heads)
     x = np.random.default_rng(seq).standard_normal((seq, heads * d)).astype(np.float32)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
     rules = ziggurat.compile(model, target="llvm -num-cores=1", pipeline=RULES)(x)
     guided = ziggurat.compile(model, target="llvm -num-cores=1", pipeline=GUIDED)(x)
-    for a, b in zip(rules, guided):  # the same products, perhaps summed in another order
+    assert len(rules) == len(guided) == len(want) == 3
+    for a, b, w in zip(rules, guided, want):  # the same products, perhaps summed in another order
+        np.testing.assert_allclose(a, w, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(b, w, rtol=1e-4, atol=1e-4)
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
 
 

@@ -101,26 +101,32 @@ def two_dense_layers(seed: int):
     return make(nodes, [("x", [2, 16])], [("y", [2, 16])], weights), weights
 
 
+def two_dense_reference(x: np.ndarray, wt: dict[str, np.ndarray]) -> np.ndarray:
+    f = {k: v.astype(np.float64) for k, v in wt.items()}
+    return np.maximum(np.maximum(x.astype(np.float64) @ f["w1"].T + f["b1"], 0) @ f["w2"].T + f["b2"], 0)
+
+
 def test_identical_layers_compile_once():
     model, wt = two_dense_layers(3)
     x = w(np.random.default_rng(4), 2, 16, scale=1)
     m = ziggurat.compile(model, target="llvm -num-cores=1")
     assert (m.info["stats"].kernels, m.info["stats"].kernel_calls) == (1, 2)
-    want = np.maximum(np.maximum(x @ wt["w1"].T + wt["b1"], 0) @ wt["w2"].T + wt["b2"], 0)
-    np.testing.assert_allclose(m(x)[0], want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(m(x)[0], two_dense_reference(x, wt), rtol=1e-5, atol=1e-5)
 
 
 def test_second_compile_reuses_native_code():
-    model, _ = two_dense_layers(5)
-    other, _ = two_dense_layers(6)  # same graph, other weights: no reuse
+    model, wt = two_dense_layers(5)
+    other, wt_other = two_dense_layers(6)  # same graph, other weights: no reuse
     x = w(np.random.default_rng(7), 2, 16, scale=1)
     first = ziggurat.compile(model, target="llvm -num-cores=1", opt_level=2)
     again = ziggurat.compile(model, target="llvm -num-cores=1", opt_level=2)
     fresh = ziggurat.compile(other, target="llvm -num-cores=1", opt_level=2)
     assert again.info["stats"].cache_hit and not fresh.info["stats"].cache_hit
     assert "passes" not in again.info["stats"].seconds
-    np.testing.assert_array_equal(first(x)[0], again(x)[0])
-    assert not np.allclose(first(x)[0], fresh(x)[0])
+    np.testing.assert_allclose(first(x)[0], two_dense_reference(x, wt), rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(again(x)[0], first(x)[0])
+    np.testing.assert_allclose(fresh(x)[0], two_dense_reference(x, wt_other), rtol=1e-5, atol=1e-5)
+    assert not np.allclose(two_dense_reference(x, wt), two_dense_reference(x, wt_other))
 
 
 def test_cli_print_after_fuse_ops(tmp_path, capsys):
@@ -139,10 +145,11 @@ def test_executor_fast_and_checked_paths_agree():
     model, wt = two_dense_layers(8)
     m = ziggurat.compile(model, target="llvm -num-cores=1")
     x = w(np.random.default_rng(9), 2, 16, scale=1)
-    want = m(x)[0]  # fast path: float32, C-contiguous, right shape
+    fast = m(x)[0]  # fast path: float32, C-contiguous, right shape
+    np.testing.assert_allclose(fast, two_dense_reference(x, wt), rtol=1e-5, atol=1e-5)
     wide = np.zeros((2, 32), np.float32)
     wide[:, ::2] = x  # a strided view and float64 take the checked path
     for other in (wide[:, ::2], x.astype(np.float64), np.asfortranarray(x), {"x": x}):
-        np.testing.assert_array_equal(m(other)[0], want)
+        np.testing.assert_array_equal(m(other)[0], fast)  # the same kernel on the same values
     first, second = m(x)[0], m(x)[0]
     assert first is not second and np.array_equal(first, second)  # fresh outputs per call

@@ -56,7 +56,40 @@ def test_reference_matches_kernel(cls):
     op = next(o for o in module.walk() if isinstance(o, cls))
     imported = ImportedModel(module=module, weights=WeightStore({}), input_names=list(names), output_names=["r"],
                              input_shapes=shapes, output_shapes=[out], opset=17)
-    rng = np.random.default_rng(3)
-    inputs = [(rng.random(s) + 0.5).astype(np.float32) for s in shapes]  # positive: sqrt, log, pow
+    inputs = _inputs(cls, shapes)
     (got,) = ziggurat.compile(imported, target="llvm -num-cores=1", opt_level=0)(*inputs)
-    np.testing.assert_allclose(evaluate(op, inputs), got, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got, evaluate(op, inputs), rtol=1e-5, atol=1e-6)
+
+
+POSITIVE = {graph.SqrtOp, graph.LogOp, graph.PowOp}  # their domain (pow: a real power of a negative is NaN)
+NONZERO_DIVISOR = {graph.DivOp}
+VARIANCE = {graph.BatchNormOp}  # operand 4, the variance, is never negative
+
+
+def _inputs(cls: type, shapes: list[tuple[int, ...]]) -> list[np.ndarray]:
+    """Standard-normal inputs (negatives included) with exact zeros and values at integers and
+    halves (relu, abs, floor, ceil, max/min change behaviour there); positive only where the
+    op's domain asks."""
+    rng = np.random.default_rng(3)
+    out = []
+    for n, s in enumerate(shapes):
+        if cls in POSITIVE or (cls in VARIANCE and n == 4):
+            out.append((rng.random(s) + 0.5).astype(np.float32))
+            continue
+        size = int(np.prod(s))
+        signs = np.where(np.arange(size) % 2 == 0, 1.0, -1.0)  # both signs, whatever the draw
+        a = (signs * (rng.random(size) * 2 + 0.25)).astype(np.float32)
+        if not (cls in NONZERO_DIVISOR and n == 1):
+            special = np.array([0.0, -1.5, 2.0, -1.0, 0.0, -2.5], np.float32)[: max(1, size // 2)]
+            a[: special.size] = special
+        out.append(a.reshape(s))
+    assert any((x < 0).any() for x in out) or cls in POSITIVE, "no negative input"
+    return out
+
+
+@pytest.mark.parametrize("cls", [graph.ReluOp, graph.AbsOp, graph.FloorOp, graph.MaxOp])
+def test_inputs_cover_negatives_and_zeros(cls):
+    """The inputs above reach the other side of zero (a relu that passed x through, an abs that did
+    nothing, would fail there), and exact zeros."""
+    a = _inputs(cls, CASES[cls][0])[0]
+    assert (a < 0).sum() >= 2 and (a == 0).sum() >= 1 and (a > 0).any()

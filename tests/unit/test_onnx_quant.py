@@ -1,6 +1,7 @@
 """Quantized ONNX ops (MatMulInteger, QLinearMatMul, ConvInteger, QLinearConv) on the
 VNNI int8 GEMM, against onnx's reference evaluator (the QDQ ops against
-onnxruntime); where the host has VNNI the generated code must use vpdpbusd."""
+onnxruntime); where the target has VNNI the generated code must use vpdpbusd, and where it has
+not, it must not."""
 
 from __future__ import annotations
 
@@ -11,10 +12,10 @@ from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 import ziggurat
-from ziggurat.backends.llvm.jit import host_target
+from ziggurat.target import Target
 
 ort = pytest.importorskip("onnxruntime")
-HAS_VNNI = "+avx512vnni" in host_target()[1].split(",")
+HAS_VNNI = Target.parse("llvm").has("avx512vnni")  # the default target (ZIGGURAT_HOST_CPU=haswell: none)
 RNG = np.random.default_rng(7)
 NP = {TensorProto.UINT8: np.uint8, TensorProto.INT8: np.int8, TensorProto.FLOAT: np.float32, TensorProto.INT32: np.int32}
 
@@ -48,8 +49,7 @@ def _check(model: onnx.ModelProto, feeds: dict[str, np.ndarray], exact: bool = T
         np.testing.assert_array_equal(got, want)
     else:  # requantized: ties may round differently by one step
         assert np.abs(got.astype(np.int32) - want.astype(np.int32)).max() <= 1
-    if HAS_VNNI:
-        assert "llvm.x86.avx512.vpdpbusd" in cm.info["llvm_ir"]
+    assert ("llvm.x86.avx512.vpdpbusd" in cm.info["llvm_ir"]) == HAS_VNNI
 
 
 def _rand(t: int, shape) -> np.ndarray:
@@ -151,3 +151,21 @@ def test_dynamic_quantize_linear_against_onnxruntime() -> None:
     np.testing.assert_allclose(got[1], want[1], rtol=1e-6)
     np.testing.assert_array_equal(got[2], want[2])
     assert np.abs(got[0].astype(np.int32) - want[0].astype(np.int32)).max() <= 1
+
+
+@pytest.mark.parametrize("target, vnni", [("llvm -mcpu=haswell", False), ("llvm -mattr=+avx2,+fma", False),
+                                          ("llvm -mcpu=cascadelake", True), ("llvm -mcpu=znver4", True)])
+def test_int8_gemm_follows_the_target_not_the_host(target, vnni) -> None:
+    """The qgemm schedule reads VNNI from the target: vpdpbusd for VNNI CPUs whatever the host, the
+    plain integer nest for AVX2 ones (on a VNNI host too); the results run where the host can."""
+    assert Target.parse(target).has("avx512vnni") == vnni
+    m, k, n = 13, 37, 21
+    values = {"A": _rand(TensorProto.UINT8, (m, k)), "B": _rand(TensorProto.INT8, (k, n))}
+    inputs = [("A", TensorProto.UINT8, [m, k]), ("B", TensorProto.INT8, [k, n])]
+    model = _model("MatMulInteger", inputs, ("Y", TensorProto.INT32, [m, n]), consts={"B": values["B"]}, opset=10)
+    cm = ziggurat.compile(model, target=target)
+    assert ("llvm.x86.avx512.vpdpbusd" in cm.info["llvm_ir"]) == vnni
+    if Target.parse(target).features() <= Target.parse("llvm").features():  # this host runs that code
+        got = cm(A=values["A"])
+        got = got[0] if isinstance(got, (list, tuple)) else got
+        np.testing.assert_array_equal(got, values["A"].astype(np.int32) @ values["B"].astype(np.int32))

@@ -8,20 +8,26 @@ blocks do not divide.
 
 from __future__ import annotations
 
+import ctypes
+
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
 import ziggurat
 from tests.helpers import graph_model, run_with_schedule_ir, tensor
 from tests.unit.test_lowering_properties import np_conv, rand
+from tests.unit.test_schedule import kernel_name, lowered
+from ziggurat.backends.llvm import LLVMOptions, jit_compile, translate_module
+from ziggurat.compiler import parse_pipeline, run_passes
 from ziggurat.dialects import graph
+from ziggurat.lowering import pipelines
 from ziggurat.target import Target
 
 AVX2 = "+avx,+avx2,+fma,+f16c,+sse4.2"
-pytestmark = pytest.mark.skipif(not Target.parse("llvm").has("avx2"), reason="needs an AVX2 host")
+pytestmark = pytest.mark.skipif(not Target.parse("llvm").has("avx2"), reason="this host cannot run AVX2 code")
 SETTINGS = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -61,18 +67,27 @@ def test_avx2_matmul_block_matches_numpy(m, n, k, threads):
 @given(m=st.one_of(st.integers(2, 26), st.sampled_from([12, 36, 64])), n=st.one_of(st.integers(8, 70), st.sampled_from([16, 48])),
        k=st.sampled_from([1, 7, 256, 300, 512]), threads=st.sampled_from([1, 2]))
 def test_avx2_matmul_with_a_slivers_matches_numpy(m, n, k, threads):
-    """With `plan.PACK_A` (the A-sliver knob of the default block) every matmul with a 2-D register
-    block copies its rows x k-block of A into a local [depth, rows] sliver; other nests (m prime: no row
-    block; n not a multiple of 16: the one-vector schedule) are left as they were."""
-    from unittest.mock import patch
-
-    from ziggurat.transforms.schedule import plan as schedule_plan
-
+    """With `loop-default-schedule{pack-a=true}` (the A-sliver option of the default block) every matmul
+    with a 2-D register block copies its rows x k-block of A into a local [depth, rows] sliver; other
+    nests (m prime: no row block; n not a multiple of 16: the one-vector schedule) are left as they were."""
     rng = np.random.default_rng(m * 1000 + n * 10 + k + 1)
     model = graph_model([(m, k), (k, n)], lambda b, x: b.insert(graph.MatmulOp(x[0], x[1], tensor((m, n)))).result)
     a, w = rand(rng, (m, k)), rand(rng, (k, n))
-    with patch.object(schedule_plan, "PACK_A", True):
-        (got,), ir = run8(model, [a, w], threads)
+    target = Target.parse(f"llvm -mattr={AVX2} -num-cores={threads}")
+    mod = lowered(model)
+    stage = pipelines.schedule_stage(3, target, options={"loop-default-schedule": {"pack-a": True}})
+    assert "pack-a=true" in stage
+    seen: dict[str, str] = {}
+    run_passes(mod, parse_pipeline(stage),
+               after_pass=lambda p, module, _: seen.setdefault("ir", str(module)) if p.name == "loop-default-schedule" else None)
+    ir = seen["ir"]
+    run_passes(mod, parse_pipeline(pipelines.hw_stage(3, target)))
+    opts = LLVMOptions(num_threads=threads, cpu=target.llvm_cpu, features=target.llvm_features, export_all=True)
+    llvm_module, info = translate_module(mod, opts)
+    jm = jit_compile(llvm_module, opts, info)
+    got = np.full((m, n), np.nan, np.float32)
+    fn = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * 3)(jm.address(kernel_name(mod)))
+    fn(a.ctypes.data, w.ctypes.data, got.ctypes.data)
     rows = next((u for u in (6, 4, 3, 2) if m % u == 0), 0)
     assert ('"matmul_pack_a"' in ir) == (rows > 0 and n % 16 == 0)  # the 2-D block (plan_narrow) only
     if rows and n % 16 == 0:
@@ -155,14 +170,23 @@ def test_avx2_plans():
 
 @SETTINGS
 @given(m=st.integers(1, 13), n=st.integers(1, 13), k=st.sampled_from([8, 40, 100]), threads=st.sampled_from([1, 2]))
+@example(m=4, n=2, k=100, threads=1).via("the full 4 x 2 tile")
+@example(m=13, n=13, k=40, threads=1).via("nothing to block by: one accumulator")
 def test_avx2_dot_tile_matches_numpy(m, n, k, threads):
-    """Dense with a transposed weight: the dot-product tile keeps at most 4 x 2 accumulators on 8 lanes."""
+    """Dense with a transposed weight: the dot-product tile keeps at most 4 x 2 accumulators on 8 lanes,
+    and there is a tile (more than one accumulator) whenever an output dimension has a factor 2, 3 or 4
+    to block it by."""
     rng = np.random.default_rng(m * 100 + n * 10 + k)
     model = graph_model([(m, k), (n, k)],
                         lambda b, x: b.insert(graph.MatmulOp(x[0], x[1], tensor((m, n)), transpose_b=True)).result)
     a, w = rand(rng, (m, k)), rand(rng, (n, k))
     (got,), ir = run8(model, [a, w], threads)
-    assert ir.count('loop.block "matmul" [') <= 8
+    accumulators = ir.count('loop.block "matmul" [')
+    assert 1 <= accumulators <= 8
+    blockable = any(d % u == 0 for d in (m, n) for u in (2, 3))
+    assert (accumulators > 1) == blockable, (m, n, accumulators)
+    if (m, n) == (4, 2):
+        assert accumulators == 8  # the whole 4 x 2 tile
     np.testing.assert_allclose(got, a.astype(np.float64) @ w.T.astype(np.float64), rtol=1e-4, atol=1e-4)
 
 
@@ -170,13 +194,13 @@ def test_avx2_dot_tile_matches_numpy(m, n, k, threads):
 @given(shape=st.lists(st.integers(1, 5), min_size=1, max_size=4), data=st.data())
 def test_pad_halo_boxes_cover_the_border_once(shape, data):
     """schedule_pad zeroes only the halo: its boxes cover every padded point outside the interior exactly once."""
-    from ziggurat.transforms.schedule.pad import _halo
+    from ziggurat.transforms.schedule.pad import halo_boxes
 
     dims = data.draw(st.sets(st.integers(0, len(shape) - 1)))
     pads = {d: (data.draw(st.integers(0, 2)), data.draw(st.integers(0, 2))) for d in dims}
     padded = [s + sum(pads.get(d, (0, 0))) for d, s in enumerate(shape)]
     count = np.zeros(padded, np.int64)
-    for box in _halo(shape, pads):
+    for box in halo_boxes(shape, pads):
         count[tuple(slice(lb, ub) for lb, ub in box)] += 1
     interior = tuple(slice(pads.get(d, (0, 0))[0], pads.get(d, (0, 0))[0] + s) for d, s in enumerate(shape))
     count[interior] += 1

@@ -48,6 +48,7 @@ from ziggurat.database import Database, WorkloadKey
 from ziggurat.transforms.costs.features import _FLOAT_OPS, _Access, _find, _footprint, _State, _walk, extract_features
 from ziggurat.dialects import loop
 from ziggurat.errors import TuningError
+from ziggurat.target import Target
 
 SOURCES = ("database", "model", "roofline")
 # A `math` op (exp, tanh, ...) costs about this many float ops (a polynomial).
@@ -323,7 +324,8 @@ def measure_peaks() -> Peaks:
 
     from ziggurat.backends.llvm.jit import create_target_machine
 
-    tm = create_target_machine()  # MCJIT owns it: keep it (and the module) alive with the engine
+    host = Target.parse("llvm")  # the peaks of this machine: code for the default target
+    tm = create_target_machine(host.llvm_cpu, host.llvm_features)  # MCJIT owns it: keep it (and the module) alive with the engine
     mod = llvm.parse_assembly(_fma_ir() + _STREAM_IR)
     mod.verify()
     engine = llvm.create_mcjit_compiler(mod, tm)
@@ -343,10 +345,9 @@ def measure_peaks() -> Peaks:
 
 
 def cache_path(cpu: str | None = None) -> Path:
+    """The cache file of the peaks measured on CPU `cpu` (None: the default target's, this machine)."""
     if cpu is None:
-        from ziggurat.backends.llvm.jit import host_target
-
-        cpu = host_target()[0]
+        cpu = Target.parse("llvm").llvm_cpu
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     return base / "ziggurat" / f"roofline-{cpu}.json"
 

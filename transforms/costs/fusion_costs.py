@@ -1,7 +1,7 @@
 """Cost-guided regrouping for `fuse-ops{cost-guided=true}`: the feedback channel.
 
 `fuse_block_cost_guided` starts from the rule-based groups of one block
-(`transforms/graph/fuse_ops.py`) and re-decides them with a price function (the
+(`transforms/graph/fusion.py`) and re-decides them with a price function (the
 cost oracle's seconds for one kernel of the given ops, `transforms/costs/cost_oracle.py`).
 Every alternative is priced as the loop-level kernel it would become, so the
 decisions see what the default schedule makes of a group: a fused epilogue
@@ -24,7 +24,7 @@ from xdsl.ir import Block, Operation
 
 from ziggurat.dialects import graph
 from ziggurat.dialects.graph import PatternKind, pattern_kind
-from ziggurat.transforms.graph.fuse_ops import _FusionGraph, _Fuser, place_group
+from ziggurat.transforms.graph.fusion import FusionGraph, Fuser, place_group
 
 K = PatternKind
 _GAIN = 0.98  # a change must save at least 2% of the estimated time
@@ -55,7 +55,7 @@ class _CostGuided:
     nothing changes or `max_rounds` is reached.
     """
 
-    def __init__(self, g: _FusionGraph, units: list[list[int]], price: Callable[[list[Operation]], float],
+    def __init__(self, g: FusionGraph, units: list[list[int]], price: Callable[[list[Operation]], float],
                  max_size: int):
         self.g, self.price, self.max_size = g, price, max_size
         self.units = units
@@ -183,14 +183,14 @@ class _CostGuided:
 _DUPLICABLE = (K.ELEMWISE, K.BROADCAST, K.INJECTIVE)
 
 
-def _rule_units(block: Block, max_size: int, allow_reduction_fusion: bool) -> tuple[_FusionGraph, list[list[int]]]:
-    g = _FusionGraph(block)
-    rule = _Fuser(g, max_size, allow_reduction_fusion).run()
+def _rule_units(block: Block, max_size: int, allow_reduction_fusion: bool) -> tuple[FusionGraph, list[list[int]]]:
+    g = FusionGraph(block)
+    rule = Fuser(g, max_size, allow_reduction_fusion).run()
     grouped = {i for m in rule for i in m}
     return g, [sorted(m) for m in rule] + [[i] for i in range(len(g.nodes)) if i not in grouped]
 
 
-def _duplications(g: _FusionGraph, units: list[list[int]], price: Callable[[list[Operation]], float],
+def _duplications(g: FusionGraph, units: list[list[int]], price: Callable[[list[Operation]], float],
                   max_size: int) -> list[tuple[list[int], list[list[int]], float, float]]:
     """Units of injective ops whose value several units read, and which are cheaper
     recomputed inside each of them than materialized once (a layout change whose own
@@ -228,7 +228,7 @@ def _duplications(g: _FusionGraph, units: list[list[int]], price: Callable[[list
     return found
 
 
-def _duplicate(g: _FusionGraph, unit: list[int], consumers: list[list[int]]) -> None:
+def _duplicate(g: FusionGraph, unit: list[int], consumers: list[list[int]]) -> None:
     """Gives every consumer unit but the first its own copy of `unit`'s ops."""
     ops = [g.nodes[i] for i in unit]
     block = ops[-1].parent_block()
@@ -259,10 +259,11 @@ def make_price(peak_gflops: float, bandwidth_gbs: float, database: str, vector_w
 
     db_path = database
     if measure and not db_path:
-        from ziggurat.backends.llvm.jit import host_target
+        from ziggurat.target import Target
 
+        # timed on this machine for the default target; records differ by width
         db_path = str(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ziggurat"
-                      / f"fusion-{host_target()[0]}-w{vector_width}.jsonl")  # records differ by width
+                      / f"fusion-{Target.parse('llvm').llvm_cpu}-w{vector_width}.jsonl")
         Path(db_path).parent.mkdir(parents=True, exist_ok=True)
         Path(db_path).touch()
     oracle = oracle_from_options(peak_gflops, bandwidth_gbs, db_path)

@@ -37,16 +37,19 @@ from ziggurat.dialects.graph_layout import LayoutTransformOp
 from ziggurat.errors import CompileError
 from ziggurat.lowering.convert_graph_to_te import build_kernel
 from ziggurat.lowering.topi import COMPUTE_DEFS
+from ziggurat.transforms.graph.layout_rewrite import Rewriter
 from ziggurat.transforms.graph.annotate_costs import lower_kernel
 
 TRACE = "default-schedule"
 
 
 def default_database_path() -> Path:
-    from ziggurat.backends.llvm.jit import host_target
+    """The cache of this machine's layout timings, named by the default target's CPU (the kernels are
+    timed here, compiled for the default target)."""
+    from ziggurat.target import Target
 
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "ziggurat" / f"layout-{host_target()[0]}.jsonl"
+    return base / "ziggurat" / f"layout-{Target.parse('llvm').llvm_cpu}.jsonl"
 
 
 def time_kernel(module: builtin.ModuleOp, name: str, vector_width: int, min_ms: float = 2.0) -> list[float]:
@@ -136,8 +139,6 @@ def _scratch(region: list[Operation]) -> tuple[func.FuncOp, list[Operation]]:
 
 def price_region(region: list[Operation], block: int, opts) -> tuple[bool, float, float]:
     """(keep the blocked layout?, NCHW cost in us, blocked cost in us) of one region."""
-    from ziggurat.transforms.graph.convert_layout import _Rewriter
-
     db = None
     if opts.measure:
         path = Path(opts.database) if opts.database else default_database_path()
@@ -154,7 +155,7 @@ def price_region(region: list[Operation], block: int, opts) -> tuple[bool, float
     pricer = _Pricer(oracle, db, opts.measure, block)
     before = sum(pricer.op(op) for op in region)
     fn, clones = _scratch(region)
-    rw = _Rewriter(block, None)
+    rw = Rewriter(block, None)
     for op in clones:
         rw.rewrite(op)
     rw.finish()

@@ -10,24 +10,15 @@ from typing import TYPE_CHECKING
 from xdsl.context import Context
 from xdsl.dialects import builtin, func
 from xdsl.dialects.builtin import UnitAttr
-from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 
 from ziggurat.errors import CompileError, ScheduleError
 from ziggurat.target import Target
+from ziggurat.transforms.schedule.mark import SCHEDULED
+from ziggurat.transforms.schedule.replay import apply_trace
 
 if TYPE_CHECKING:
     from ziggurat.database import JSONDatabase
-
-SCHEDULED = "loop.scheduled"  # unit attribute of a kernel function whose schedule is decided
-
-
-def is_scheduled(op: Operation | None) -> bool:
-    """True when `op` is, or lies inside, a function marked `loop.scheduled` (the default schedule
-    passes leave it alone)."""
-    while op is not None and not isinstance(op, func.FuncOp):
-        op = op.parent_op()
-    return op is not None and SCHEDULED in op.attributes
 
 
 def record_target(target: str | Target) -> str:
@@ -35,11 +26,6 @@ def record_target(target: str | Target) -> str:
     2-core machine and `llvm -num-cores=2` share records)."""
     tgt = Target.parse(target)
     return str(dataclasses.replace(tgt, num_cores=tgt.num_threads))
-
-
-def scheduled_kernels(module: builtin.ModuleOp) -> list[str]:
-    """The names of the kernel functions of `module` marked `loop.scheduled`, in module order."""
-    return [f.sym_name.data for f in module.ops if isinstance(f, func.FuncOp) and SCHEDULED in f.attributes]
 
 
 def kernel_text(module: builtin.ModuleOp, name: str) -> str:
@@ -53,13 +39,11 @@ def _kernel_names(module: builtin.ModuleOp) -> list[str]:
 
 
 def _replay(text: str, name: str, trace: object, vector_width: int) -> func.FuncOp:
-    """Kernel `name` of the module `text`, scheduled by `trace` (ScheduleError when it does not replay)."""
+    """Kernel `name` of the module `text`, scheduled by `trace` (ScheduleError when it does not replay).
+    Replayed on a module parsed from the text, as the tuner measured it (autotune/space.py)."""
     from xdsl.parser import Parser
 
     from ziggurat.dialects import make_context
-    # The trace replay still lives in the tuner (autotune/space.py); imported here on call only, until
-    # the plan builder and replay move under transforms/schedule/.
-    from ziggurat.autotune.space import apply_trace
 
     tmp = Parser(make_context(), text).parse_module()
     apply_trace(tmp, name, trace, vector_width)
@@ -91,12 +75,13 @@ class ApplyTuningPass(ModulePass):
     with a warning; records only for other targets, and records measured on
     another CPU, give a warning each too.
 
-    **Options:** `database` (path of the JSON-lines record database, see
-    `ziggurat tune`; required), `vector-width` (the f32 lanes the records'
-    traces are replayed for; default 16), `target` (the target string the
-    records are filed under, e.g. `llvm -num-cores=2`; without
-    `-num-cores` the number of threads of this process counts; default
-    `llvm`).
+    **Options:** `database` (path of the JSON-lines record database that
+    `ziggurat tune` writes; required: the default, empty, is an error),
+    `vector-width` (the f32 lanes the records' traces are replayed for;
+    default 16), `target` (the target string the records are filed under,
+    e.g. `llvm -num-cores=2`; without `-num-cores` the number of threads of
+    this process counts; default `llvm`). The default pipelines
+    (`lowering/pipelines.py` `schedule_stage`) pass all three.
 
     Example (`ziggurat-opt -p 'apply-tuning{database="db.jsonl" vector-width=16 target="llvm -num-cores=1"}'`,
     a record of `@mm_0` that parallelizes its outer loop):
@@ -114,13 +99,16 @@ class ApplyTuningPass(ModulePass):
     """
 
     name = "apply-tuning"
-    database: str
+    database: str = ""
     vector_width: int = 16
     target: str = "llvm"
 
     def apply(self, ctx: Context, op: builtin.ModuleOp) -> None:
         from ziggurat.database import JSONDatabase
 
+        if not self.database:
+            raise CompileError("apply-tuning needs a tuning database: apply-tuning{database=\"FILE\"} "
+                               "(records written by `ziggurat tune MODEL --db FILE`)")
         try:
             with open(self.database, "rb"):
                 pass
@@ -152,18 +140,18 @@ class ApplyTuningPass(ModulePass):
                 tuned[name] = _replay(text, name, best.trace, self.vector_width)
             except ScheduleError as err:
                 warnings.warn(f"tuning record of kernel '{name}' does not replay ({err}); using the default schedule",
-                              stacklevel=2)
+                              stacklevel=3)
         if elsewhere:
             warnings.warn(f"the tuning database holds records of some kernels for target(s) {sorted(elsewhere)} "
                           f"but not for '{key_target}'; those kernels keep the default schedule "
                           f"(tune with --target '{self.target}')",
-                          stacklevel=2)
+                          stacklevel=3)
         if foreign:
             cpus = sorted(set(foreign.values()))
             warnings.warn(f"the tuning records replayed for kernel(s) {sorted(foreign)} were measured on CPU {cpus}, "
                           f"this host is '{here}': they give correct results, but the fastest schedule there "
                           f"may not be the fastest here (tune again on this machine with ziggurat tune)",
-                          stacklevel=2)
+                          stacklevel=3)
         for old in [f for f in module.ops if isinstance(f, func.FuncOp) and f.sym_name.data in tuned]:
             new = tuned[old.sym_name.data]
             new.attributes[SCHEDULED] = UnitAttr()

@@ -15,7 +15,7 @@ a plain 800 KB copy takes 32 us):
   `select(in_bounds, in[..., clamp(h' - 1), clamp(w' - 1)], 0.0)`: a test and
   two clamps per element. `peel_padding` narrows the padded loops to the
   interior, where the read is plain, and zeroes the halo in nests of its own
-  (`<tag>_pad_zero`, each point once, `pad._halo`).
+  (`<tag>_pad_zero`, each point once, `pad.halo_boxes`).
 
 What is left is a permutation copy with constant strides, which LLVM
 vectorizes with interleaved loads or stores (8 x 8 shuffles). Strip-mining
@@ -48,12 +48,11 @@ from xdsl.ir import SSAValue
 from xdsl.rewriter import InsertPoint
 
 from ziggurat.dialects import loop
-from ziggurat.lowering.convert_loop_to_hw import _const_int
-from ziggurat.transforms.schedule.loop_default_schedule import _chain, _stride
 from ziggurat.transforms.loop.loop_simplify_index import _DIVS, _REMS, simplify_block
 from ziggurat.transforms.loop.primitives.reorder import reorder
 from ziggurat.transforms.loop.primitives.split import split
-from ziggurat.transforms.schedule.pad import _erase_dead, _fill_nest, _halo, _match, _range
+from ziggurat.transforms.schedule.nest import chain, const_int, stride
+from ziggurat.transforms.schedule.pad import erase_dead, fill_nest, halo_boxes, index_range, match_clamped_read
 
 MAX_SPLITS = 4  # strip-minings per nest (a transform divides at most one variable per blocked dim)
 
@@ -61,7 +60,7 @@ MAX_SPLITS = 4  # strip-minings per nest (a transform divides at most one variab
 def _copy_nest(top: loop.ForOp) -> tuple[list[loop.ForOp], loop.BlockOp, loop.StoreOp] | None:
     """(loops, block, store) when `top` is a perfect nest of serial loops (step 1) around one
     all-spatial block whose variables bind the loops (one each) and whose one store writes at them."""
-    loops = _chain(top)
+    loops = chain(top)
     ops = list(loops[-1].body.block.ops)
     if len(ops) != 1 or not isinstance(blk := ops[0], loop.BlockOp):
         return None
@@ -90,11 +89,11 @@ def _split_candidate(blk: loop.BlockOp, loops: list[loop.ForOp]) -> tuple[int, i
     for op in blk.body.block.ops:
         if not isinstance(op, _DIVS + _REMS):
             continue
-        c = _const_int(op.operands[1])
+        c = const_int(op.operands[1])
         if c is None or c <= 1:
             continue
         for v in blk.vars:
-            k = _stride(op.operands[0], v, {})
+            k = stride(op.operands[0], v, {})
             if k is None or k <= 0 or c % k:
                 continue
             f, n = c // k, loops[pos[v]].trip_count
@@ -149,7 +148,7 @@ def split_divided_loops(loops: list[loop.ForOp], blk: loop.BlockOp) -> tuple[lis
         simplify_block(blk)
         if inner is not loops[-1]:  # the block's lane innermost: LLVM interleaves the next loop's accesses
             reorder(loops[at + 2:] + [inner])
-            loops = _chain(loops[0])
+            loops = chain(loops[0])
     return loops, blk
 
 
@@ -158,7 +157,7 @@ def peel_padding(loops: list[loop.ForOp], blk: loop.BlockOp, store: loop.StoreOp
     each clamped index a block variable plus a constant) to the interior, reads there without tests,
     and zeroes the halo in nests in front of the nest. Returns whether it changed anything."""
     reads = [o for o in blk.body.block.ops if isinstance(o, loop.LoadOp)]
-    if len(reads) != 1 or (m := _match(reads[0])) is None:
+    if len(reads) != 1 or (m := match_clamped_read(reads[0])) is None:
         return False
     read = reads[0]
     sel, clamped = m
@@ -169,14 +168,14 @@ def peel_padding(loops: list[loop.ForOp], blk: loop.BlockOp, store: loop.StoreOp
     root, loops = loops[0], _var_loops(blk)  # from here on: the loops in variable (output dim) order
     ranges = {v: (f.bounds[0], f.bounds[1] - 1) for v, f in zip(blk.vars, loops)}
     for d, x in clamped.items():
-        r = _range(x, ranges)
+        r = index_range(x, ranges)
         if r is not None and 0 <= r[0] and r[1] < shape[d]:
             continue  # always in bounds (a channel count that fills its blocks)
-        strides = [_stride(x, v, {}) for v in blk.vars]
+        strides = [stride(x, v, {}) for v in blk.vars]
         if strides.count(1) != 1 or any(k != 0 for k in strides if k != 1):
             return False  # not one variable plus a constant
         i = strides.index(1)
-        off = _range(x, dict.fromkeys(blk.vars, (0, 0)))
+        off = index_range(x, dict.fromkeys(blk.vars, (0, 0)))
         if i in bounds or loops[i].bounds[0] != 0 or off is None:
             return False
         off, n = off[0], loops[i].trip_count
@@ -196,8 +195,8 @@ def peel_padding(loops: list[loop.ForOp], blk: loop.BlockOp, store: loop.StoreOp
         bb.insert(loop.StoreOp(z, out, ivs))
 
     b = Builder(InsertPoint.before(root))
-    for box in _halo(interior, pads):
-        _fill_nest(b, box, f"{tag}_pad_zero", zero)
+    for box in halo_boxes(interior, pads):
+        fill_nest(b, box, f"{tag}_pad_zero", zero)
     for i, (lo, hi) in bounds.items():
         loops[i].lb = IntegerAttr(lo, loops[i].lb.type)
         loops[i].ub = IntegerAttr(hi, loops[i].ub.type)
@@ -211,7 +210,7 @@ def peel_padding(loops: list[loop.ForOp], blk: loop.BlockOp, store: loop.StoreOp
     sel.erase()
     read.detach()
     read.erase()
-    _erase_dead(blk)
+    erase_dead(blk)
     return True
 
 

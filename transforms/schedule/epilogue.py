@@ -26,7 +26,7 @@ from __future__ import annotations
 from xdsl.ir import Block, SSAValue
 
 from ziggurat.dialects import loop
-from ziggurat.lowering.convert_loop_to_hw import _const_int
+from ziggurat.transforms.schedule.nest import chain, const_int, stride
 
 _SAFE = ("arith.", "math.")
 
@@ -35,7 +35,7 @@ def _identity(indices, vars_, shape) -> bool:
     """Each index is the block variable of its dimension, or the constant 0 on a dimension of extent 1."""
     if len(indices) != len(vars_) or len(shape) != len(vars_):
         return False
-    return all(i is v or (n == 1 and _const_int(i) == 0) for i, v, n in zip(indices, vars_, shape))
+    return all(i is v or (n == 1 and const_int(i) == 0) for i, v, n in zip(indices, vars_, shape))
 
 
 def _local(buf: SSAValue) -> bool:
@@ -44,9 +44,7 @@ def _local(buf: SSAValue) -> bool:
 
 def _stage(top: loop.ForOp):
     """(block, intermediate read, its loads, the store) of an elementwise stage nest, else None."""
-    from ziggurat.transforms.schedule.loop_default_schedule import _chain, _stride
-
-    loops = _chain(top)
+    loops = chain(top)
     body = list(loops[-1].body.block.ops)
     if len(body) != 1 or not isinstance(body[0], loop.BlockOp):
         return None
@@ -71,7 +69,7 @@ def _stage(top: loop.ForOp):
             if list(o.buffer.type.get_shape()) == shape and _identity(o.indices, blk.vars, shape):  # type: ignore[attr-defined]
                 reads.setdefault(o.buffer, []).append(o)
                 continue
-            steps = [_stride(i, last, memo) for i in o.indices] or [0]
+            steps = [stride(i, last, memo) for i in o.indices] or [0]
             if steps[-1] not in (0, 1) or any(s != 0 for s in steps[:-1]):
                 return None
         elif not o.name.startswith(_SAFE) or o.regions:

@@ -11,7 +11,8 @@ from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 
 from ziggurat.dialects import loop
-from ziggurat.transforms.schedule.apply_tuning import is_scheduled
+from ziggurat.errors import ScheduleError
+from ziggurat.transforms.schedule.mark import is_scheduled
 
 
 def _uses(v, iv, memo: dict) -> bool:
@@ -26,18 +27,23 @@ def _uses(v, iv, memo: dict) -> bool:
     return memo[v]
 
 
-LANES = 8  # the narrowest vector this backend targets (AVX2); AVX-512 does the same work in fewer ops
+# Work-estimate lanes: a `vectorized` loop counts its trips over min(vector-width, WORK_LANES).
+# `min-work` was set with 8-lane (AVX2) ops; counting AVX-512's 16 lanes as half the work moved
+# the parallel decision of small nests and changed the -O3 code of lenet5, vgg_small_bn,
+# efficientnet_b0, regnet_y_small, segformer_b0 and llama_tiny_lm at 2 threads (2026-11-26),
+# which no paired benchmark justified. Narrower targets (SSE, 4 lanes) count their real width.
+WORK_LANES = 8
 
 
-def _work(op: Operation, trips: int = 1) -> int:
+def _work(op: Operation, lanes: int, trips: int = 1) -> int:
     """Ops executed in the blocks under `op`, each loop multiplying by its trip count (a loop already
-    marked `vectorized`, such as a dot-product tile's reduction, by its trip count over `LANES`)."""
+    marked `vectorized`, such as a dot-product tile's reduction, by its trip count over `lanes`)."""
     if isinstance(op, loop.BlockOp):
         return trips * max(1, len(list(op.body.block.ops)))
     if isinstance(op, loop.ForOp):
         n = op.trip_count
-        trips *= -(-n // LANES) if op.kind.data == "vectorized" else n
-    return sum(_work(o, trips) for r in op.regions for b in r.blocks for o in b.ops)
+        trips *= -(-n // lanes) if op.kind.data == "vectorized" else n
+    return sum(_work(o, lanes, trips) for r in op.regions for b in r.blocks for o in b.ops)
 
 
 def _spatial_only(f: loop.ForOp) -> bool:
@@ -67,10 +73,23 @@ class LoopParallelizeOuterPass(ModulePass):
 
     A nest whose work (ops executed in its blocks, counting loop trips; a
     loop already `vectorized`, such as a dot tile's reduction, counts its
-    trips over 8 lanes) is below `min-work` stays serial: a parallel region
-    costs a few microseconds, more than such a nest takes on one thread.
+    trips over min(`vector-width`, 8) lanes: the work-estimate lanes,
+    `WORK_LANES`, that `min-work` was set with) is below `min-work` stays
+    serial: a parallel region costs a few microseconds, more than such a
+    nest takes on one thread.
 
-    **Options:** `min-extent` (default 2), `min-work` (default 8192).
+    The decision does not depend on `threads` yet: with one thread the
+    backend runs `parallel` loops serially (the same code as unmarked
+    loops), `min-work` was set at two threads, and the tuner's replays
+    (`transforms/schedule/replay.py`, `autotune/space.py`) schedule kernels
+    with `threads=1` whatever thread count the model then runs on, so a
+    rule such as "one thread: leave every loop serial" would drop the
+    parallel loops of tuned kernels.
+
+    **Options:** `min-extent` (default 2), `min-work` (default 8192),
+    `vector-width` (the target's f32 lanes; default 0: 8), `threads` (the
+    target's thread count, 0: not given; validated, recorded in the
+    pipeline). The default pipelines pass both from their `Target`.
 
     Example:
     ```mlir
@@ -89,15 +108,21 @@ class LoopParallelizeOuterPass(ModulePass):
     name = "loop-parallelize-outer"
     min_extent: int = 2
     min_work: int = 8192
+    vector_width: int = 0
+    threads: int = 0
 
     def apply(self, ctx: Context, op: builtin.ModuleOp) -> None:
+        if self.vector_width < 0 or self.threads < 0:
+            raise ScheduleError(f"loop-parallelize-outer: vector-width and threads must be positive (or 0: not given), "
+                                f"got vector-width={self.vector_width}, threads={self.threads}")
+        lanes = min(self.vector_width or WORK_LANES, WORK_LANES)
         for fn in op.ops:
             if not isinstance(fn, func.FuncOp) or fn.sym_name.data == "main":
                 continue
             if is_scheduled(fn):  # apply-tuning replayed a record's schedule
                 continue
             for top in fn.body.block.ops:
-                if isinstance(top, loop.ForOp) and _work(top) >= self.min_work:
+                if isinstance(top, loop.ForOp) and _work(top, lanes) >= self.min_work:
                     self._parallelize(top)
 
     def _parallelize(self, f: loop.ForOp) -> None:

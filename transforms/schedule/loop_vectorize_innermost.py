@@ -10,7 +10,7 @@ from xdsl.dialects.builtin import StringAttr
 from xdsl.passes import ModulePass
 
 from ziggurat.dialects import loop
-from ziggurat.transforms.schedule.apply_tuning import is_scheduled
+from ziggurat.transforms.schedule.mark import is_scheduled
 
 
 def _inside_vectorized(f: loop.ForOp) -> bool:

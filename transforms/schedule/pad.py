@@ -25,6 +25,7 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.rewriter import InsertPoint
 
 from ziggurat.dialects import loop
+from ziggurat.transforms.schedule.nest import ReduceNest
 
 
 def _const(v: SSAValue) -> int | float | None:
@@ -34,7 +35,7 @@ def _const(v: SSAValue) -> int | float | None:
     return None
 
 
-def _range(v: SSAValue, ranges: dict[SSAValue, tuple[int, int]]) -> tuple[int, int] | None:
+def index_range(v: SSAValue, ranges: dict[SSAValue, tuple[int, int]]) -> tuple[int, int] | None:
     """Inclusive [min, max] of an index built from the block variables by +, - and * constant."""
     if v in ranges:
         return ranges[v]
@@ -43,7 +44,7 @@ def _range(v: SSAValue, ranges: dict[SSAValue, tuple[int, int]]) -> tuple[int, i
         return c, c
     op = v.owner
     if isinstance(op, (arith.AddiOp, arith.SubiOp, arith.MuliOp)):
-        a, b = _range(op.lhs, ranges), _range(op.rhs, ranges)
+        a, b = index_range(op.lhs, ranges), index_range(op.rhs, ranges)
         if a is None or b is None:
             return None
         if isinstance(op, arith.AddiOp):
@@ -77,7 +78,7 @@ def _leaves(c: SSAValue) -> set[SSAValue] | None:
     return {c}
 
 
-def _match(read: loop.LoadOp) -> tuple[arith.SelectOp, dict[int, SSAValue]] | None:
+def match_clamped_read(read: loop.LoadOp) -> tuple[arith.SelectOp, dict[int, SSAValue]] | None:
     """(the value select, {dim: unclamped index}) of a clamped, zero-selected read."""
     uses = list(read.result.uses)
     if len(uses) != 1 or not isinstance(sel := uses[0].operation, arith.SelectOp) or sel.lhs is not read.result:
@@ -101,7 +102,7 @@ def _match(read: loop.LoadOp) -> tuple[arith.SelectOp, dict[int, SSAValue]] | No
     return sel, clamped
 
 
-def _fill_nest(b: Builder, ranges, name: str, body) -> None:
+def fill_nest(b: Builder, ranges, name: str, body) -> None:
     """One nest over `ranges` (an extent, or a (lb, ub) pair, per dimension) around a block `name`."""
     ivs = []
     for d, r in enumerate(ranges):
@@ -114,7 +115,7 @@ def _fill_nest(b: Builder, ranges, name: str, body) -> None:
     body(Builder(InsertPoint.at_end(blk.body.block)), list(blk.vars))
 
 
-def pad_clamped_reads(nest) -> int:
+def pad_clamped_reads(nest: ReduceNest) -> int:
     """Rewrites every clamped, zero-selected read of `nest`'s update block to
     read a zero-padded copy; returns how many reads it rewrote."""
     loops = nest.spatial + nest.reduction
@@ -123,7 +124,7 @@ def pad_clamped_reads(nest) -> int:
     ranges = {v: (f.bounds[0], f.bounds[1] - 1) for v, f in zip(nest.update.vars, loops)}
     done = 0
     for read in [o for o in nest.update.body.walk() if isinstance(o, loop.LoadOp) and o.buffer != nest.out]:
-        m = _match(read)
+        m = match_clamped_read(read)
         if m is None:
             continue
         sel, clamped = m
@@ -131,7 +132,7 @@ def pad_clamped_reads(nest) -> int:
         shape = list(src.type.get_shape())  # type: ignore[attr-defined]
         pads = {}
         for d, x in clamped.items():
-            r = _range(x, ranges)
+            r = index_range(x, ranges)
             if r is None:
                 break
             pads[d] = (max(0, -r[0]), max(0, r[1] - (shape[d] - 1)))
@@ -154,9 +155,9 @@ def pad_clamped_reads(nest) -> int:
                         out[d] = bb.insert(arith.AddiOp(ivs[d], bb.insert(arith.ConstantOp(IntegerAttr(lo, IndexType()))).result)).result
                 bb.insert(loop.StoreOp(v, buf, out))
 
-            for ranges in _halo(shape, pads):
-                _fill_nest(b, ranges, f"{tag}_pad_zero", zero)
-            _fill_nest(b, shape, f"{tag}_pad_copy", copy)
+            for ranges in halo_boxes(shape, pads):
+                fill_nest(b, ranges, f"{tag}_pad_zero", zero)
+            fill_nest(b, shape, f"{tag}_pad_copy", copy)
             rb = Builder(InsertPoint.before(read))
             idx = list(read.indices)
             for d, x in clamped.items():
@@ -168,12 +169,12 @@ def pad_clamped_reads(nest) -> int:
             sel.erase()
             read.detach()
             read.erase()
-            _erase_dead(nest.update)
+            erase_dead(nest.update)
             done += 1
     return done
 
 
-def _halo(shape: list[int], pads: dict[int, tuple[int, int]]) -> list[list[tuple[int, int]]]:
+def halo_boxes(shape: list[int], pads: dict[int, tuple[int, int]]) -> list[list[tuple[int, int]]]:
     """Boxes that tile the zero border of `shape` padded by `pads` ({dim: (lo, hi)}), each point once:
     for each padded dimension d, its low and high slabs, with the padded dimensions before d limited
     to their interior (those points belong to an earlier slab) and the ones after d at full extent.
@@ -197,7 +198,7 @@ def _halo(shape: list[int], pads: dict[int, tuple[int, int]]) -> list[list[tuple
     return boxes
 
 
-def _erase_dead(blk: loop.BlockOp) -> None:
+def erase_dead(blk: loop.BlockOp) -> None:
     """Drops the now unused index tests and clamps (pure arith ops) of `blk`."""
     changed = True
     while changed:

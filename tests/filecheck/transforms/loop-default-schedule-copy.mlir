@@ -1,4 +1,5 @@
 // RUN: ziggurat-opt %s -p 'loop-default-schedule{vector-width=8}' | filecheck %s
+// RUN: ziggurat-opt %s -p 'loop-default-schedule{vector-width=8 copy-nests=false}' | filecheck %s --check-prefix=OFF
 
 // conv's boundary layout transforms (NCHW <-> NCHW8c, the input padded by 1) as
 // convert-te-to-loop writes them. loop-default-schedule gives such copy nests
@@ -24,6 +25,10 @@
 // CHECK-NOT:             arith.select
 // CHECK:                 %[[V:.*]] = loop.load %in0[%{{.*}}] : memref<1x16x3x4xf32>
 // CHECK-NEXT:            loop.store %[[V]], %out0
+// Without the copy-nest schedule the transform keeps its clamped, tested read.
+// OFF-LABEL: func.func @pad_block
+// OFF-NOT:     layout_transform_pad_zero
+// OFF:         arith.select
 // CHECK-LABEL: func.func @unblock
 func.func @pad_block(%in0: memref<1x16x3x4xf32>, %out0: memref<1x2x5x6x8xf32>) {
   loop.for %i0 = 0 to 1 serial {

@@ -1,4 +1,5 @@
 // RUN: ziggurat-opt %s -p 'loop-default-schedule{vector-width=8}' | filecheck %s
+// RUN: ziggurat-opt %s -p 'loop-default-schedule{vector-width=8 fuse-epilogues=false}' | filecheck %s --check-prefix=OFF
 
 // matmul + bias + relu as convert-te-to-loop leaves a fused group: the register
 // block stores into the local %t, then a bias nest and a relu nest sweep it.
@@ -17,6 +18,12 @@
 // CHECK-NOT:     loop.block "bias"
 // CHECK-NOT:     loop.block "relu"
 // CHECK:         func.return
+
+// Without epilogue fusion the stages keep their own nests over the local %t.
+// OFF-LABEL: func.func @matmul_bias_relu
+// OFF:         loop.block "matmul_store"
+// OFF:         loop.block "bias"
+// OFF:         loop.block "relu"
 func.func @matmul_bias_relu(%a: memref<16x8xf32>, %b: memref<8x32xf32>, %bias: memref<32xf32>, %y: memref<16x32xf32>) {
   %t = loop.alloc "local" : memref<16x32xf32>
   %u = loop.alloc "local" : memref<16x32xf32>

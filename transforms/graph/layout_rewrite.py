@@ -1,0 +1,243 @@
+"""The rewriting half of convert-layout: which ops may run in the blocked layout
+NCHW[x]c (`conv_eligible`, `find_members`, `regions_of`), the weight repacking
+(`to_blocked_array`, `weight_array`) and the `Rewriter` that moves a region to
+the blocked layout with transforms only at its boundaries. The pass
+(convert_layout.py) decides which regions; the layout cost query
+(transforms/costs/layout_costs.py) prices a region by rewriting a scratch copy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from xdsl.builder import Builder
+from xdsl.dialects.builtin import TensorType
+from xdsl.ir import Operation, SSAValue
+from xdsl.rewriter import InsertPoint
+
+from ziggurat.dialects import graph
+from ziggurat.dialects.graph_layout import (
+    Conv2dNchwcOp,
+    LayoutTransformOp,
+    MaxPool2dNchwcOp,
+    blocked_shape,
+    padded_blocked_shape,
+)
+from ziggurat.weights import WeightStore
+
+DECISION_ATTR = "graph.layout_decision"
+_BINARY = (graph.AddOp, graph.SubOp, graph.MulOp, graph.DivOp, graph.MaxOp, graph.MinOp)
+
+
+def _shape(v: SSAValue) -> tuple[int, ...]:
+    return tuple(v.type.get_shape())  # type: ignore[attr-defined]
+
+
+def _ints(attr) -> tuple[int, ...]:
+    return tuple(attr.get_values())
+
+
+def _tensor(like: SSAValue, shape) -> TensorType:
+    return TensorType(like.type.element_type, list(shape))  # type: ignore[attr-defined]
+
+
+def input_block(channels: int, block: int) -> int:
+    """The channel block of a conv input: `block` when it divides C, else the largest divisor of C up to `block`."""
+    if channels % block == 0:
+        return block
+    return max(d for d in range(1, min(channels, block) + 1) if channels % d == 0)
+
+
+def conv_eligible(op: Operation, block: int) -> bool:
+    """A conv2d that the blocked layout can compute: no groups, a constant weight, C_out a multiple of `block`."""
+    if not isinstance(op, graph.Conv2dOp) or op.groups.value.data != 1:
+        return False
+    if not isinstance(op.weight.owner, graph.ConstantOp):
+        return False
+    return _shape(op.result)[1] % block == 0
+
+
+def _channel_broadcast(v: SSAValue, out: tuple[int, ...]) -> bool:
+    """`v` broadcasts to NCHW `out` along N, H and W only (a bias, a folded BN scale, a scalar)."""
+    s = (1,) * (4 - len(_shape(v))) + _shape(v)
+    return len(_shape(v)) <= 4 and s[0] == 1 and s[2] == 1 and s[3] == 1 and s[1] in (1, out[1])
+
+
+def find_members(ops: list[Operation], block: int) -> list[Operation]:
+    """The ops that go to the blocked layout, in program order: eligible convs, and the
+    elementwise ops, residual adds and max pools that consume (transitively) their results."""
+    members: list[Operation] = []
+    blocked: set[SSAValue] = set()
+    for op in ops:
+        ok = False
+        if conv_eligible(op, block):
+            ok = True
+        elif isinstance(op, graph.UnaryOp) and op.input in blocked:
+            ok = True
+        elif isinstance(op, _BINARY) and (op.lhs in blocked or op.rhs in blocked):
+            out = _shape(op.result)
+            ok = len(out) == 4 and all(v in blocked or _shape(v) == out or _channel_broadcast(v, out)
+                                       for v in (op.lhs, op.rhs))
+        elif isinstance(op, graph.MaxPool2dOp) and op.input in blocked:
+            ok = not (op.ceil_mode is not None and op.ceil_mode.value.data)
+        if ok:
+            members.append(op)
+            blocked.add(op.results[0])
+    return members
+
+
+def regions_of(members: list[Operation]) -> list[list[Operation]]:
+    """Connected components of `members` (edges: one member uses another's result)."""
+    parent = {op: op for op in members}
+
+    def root(o: Operation) -> Operation:
+        while parent[o] is not o:
+            parent[o] = parent[parent[o]]
+            o = parent[o]
+        return o
+
+    for op in members:
+        for v in op.operands:
+            if v.owner in parent:
+                parent[root(op)] = root(v.owner)  # type: ignore[index]
+    groups: dict[Operation, list[Operation]] = {}
+    for op in members:
+        groups.setdefault(root(op), []).append(op)
+    return list(groups.values())
+
+
+def to_blocked_array(a: np.ndarray, b: int) -> np.ndarray:
+    n, c, h, w = a.shape
+    return np.ascontiguousarray(a.reshape(n, c // b, b, h, w).transpose(0, 1, 3, 4, 2))
+
+
+def weight_array(a: np.ndarray, bi: int, bo: int) -> np.ndarray:
+    o, i, h, w = a.shape
+    return np.ascontiguousarray(a.reshape(o // bo, bo, i // bi, bi, h, w).transpose(0, 2, 4, 5, 3, 1))
+
+
+@dataclass
+class Rewriter:
+    """Rewrites one function's member ops into the blocked layout."""
+
+    block: int
+    store: WeightStore | None
+    bl: dict[SSAValue, SSAValue] = field(default_factory=dict)  # NCHW value -> its blocked twin
+    backs: list[LayoutTransformOp] = field(default_factory=list)
+    weights: dict[tuple[SSAValue, str], SSAValue] = field(default_factory=dict)
+
+    def insert(self, at: Operation, op: Operation, hint: str | None = None) -> SSAValue:
+        Builder(InsertPoint.before(at)).insert(op)
+        if hint:
+            op.results[0].name_hint = hint
+        return op.results[0]
+
+    def constant(self, at: Operation, ref: str, value: np.ndarray, like: SSAValue) -> SSAValue:
+        assert self.store is not None
+        name = self.store.add(ref, value.astype(np.float32))
+        return self.insert(at, graph.ConstantOp(name, _tensor(like, value.shape)))
+
+    def to_blocked(self, at: Operation, v: SSAValue, b: int) -> SSAValue:
+        """`v` (NCHW, full shape) in NCHW<b>c: its twin, else a transform (once per value)."""
+        if v in self.bl and _shape(self.bl[v])[-1] == b:
+            return self.bl[v]
+        shape = blocked_shape(_shape(v), f"NCHW{b}c")
+        if isinstance(v.owner, graph.ConstantOp) and self.store is not None:
+            arr = to_blocked_array(self.store[v.owner.ref.data], b)
+            t = self.constant(at, f"{v.owner.ref.data}.NCHW{b}c", arr, v)
+        else:
+            t = self.insert(at, LayoutTransformOp(v, "NCHW", f"NCHW{b}c", _tensor(v, shape)))
+        self.bl[v] = t
+        return t
+
+    def padded_boundary(self, conv: graph.Conv2dOp) -> bool:
+        """A padded conv whose NCHW input enters the region here and feeds nothing else."""
+        v = conv.input
+        return (any(_ints(conv.pads)) and v not in self.bl and not isinstance(v.owner, graph.ConstantOp)
+                and all(u.operation is conv for u in v.uses))
+
+    def to_blocked_padded(self, at: Operation, v: SSAValue, b: int, pads: tuple[int, ...]) -> SSAValue:
+        """`v` in NCHW<b>c with its H and W zero-padded by `pads` (not cached: only `at` reads it)."""
+        shape = padded_blocked_shape(_shape(v), f"NCHW{b}c", pads)
+        return self.insert(at, LayoutTransformOp(v, "NCHW", f"NCHW{b}c", _tensor(v, shape), pads=pads))
+
+    def broadcast_operand(self, at: Operation, v: SSAValue, out: tuple[int, ...]) -> SSAValue:
+        """A per-channel (or scalar) operand reshaped to [1, C/b, 1, 1, b] (or [1, 1, 1, 1, 1])."""
+        c = (1,) * (4 - len(_shape(v))) + _shape(v)
+        b = self.block
+        shape = (1, c[1] // b, 1, 1, b) if c[1] > 1 else (1, 1, 1, 1, 1)
+        if isinstance(v.owner, graph.ConstantOp) and self.store is not None:
+            arr = self.store[v.owner.ref.data].reshape(c)
+            arr = to_blocked_array(arr, b) if c[1] > 1 else arr.reshape(shape)
+            return self.constant(at, f"{v.owner.ref.data}.NCHW{b}c", arr, v)
+        r = v if len(_shape(v)) == 4 else self.insert(at, graph.ReshapeOp(v, _tensor(v, c)))
+        if c[1] == 1:
+            return self.insert(at, graph.ReshapeOp(r, _tensor(v, shape)))
+        return self.insert(at, LayoutTransformOp(r, "NCHW", f"NCHW{b}c", _tensor(v, shape)))
+
+    def weight(self, at: Operation, w: SSAValue, bi: int, bo: int) -> SSAValue:
+        layout = f"OIHW{bi}i{bo}o"
+        if (w, layout) in self.weights:
+            return self.weights[(w, layout)]
+        self.weights[(w, layout)] = t = self._weight(at, w, layout)
+        return t
+
+    def _weight(self, at: Operation, w: SSAValue, layout: str) -> SSAValue:
+        bi, bo = (int(x) for x in layout[4:-1].split("i"))
+        shape = blocked_shape(_shape(w), layout)
+        assert isinstance(w.owner, graph.ConstantOp)
+        if self.store is not None:  # pre-transformed at compile time
+            return self.constant(at, f"{w.owner.ref.data}.{layout}", weight_array(self.store[w.owner.ref.data], bi, bo), w)
+        return self.insert(at, LayoutTransformOp(w, "OIHW", layout, _tensor(w, shape)))
+
+    def operand(self, at: Operation, v: SSAValue, out: tuple[int, ...]) -> SSAValue:
+        if v in self.bl:
+            return self.bl[v]
+        if _shape(v) == out:
+            return self.to_blocked(at, v, self.block)
+        return self.broadcast_operand(at, v, out)
+
+    def rewrite(self, op: Operation) -> Operation:
+        """Replaces member `op` by its blocked twin followed by a transform back to NCHW
+        (erased at the end when only blocked ops read it); returns the twin."""
+        b = self.block
+        res = op.results[0]
+        if isinstance(op, graph.Conv2dOp):
+            bi = input_block(_shape(op.input)[1], b)
+            pads = _ints(op.pads)
+            if self.padded_boundary(op):  # the boundary transform pads: no padded copy in the conv kernel
+                x = self.to_blocked_padded(op, op.input, bi, pads)
+                pads = (0, 0, 0, 0)
+            else:
+                x = self.to_blocked(op, op.input, bi)
+            w = self.weight(op, op.weight, bi, b)
+            new: Operation = Conv2dNchwcOp(x, w, _tensor(res, blocked_shape(_shape(res), f"NCHW{b}c")),
+                                           _ints(op.strides), pads, _ints(op.dilations))
+        elif isinstance(op, graph.MaxPool2dOp):
+            x = self.bl[op.input]
+            new = MaxPool2dNchwcOp(x, _tensor(res, blocked_shape(_shape(res), f"NCHW{b}c")), _ints(op.kernel),
+                                   _ints(op.strides), _ints(op.pads), _ints(op.dilations))
+        elif isinstance(op, graph.UnaryOp):
+            new = type(op)(self.bl[op.input])
+        else:
+            out = _shape(res)
+            lhs, rhs = self.operand(op, op.lhs, out), self.operand(op, op.rhs, out)
+            new = type(op)(lhs, rhs, _tensor(res, blocked_shape(out, f"NCHW{b}c")))
+        twin = self.insert(op, new, res.name_hint)
+        back = LayoutTransformOp(twin, f"NCHW{b}c", "NCHW", res.type)
+        Builder(InsertPoint.after(new)).insert(back)
+        back.results[0].name_hint = res.name_hint
+        res.replace_all_uses_with(back.results[0])
+        op.detach()
+        op.erase()
+        self.bl[back.results[0]] = twin
+        self.backs.append(back)
+        return new
+
+    def finish(self) -> None:
+        """Erases the transforms back to NCHW that no op outside the region reads."""
+        for back in reversed(self.backs):
+            if not back.results[0].uses:
+                back.detach()
+                back.erase()
