@@ -84,12 +84,12 @@ def _local_dir() -> str:
     return _DIR[0]
 
 
-def _remote_build(job: tuple[str, str, str, int, str], timeout: float) -> tuple[str, str, bytes, bytes, float]:
+def _remote_build(job: tuple[str, str, str, str, str], timeout: float) -> tuple[str, str, bytes, bytes, float]:
     """On a Dask worker: build in an owned child process; (status, message, library bytes, json bytes, s)."""
-    text, func, pipeline, threads, name = job
+    text, func, pipeline, target, name = job
     path = os.path.join(_local_dir(), name)
     started = time.perf_counter()
-    (res,) = _pool("build").map(_build_task, [(text, func, pipeline, threads, path)], timeout)
+    (res,) = _pool("build").map(_build_task, [(text, func, pipeline, target, path)], timeout)
     seconds = time.perf_counter() - started
     if res.status != "ok":
         return res.status, res.message or res.status, b"", b"", seconds
@@ -126,15 +126,15 @@ class DaskBuilder:
         self.build_dir = build_dir or tempfile.mkdtemp(prefix="ziggurat-build-")
 
     def build(self, inputs: Sequence[MeasureInput]) -> list[BuildResult]:
-        jobs: dict[str, tuple[str, str, str, int, str]] = {}
+        jobs: dict[str, tuple[str, str, str, str, str]] = {}
         plan = []
         for inp in inputs:
-            name = f"{inp.func}-{_digest(inp.mlir, inp.func, inp.pipeline, inp.num_threads)}.so"
-            jobs.setdefault(name, (inp.mlir, inp.func, inp.pipeline, inp.num_threads, name))
+            name = f"{inp.func}-{_digest(inp.mlir, inp.func, inp.pipeline, inp.build_target)}.so"
+            jobs.setdefault(name, (inp.mlir, inp.func, inp.pipeline, inp.build_target, name))
             ref = None
             if inp.reference is not None:
-                ref = f"{inp.func}-{_digest(inp.reference, inp.func, inp.pipeline, inp.num_threads)}.so"
-                jobs.setdefault(ref, (inp.reference, inp.func, inp.pipeline, inp.num_threads, ref))
+                ref = f"{inp.func}-{_digest(inp.reference, inp.func, inp.pipeline, inp.build_target)}.so"
+                jobs.setdefault(ref, (inp.reference, inp.func, inp.pipeline, inp.build_target, ref))
             plan.append((name, ref))
         todo = [j for n, j in jobs.items() if not os.path.exists(os.path.join(self.build_dir, n))]
         started = time.perf_counter()

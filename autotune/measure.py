@@ -77,6 +77,14 @@ class MeasureInput:
     trace: Any = None
     workload: WorkloadKey | None = None
     num_threads: int = 1
+    target: str = ""  # the code-generation target (empty: the default target); -num-cores comes from num_threads
+
+    @property
+    def build_target(self) -> str:
+        """The target string the candidate is compiled for, with its thread count."""
+        from ziggurat.target import Target
+
+        return str(Target.parse(self.target or "llvm").with_threads(self.num_threads))
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "arg_shapes", tuple(tuple(int(d) for d in s) for s in self.arg_shapes))
@@ -133,7 +141,7 @@ class Runner(Protocol):
 # ---------------------------------------------------------------- build (in workers)
 
 
-def _build_task(arg: tuple[str, str, str, int, str]) -> str:
+def _build_task(arg: tuple[str, str, str, str, str]) -> str:
     """Worker side of the builder: MLIR text -> shared library at `path`; returns the path."""
     from xdsl.parser import Parser
 
@@ -142,14 +150,14 @@ def _build_task(arg: tuple[str, str, str, int, str]) -> str:
     from ziggurat.dialects import make_context
     from ziggurat.errors import CompileError
 
-    text, func, pipeline, threads, path = arg
+    text, func, pipeline, target, path = arg
     try:
         module = Parser(make_context(), text).parse_module()
         module.verify()
     except Exception as err:  # noqa: BLE001 - a parse or verify failure of a candidate is a build error
         raise CompileError(f"candidate kernel '{func}' does not parse or verify: {str(err).strip()[:2000]}") from None
     run_passes(module, parse_pipeline(pipeline))
-    options = LLVMOptions(num_threads=threads, export_all=True)
+    options = LLVMOptions.for_target(target, export_all=True)
     llvm_module, info = translate_module(module, options)
     if func not in info.exported:
         raise CompileError(f"candidate module has no kernel '{func}' (it defines {info.exported})")
@@ -178,15 +186,15 @@ class LocalBuilder:
         return os.path.join(self.build_dir, f"{func}-{_digest(text, func, pipeline, threads)}.so")
 
     def build(self, inputs: Sequence[MeasureInput]) -> list[BuildResult]:
-        jobs: dict[str, tuple[str, str, str, int, str]] = {}
+        jobs: dict[str, tuple[str, str, str, str, str]] = {}
         plan = []
         for inp in inputs:
-            path = self._path(inp.mlir, inp.func, inp.pipeline, inp.num_threads)
+            path = self._path(inp.mlir, inp.func, inp.pipeline, inp.build_target)
             ref = None
             if inp.reference is not None:
-                ref = self._path(inp.reference, inp.func, inp.pipeline, inp.num_threads)
-                jobs.setdefault(ref, (inp.reference, inp.func, inp.pipeline, inp.num_threads, ref))
-            jobs.setdefault(path, (inp.mlir, inp.func, inp.pipeline, inp.num_threads, path))
+                ref = self._path(inp.reference, inp.func, inp.pipeline, inp.build_target)
+                jobs.setdefault(ref, (inp.reference, inp.func, inp.pipeline, inp.build_target, ref))
+            jobs.setdefault(path, (inp.mlir, inp.func, inp.pipeline, inp.build_target, path))
             plan.append((path, ref))
         todo = [j for p, j in jobs.items() if not os.path.exists(p)]
         started = time.perf_counter()

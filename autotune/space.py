@@ -59,6 +59,7 @@ from ziggurat.autotune.template import (
 )
 from ziggurat.dialects import loop, make_context
 from ziggurat.errors import ScheduleError
+from ziggurat.target import Target
 from ziggurat.transforms.loop.primitives.api import Schedule
 from ziggurat.transforms.loop.primitives.loops import bound_kinds, get_loops
 from ziggurat.transforms.schedule.nest import ReduceNest, packable_a
@@ -147,10 +148,13 @@ def _pick_factor(rng: random.Random, n: int, cap: int) -> int:
 class SearchSpace:
     """Sketch-rule candidates for kernel `name` of a loop-level module (given as MLIR text)."""
 
-    def __init__(self, kernel_text: str, name: str, vector_width: int = 16, num_threads: int = 1):
+    def __init__(self, kernel_text: str, name: str, vector_width: int = 16, num_threads: int = 1,
+                 target: Target | None = None):
         self.text = kernel_text
         self.name = name
         self.vector_width = vector_width
+        # what candidates are scheduled for: the tuner's target, else a target of `vector_width` lanes
+        self.target: Target | int = target if target is not None else vector_width
         self.num_threads = num_threads
         self.module = Parser(make_context(), kernel_text).parse_module()
         self.nests = find_nests(kernel_of(self.module, name))
@@ -321,7 +325,7 @@ class SearchSpace:
         module = self.module.clone()
         try:
             if knobs == DEFAULT_TRACE or isinstance(knobs, dict):
-                apply_trace(module, self.name, knobs, self.vector_width)
+                apply_trace(module, self.name, knobs, self.target)
                 trace: Any = knobs
             else:
                 sch = Schedule(kernel_of(module, self.name))

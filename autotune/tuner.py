@@ -44,6 +44,7 @@ from ziggurat.autotune.measure import Builder, LocalBuilder, LocalRunner, Measur
 from ziggurat.autotune.search import EvolutionarySearch
 from ziggurat.autotune.space import DEFAULT_TRACE, SearchSpace, apply_trace
 from ziggurat.dialects import loop
+from ziggurat.lowering import pipelines
 from ziggurat.errors import ScheduleError, TuningError
 from ziggurat.target import Target
 from ziggurat.transforms.schedule.apply_tuning import kernel_text, record_target
@@ -145,7 +146,7 @@ class Tuner:
 
     def task(self, text: str, name: str, calls: int = 1) -> Task:
         """A task for kernel `name` of `text`, resumed from the database's records of it."""
-        space = SearchSpace(text, name, self.vector_width, self.num_threads)
+        space = SearchSpace(text, name, self.vector_width, self.num_threads, target=self.target)
         key = WorkloadKey.from_text(text, name)
         model = GBTCostModel(n_estimators=60, seed=self.seed)
         rng = random.Random(f"{self.seed}:{key.hash}")
@@ -175,7 +176,7 @@ class Tuner:
 
         module = space.module.clone()
         try:
-            apply_trace(module, space.name, trace, self.vector_width)
+            apply_trace(module, space.name, trace, self.target)
         except ScheduleError:
             return None
         return extract_features(module, space.name)
@@ -190,12 +191,13 @@ class Tuner:
         self.timing["search"] += time.perf_counter() - t0
         if not batch:
             return 0
-        pipeline = f"convert-loop-to-hw{{vector-width={self.vector_width}}}"
+        pipeline = pipelines.hw_stage(3, self.target)
         # the reference is the untuned kernel as it would run: the default schedule (tested against numpy;
         # the naive loops take seconds per call at 1024^3 and would eat the measuring timeout)
         reference = t.space.default().mlir
         inputs = [MeasureInput(c.mlir, t.name, t.shapes, t.num_outputs, pipeline, reference=reference, trace=c.trace,
-                               workload=t.key, num_threads=self.num_threads) for c in batch]
+                               workload=t.key, num_threads=self.num_threads, target=str(self.target))
+                  for c in batch]
         config = getattr(self.runner, "config", None)
         if isinstance(config, dict):  # LocalRunner / DaskRunner: time hopeless candidates only once
             config["slow_s"] = SLOW_FACTOR * t.best_cost if np.isfinite(t.best_cost) else None
@@ -243,15 +245,16 @@ class Tuner:
             return 0
         inputs = []
         reference = t.space.default().mlir
-        pipeline = f"convert-loop-to-hw{{vector-width={self.vector_width}}}"
+        pipeline = pipelines.hw_stage(3, self.target)
         for trace in traces:
             module = t.space.module.clone()
             try:
-                apply_trace(module, t.name, trace, self.vector_width)
+                apply_trace(module, t.name, trace, self.target)
             except ScheduleError:
                 continue
             inputs.append(MeasureInput(str(module), t.name, t.shapes, t.num_outputs, pipeline, reference=reference,
-                                       trace=trace, workload=t.key, num_threads=self.num_threads))
+                                       trace=trace, workload=t.key, num_threads=self.num_threads,
+                                       target=str(self.target)))
         config = getattr(self.runner, "config", None)
         if isinstance(config, dict):
             config["slow_s"] = None
@@ -312,7 +315,6 @@ def extract_tasks(model: Any, opt_level: int = 3, target: str | Target = "llvm")
     from ziggurat.compiler import parse_pipeline, run_passes
     from ziggurat.frontends.onnx import ImportedModel, import_onnx
     from ziggurat.weights import WeightStore
-    from ziggurat.lowering import pipelines
     from ziggurat.transforms.graph.weight_binding import bind_weights
 
     tgt = Target.parse(target)

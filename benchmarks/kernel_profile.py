@@ -80,7 +80,7 @@ def time_kernel(fn: func.FuncOp, threads: int = 1, rounds: int = 20, seed: int =
     shapes, _ = _signature(fn)
     single = builtin.ModuleOp([fn.clone()])
     run_passes(single, parse_pipeline(loop_spec))
-    options = LLVMOptions(num_threads=tgt.num_threads, export_all=True)
+    options = LLVMOptions.for_target(tgt, export_all=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         jit = jit_compile(translate_module(single, options)[0], options)

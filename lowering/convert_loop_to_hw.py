@@ -98,7 +98,7 @@ class _Vectorizer:
             return
         if isinstance(op, arith.MuliOp):
             a, b = self._s(op.lhs), self._s(op.rhs)
-            const = {v: _const_int(v) for v in (op.lhs, op.rhs)}
+            const = {v: const_int(v) for v in (op.lhs, op.rhs)}
             if a == 0 and b == 0:
                 self.stride[op.result] = 0
             elif a is not None and b == 0 and const[op.rhs] is not None:
@@ -389,7 +389,7 @@ def _ancestors(op: Operation):
         p = p.parent_op()
 
 
-def _const_int(v: SSAValue) -> int | None:
+def const_int(v: SSAValue) -> int | None:
     op = v.owner
     if isinstance(op, arith.ConstantOp) and isinstance(op.value, IntegerAttr):
         return op.value.value.data

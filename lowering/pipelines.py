@@ -138,8 +138,7 @@ def schedule_stage(level: int, target: Target | str | None = None, tuning_db: st
     if tuning_db:
         tgt = _target(target)
         threads = tgt.with_threads(tgt.num_threads)
-        tuned = format_pass("apply-tuning", {"database": _quote(str(tuning_db)), "vector-width": tgt.vector_width,
-                                             "target": _quote(str(threads))})
+        tuned = format_pass("apply-tuning", {"database": _quote(str(tuning_db)), "target": _quote(str(threads))})
     return join(tuned, _stage(SCHEDULE[level], _target(target), level, skip, options))
 
 

@@ -4,16 +4,23 @@ The cost oracle caches the machine's roofline peaks in `$XDG_CACHE_HOME/ziggurat
 (transforms/costs/cost_oracle.py, `cache_path`/`machine_peaks`), and fusion and layout cost records
 go under the same cache folder (transforms/costs/fusion_costs.py, layout_costs.py); the ONNX
 conformance cases under `$ZIGGURAT_CACHE_DIR`; Hypothesis keeps its example database in
-`./.hypothesis`. The fixture below points all of these (and $HOME itself, for anything that uses
-`Path.home()`) at one temporary folder for the session, and writes FIXED peaks into the roofline
-cache there: fusion decisions in tests then never depend on a peak measured while the machine was
-busy, and are the same on every host and every run.
+`./.hypothesis`; onnxruntime its telemetry files under `$XDG_CACHE_HOME/Microsoft`. All of these
+(and $HOME itself, for anything that uses `Path.home()`) point at one temporary folder for the
+session, removed at its end.
+
+The environment is set in `pytest_configure`, before any test module is imported (onnxruntime,
+for one, reads it at import time); the session fixture `isolated_caches` writes FIXED peaks into
+the roofline cache there, so fusion decisions in tests never depend on a peak measured while the
+machine was busy, and are the same on every host and every run.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -22,34 +29,51 @@ import pytest
 PEAK_GFLOPS = 100.0
 BANDWIDTH_GBS = 20.0
 
+_ENV: dict[str, Path] = {}  # variable -> the session's folder for it (set by pytest_configure)
+_SAVED: dict[str, str | None] = {}
 
-@pytest.fixture(scope="session", autouse=True)
-def isolated_caches(tmp_path_factory):
+
+def pytest_configure(config) -> None:
     from hypothesis import configuration as hypothesis_configuration
 
-    from ziggurat.transforms.costs import cost_oracle
-
-    root = tmp_path_factory.mktemp("ziggurat-session")
-    env = {
+    root = Path(tempfile.mkdtemp(prefix="ziggurat-tests-"))
+    _ENV.update({
         "HOME": root / "home",
         "XDG_CACHE_HOME": root / "cache",
         "ZIGGURAT_CACHE_DIR": root / "cache" / "ziggurat",
-        "HYPOTHESIS_STORAGE_DIRECTORY": root / "hypothesis",  # subprocesses; this one is set below
-    }
-    saved = {k: os.environ.get(k) for k in env}
-    for key, path in env.items():
+        "HYPOTHESIS_STORAGE_DIRECTORY": root / "hypothesis",
+    })
+    for key, path in _ENV.items():
+        _SAVED[key] = os.environ.get(key)
         path.mkdir(parents=True, exist_ok=True)
         os.environ[key] = str(path)
-    hypothesis_configuration.set_hypothesis_home_dir(env["HYPOTHESIS_STORAGE_DIRECTORY"])
-    peaks = cost_oracle.cache_path()
-    assert str(peaks).startswith(str(root)), peaks
-    peaks.parent.mkdir(parents=True, exist_ok=True)
-    peaks.write_text(json.dumps({"gflops": PEAK_GFLOPS, "bandwidth_gbs": BANDWIDTH_GBS}))
-    assert cost_oracle.machine_peaks() == cost_oracle.Peaks(PEAK_GFLOPS, BANDWIDTH_GBS)
-    yield root
-    # Hypothesis keeps its folder (it may still write at exit); the rest is restored
-    for key, value in saved.items():
+    hypothesis_configuration.set_hypothesis_home_dir(_ENV["HYPOTHESIS_STORAGE_DIRECTORY"])
+
+
+def pytest_unconfigure(config) -> None:
+    for key, value in _SAVED.items():
         if value is None:
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
+    if _ENV:
+        shutil.rmtree(_ENV["HOME"].parent, ignore_errors=True)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def isolated_caches() -> Path:
+    """The session's temporary cache root, with the fixed roofline peaks in place: for this host's
+    CPU, and for every CPU a test may make the default target's (`ZIGGURAT_HOST_CPU`)."""
+    from ziggurat import target
+    from ziggurat.transforms.costs import cost_oracle
+
+    root = _ENV["HOME"].parent
+    for key, path in _ENV.items():
+        assert os.environ.get(key) == str(path), f"${key} is not the session's temporary folder"
+    fixed = json.dumps({"gflops": PEAK_GFLOPS, "bandwidth_gbs": BANDWIDTH_GBS})
+    for path in {cost_oracle.cache_path(), *(cost_oracle.cache_path(cpu) for cpu in getattr(target, "CPU_ISA", ()))}:
+        assert path.is_relative_to(root), path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(fixed)
+    assert cost_oracle.machine_peaks() == cost_oracle.Peaks(PEAK_GFLOPS, BANDWIDTH_GBS)
+    return root

@@ -67,7 +67,7 @@ def test_tuned_compile_is_a_pipeline_that_ziggurat_opt_reproduces(tuned, tmp_pat
     (tmp_path / "records.jsonl").write_bytes(db.read_bytes())
     (tmp_path / "mm.onnx").write_bytes(path.read_bytes())
     spec = pipelines.default_pipeline(3, TARGET, tuning_db="records.jsonl")
-    assert 'apply-tuning{database="records.jsonl" vector-width=' in spec
+    assert 'apply-tuning{database="records.jsonl" target=' in spec
     assert 'target="llvm -num-cores=1"},loop-default-schedule' in spec
 
     compiled = ziggurat.compile("mm.onnx", target=TARGET, tuning_db="records.jsonl")

@@ -185,7 +185,7 @@ def test_roofline_prices_scalar_loops_and_gathering_divisions() -> None:
     from tests.helpers import tensor
     from ziggurat.transforms.costs.cost_oracle import SCALAR_SLOWDOWN, DefaultCostOracle, Peaks, count_work
     from ziggurat.dialects import graph
-    from ziggurat.transforms.graph.annotate_costs import kernel_of_ops, lower_kernel
+    from ziggurat.transforms.costs.kernels import kernel_of_ops, lower_kernel
 
     def work(op):
         module, _ = lower_kernel(kernel_of_ops([op]))
@@ -273,7 +273,7 @@ def test_weight_layout_follows_the_records(tmp_path, plain_us: float, transposed
     from ziggurat.dialects.graph_layout import MatmulPanelsOp, pack_panels
     from ziggurat.weights import WeightStore
     from ziggurat.target import Target
-    from ziggurat.transforms.graph.annotate_costs import kernel_of_ops, lower_kernel
+    from ziggurat.transforms.costs.kernels import kernel_of_ops, lower_kernel
     from ziggurat.transforms.graph.fuse_ops import FuseOpsPass
     from ziggurat.transforms.graph.weight_binding import bind_weights
 

@@ -16,7 +16,7 @@ from ziggurat.transforms.costs.cost_oracle import DefaultCostOracle, Peaks, coun
 from ziggurat.database import JSONDatabase, TuningRecord
 from ziggurat.dialects import graph, make_context
 from ziggurat.errors import ZigguratError
-from ziggurat.transforms.graph.annotate_costs import kernel_of_ops, lower_kernel, price_kernel
+from ziggurat.transforms.costs.kernels import kernel_of_ops, lower_kernel, price_kernel
 
 FIXED = Peaks(gflops=100.0, bandwidth_gbs=20.0)
 

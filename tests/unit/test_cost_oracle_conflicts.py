@@ -14,7 +14,7 @@ from ziggurat.transforms.costs.cost_oracle import (
     count_work,
 )
 from ziggurat.dialects import graph
-from ziggurat.transforms.graph.annotate_costs import kernel_of_ops, lower_kernel
+from ziggurat.transforms.costs.kernels import kernel_of_ops, lower_kernel
 
 FIXED = Peaks(gflops=100.0, bandwidth_gbs=20.0)
 

@@ -167,7 +167,7 @@ def test_both_widths_schedule_panels_as_their_own_packed_copy(lanes: int, k: int
     """At 8 lanes (2-D register block) and 16 (one vector per row), with and without a
     k-block: the scheduled kernel loads `wp[panel, k, lane]` directly, with no index
     division left and no pack nest, and every innermost loop vectorizes."""
-    from ziggurat.transforms.graph.annotate_costs import kernel_of_ops, lower_kernel
+    from ziggurat.transforms.costs.kernels import kernel_of_ops, lower_kernel
 
     a = graph.ConstantOp("a", tensor([64, k]))
     wp = graph.ConstantOp("wp", tensor([256 // lanes, k, lanes]))

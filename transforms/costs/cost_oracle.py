@@ -45,7 +45,7 @@ from xdsl.dialects.builtin import IntegerAttr, ModuleOp, VectorType
 from xdsl.ir import Operation
 
 from ziggurat.database import Database, WorkloadKey
-from ziggurat.transforms.costs.features import _FLOAT_OPS, _Access, _find, _footprint, _State, _walk, extract_features
+from ziggurat.transforms.costs.features import FLOAT_OPS, Access, kernel_function, footprint, WalkState, walk_loops, extract_features
 from ziggurat.dialects import loop
 from ziggurat.errors import TuningError
 from ziggurat.target import Target
@@ -127,7 +127,7 @@ def _op_flops(op: Operation) -> float:
         return 2.0
     if name.startswith("math."):
         return 1.0 + MATH_OP_FLOPS  # as `count_work` counts it: the op, then its polynomial
-    return 1.0 if name in _FLOAT_OPS else 0.0
+    return 1.0 if name in FLOAT_OPS else 0.0
 
 
 _INDEX_DIVS = {"arith.divui", "arith.divsi", "arith.remui", "arith.remsi", "arith.floordivsi", "arith.ceildivsi"}
@@ -192,7 +192,7 @@ def _index_divs(ops, trips: int, varying: set) -> float:
     return total
 
 
-def _conflict_lines(accesses: list[_Access]) -> float:
+def _conflict_lines(accesses: list[Access]) -> float:
     """Cache lines that loads fetch past L1 on set conflicts, each divided by the number
     of L1 sets its walk spreads over. A load conflicts when its innermost enclosing loop
     is not vectorized and steps its address by a nonzero multiple of LINE_BYTES whose
@@ -237,12 +237,12 @@ def count_work(module: ModuleOp | func.FuncOp, name: str | None = None) -> Work:
     """Float ops (FMA = 2, a vector op its lanes, a math op MATH_OP_FLOPS) weighted by trip
     counts, bytes of distinct data touched (the DRAM traffic of a cold run), the scalar
     part of the float ops, and the lines loads fetch past L1 on set conflicts, of kernel `name`."""
-    st = _State()
-    fn = _find(module, name)
-    _walk(st, fn.body.block.ops)
+    st = WalkState()
+    fn = kernel_function(module, name)
+    walk_loops(st, fn.body.block.ops)
     index: list[float] = [0.0]
     scalar = _scalar_flops(fn.body.block.ops, index=index)
-    return Work(float(st.flops + MATH_OP_FLOPS * st.math_ops), float(_footprint(st.accesses, ())), scalar, index[0],
+    return Work(float(st.flops + MATH_OP_FLOPS * st.math_ops), float(footprint(st.accesses, ())), scalar, index[0],
                 _conflict_lines(st.accesses), st.copy_bytes)
 
 
@@ -325,7 +325,8 @@ def measure_peaks() -> Peaks:
     from ziggurat.backends.llvm.jit import create_target_machine
 
     host = Target.parse("llvm")  # the peaks of this machine: code for the default target
-    tm = create_target_machine(host.llvm_cpu, host.llvm_features)  # MCJIT owns it: keep it (and the module) alive with the engine
+    # MCJIT owns the machine: keep it (and the module) alive with the engine
+    tm = create_target_machine(host.llvm_cpu, host.llvm_features)
     mod = llvm.parse_assembly(_fma_ir() + _STREAM_IR)
     mod.verify()
     engine = llvm.create_mcjit_compiler(mod, tm)

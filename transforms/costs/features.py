@@ -62,7 +62,7 @@ FEATURE_NAMES: tuple[str, ...] = (
 )
 INDEX = {n: i for i, n in enumerate(FEATURE_NAMES)}
 
-_FLOAT_OPS = {"arith.addf", "arith.subf", "arith.mulf", "arith.divf", "arith.maximumf", "arith.minimumf",
+FLOAT_OPS = {"arith.addf", "arith.subf", "arith.mulf", "arith.divf", "arith.maximumf", "arith.minimumf",
               "arith.negf", "arith.remf", "arith.cmpf", "arith.select"}
 _VECTOR_LOADS = {"hw.vload", "hw.vmaskload"}
 _VECTOR_STORES = {"hw.vstore", "hw.vmaskstore"}
@@ -80,7 +80,7 @@ class _Loop:
 
 
 @dataclass
-class _Access:
+class Access:
     buffer: SSAValue
     shape: tuple[int, ...]
     elt_bytes: int
@@ -92,9 +92,9 @@ class _Access:
 
 
 @dataclass
-class _State:
+class WalkState:
     loops: list[_Loop] = field(default_factory=list)
-    accesses: list[_Access] = field(default_factory=list)
+    accesses: list[Access] = field(default_factory=list)
     forms: dict[SSAValue, dict[SSAValue, int]] = field(default_factory=dict)
     reduction_ivs: set[SSAValue] = field(default_factory=set)
     flops: float = 0.0
@@ -113,7 +113,7 @@ def _lanes(t) -> int:
     return int(np.prod(t.get_shape())) if isinstance(t, VectorType) else 1
 
 
-def _form(st: _State, v: SSAValue) -> dict[SSAValue, int]:
+def _form(st: WalkState, v: SSAValue) -> dict[SSAValue, int]:
     """Linear form of an index value over loop variables: {iv: coeff, None: const}; approximate if not affine."""
     got = st.forms.get(v)
     if got is not None:
@@ -156,22 +156,22 @@ def _trips(loops: list[_Loop]) -> int:
     return math.prod(lp.trip for lp in loops)
 
 
-def _access(st: _State, op: Operation, buffer: SSAValue, indices, width: int, store: bool) -> None:
+def _access(st: WalkState, op: Operation, buffer: SSAValue, indices, width: int, store: bool) -> None:
     t = buffer.type
     assert isinstance(t, MemRefType)
     elt = t.element_type
-    st.accesses.append(_Access(buffer, tuple(t.get_shape()), max(1, getattr(elt, "bitwidth", 32) // 8), width,
+    st.accesses.append(Access(buffer, tuple(t.get_shape()), max(1, getattr(elt, "bitwidth", 32) // 8), width,
                                [_form(st, i) for i in indices], tuple(st.loops), _trips(st.loops), store))
 
 
-def _walk(st: _State, ops) -> None:
+def walk_loops(st: WalkState, ops) -> None:
     for op in ops:
         if isinstance(op, loop.ForOp):
             _, _, step = op.bounds
             kind = "vectorized" if "hw.vector_width" in op.attributes else op.kind.data  # after convert-loop-to-hw
             st.loops.append(_Loop(op.iv, op.trip_count, step, kind))
             st.max_depth = max(st.max_depth, len(st.loops))
-            _walk(st, op.body.block.ops)
+            walk_loops(st, op.body.block.ops)
             st.loops.pop()
             continue
         trips = _trips(st.loops)
@@ -206,7 +206,7 @@ def _walk(st: _State, ops) -> None:
                 n = 2 * lanes
             elif name == "hw.vreduce":
                 n = _lanes(op.operands[0].type)
-            elif name in _FLOAT_OPS:
+            elif name in FLOAT_OPS:
                 n = lanes
             elif name.startswith("math."):
                 st.math_ops += trips * lanes
@@ -220,10 +220,10 @@ def _walk(st: _State, ops) -> None:
                 st.vector_flops += trips * n
         for region in op.regions:
             for block in region.blocks:
-                _walk(st, block.ops)
+                walk_loops(st, block.ops)
 
 
-def _elements(a: _Access, start: int) -> int:
+def _elements(a: Access, start: int) -> int:
     """Distinct elements `a` touches while the loops a.loops[start:] run (outer ones fixed)."""
     varying = {lp.iv: lp for lp in a.loops[start:]}
     total = 1
@@ -235,7 +235,7 @@ def _elements(a: _Access, start: int) -> int:
     return total
 
 
-def _footprint(accesses: list[_Access], prefix: tuple[_Loop, ...]) -> int:
+def footprint(accesses: list[Access], prefix: tuple[_Loop, ...]) -> int:
     """Bytes of distinct data the accesses nested under `prefix` touch while the loops inside it run."""
     k = len(prefix)
     per_buffer: dict[SSAValue, int] = {}
@@ -245,7 +245,7 @@ def _footprint(accesses: list[_Access], prefix: tuple[_Loop, ...]) -> int:
     return sum(per_buffer.values())
 
 
-def _stride(a: _Access) -> int:
+def _stride(a: Access) -> int:
     """Elements between consecutive iterations of the innermost loop, in units of the access width."""
     if not a.loops:
         return 0
@@ -259,7 +259,7 @@ def _log(x: float) -> float:
     return math.log2(1.0 + max(0.0, x))
 
 
-def _vector(st: _State) -> np.ndarray:
+def _vector(st: WalkState) -> np.ndarray:
     v = np.zeros(len(FEATURE_NAMES))
 
     def put(name: str, x: float) -> None:
@@ -294,7 +294,7 @@ def _vector(st: _State) -> np.ndarray:
     loads = sum(a.trips * a.width for a in st.accesses if not a.store)
     stores = sum(a.trips * a.width for a in st.accesses if a.store)
     accessed = sum(a.trips * a.width * a.elt_bytes for a in st.accesses)
-    unique = _footprint(st.accesses, ())
+    unique = footprint(st.accesses, ())
     put("log_loads", _log(loads))
     put("log_stores", _log(stores))
     put("log_bytes_accessed", _log(accessed))
@@ -308,7 +308,7 @@ def _vector(st: _State) -> np.ndarray:
         put("stride1_frac", sum(w for s, w in strides if s == 1) / weight)
         put("strideN_frac", sum(w for s, w in strides if s > 1) / weight)
     if heavy is not None:
-        ws = [_footprint(st.accesses, nest[:k]) for k in range(len(nest) + 1)]  # ws[k]: loops k.. vary
+        ws = [footprint(st.accesses, nest[:k]) for k in range(len(nest) + 1)]  # ws[k]: loops k.. vary
         put("log_ws_over_l1", math.log2(max(ws[0], 1) / L1_BYTES))
         put("log_ws_over_l2", math.log2(max(ws[0], 1) / L2_BYTES))
         put("l1_fit_loops", sum(1 for k in range(len(nest)) if ws[k] <= L1_BYTES))
@@ -319,7 +319,7 @@ def _vector(st: _State) -> np.ndarray:
     return v
 
 
-def _find(module: ModuleOp | func.FuncOp, name: str | None) -> func.FuncOp:
+def kernel_function(module: ModuleOp | func.FuncOp, name: str | None) -> func.FuncOp:
     if isinstance(module, func.FuncOp):
         return module
     funcs = [op for op in module.ops if isinstance(op, func.FuncOp)]
@@ -335,8 +335,8 @@ def _find(module: ModuleOp | func.FuncOp, name: str | None) -> func.FuncOp:
 
 def extract_features(module: ModuleOp | func.FuncOp, name: str | None = None) -> np.ndarray:
     """Features of kernel `name` (default: the first function that is not @main), ordered as FEATURE_NAMES."""
-    st = _State()
-    _walk(st, _find(module, name).body.block.ops)
+    st = WalkState()
+    walk_loops(st, kernel_function(module, name).body.block.ops)
     return _vector(st)
 
 

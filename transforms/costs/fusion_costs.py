@@ -70,7 +70,7 @@ class _CostGuided:
         return self.costs[key]
 
     def valid(self, unit: list[int]) -> bool:
-        from ziggurat.transforms.graph.annotate_costs import is_kernel_op
+        from ziggurat.transforms.costs.kernels import is_kernel_op
 
         ops = [self.g.nodes[i] for i in unit]
         if len(unit) > self.max_size or not all(is_kernel_op(o) and not isinstance(o, graph.FusedOp) for o in ops):
@@ -196,7 +196,7 @@ def _duplications(g: FusionGraph, units: list[list[int]], price: Callable[[list[
     recomputed inside each of them than materialized once (a layout change whose own
     kernel gathers through divisions, while each consumer reads only its slice): per
     unit, its consumer units and both costs; no unit appears in two of them."""
-    from ziggurat.transforms.graph.annotate_costs import is_kernel_op
+    from ziggurat.transforms.costs.kernels import is_kernel_op
 
     owner = {i: k for k, u in enumerate(units) for i in u}
     found: list[tuple[list[int], list[list[int]], float, float]] = []
@@ -255,7 +255,7 @@ def make_price(peak_gflops: float, bandwidth_gbs: float, database: str, vector_w
     without a record is first timed once on this machine and recorded (see FuseOpsPass)."""
     from ziggurat.transforms.costs.cost_oracle import oracle_from_options
     from ziggurat.errors import CompileError
-    from ziggurat.transforms.graph.annotate_costs import kernel_of_ops, lower_kernel
+    from ziggurat.transforms.costs.kernels import kernel_of_ops, lower_kernel
 
     db_path = database
     if measure and not db_path:
@@ -350,7 +350,7 @@ def _weight_layouts(block: Block, price: Callable[[list[Operation]], float], sto
 
 
 def structural_key(ops: list[Operation]) -> tuple:
-    """What the kernel of `ops` (`annotate_costs.kernel_of_ops`) depends on, so that
+    """What the kernel of `ops` (`kernels.kernel_of_ops`) depends on, so that
     groups repeated across layers or time steps are priced once: per op its name,
     properties, attributes and result types, each operand as an earlier op's result
     or as the n-th distinct external value with its type. An op with regions is

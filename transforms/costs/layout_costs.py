@@ -31,14 +31,14 @@ from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.rewriter import InsertPoint
 
 from ziggurat.transforms.costs.cost_oracle import DefaultCostOracle, Peaks, oracle_from_options
-from ziggurat.database import JSONDatabase, TuningRecord, WorkloadKey
+from ziggurat.database import JSONDatabase, TuningRecord
 from ziggurat.dialects import graph
 from ziggurat.dialects.graph_layout import LayoutTransformOp
 from ziggurat.errors import CompileError
 from ziggurat.lowering.convert_graph_to_te import build_kernel
 from ziggurat.lowering.topi import COMPUTE_DEFS
 from ziggurat.transforms.graph.layout_rewrite import Rewriter
-from ziggurat.transforms.graph.annotate_costs import lower_kernel
+from ziggurat.transforms.costs.kernels import lower_kernel
 
 TRACE = "default-schedule"
 

@@ -5,91 +5,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from xdsl.builder import Builder
 from xdsl.context import Context
 from xdsl.dialects import builtin, func
-from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
-from xdsl.rewriter import InsertPoint
 
-from ziggurat.transforms.costs.cost_oracle import CostEstimate, CostOracle, oracle_from_options
-from ziggurat.database import WorkloadKey
+from ziggurat.transforms.costs.cost_oracle import oracle_from_options
 from ziggurat.dialects import graph
-from ziggurat.dtypes import signless_tensor
-from ziggurat.errors import CompileError
-from ziggurat.lowering.convert_graph_to_te import build_fused_kernel, build_kernel
-from ziggurat.lowering.te_inline import inline_computes
-from ziggurat.lowering.topi import COMPUTE_DEFS
-
-COST_ATTR = "graph.cost"
-_KERNEL = "kernel"
-
-
-def kernel_of_ops(ops: list[Operation], name: str = _KERNEL) -> func.FuncOp:
-    """The te kernel one `graph.fused` of `ops` (in block order, not outlined) would become:
-    inputs are the group's external operands, the result is the last op's."""
-    inside = set(ops)
-    inputs: list[SSAValue] = []
-    for op in ops:
-        for v in op.operands:
-            if v.owner not in inside and v not in inputs:
-                inputs.append(v)
-    block = Block(arg_types=[signless_tensor(v.type) for v in inputs])  # as convert-graph-to-te's kernels
-    mapping: dict[SSAValue, SSAValue] = dict(zip(inputs, block.args))
-    b = Builder(InsertPoint.at_end(block))
-    for op in ops:
-        if type(op) not in COMPUTE_DEFS:
-            raise CompileError(f"annotate-costs: no compute definition for '{op.name}' (at {op.location})")
-        mapping[op.results[0]] = COMPUTE_DEFS[type(op)](op, b, mapping.__getitem__)
-    last = ops[-1].results[0]
-    b.insert(func.ReturnOp(mapping[last]))
-    kernel = func.FuncOp(name, (list(block.arg_types), [signless_tensor(last.type)]), Region(block))
-    inline_computes(kernel)
-    return kernel
-
-
-def lower_kernel(kernel: func.FuncOp, vector_width: int = 16) -> tuple[builtin.ModuleOp, WorkloadKey]:
-    """A te kernel lowered and scheduled (te -> loop -> simplified index math -> default schedule -> innermost
-    vectorization) in a module of its own, with its workload key (the unscheduled loop text)."""
-    from ziggurat.dialects import make_context
-    from ziggurat.lowering.convert_te_to_loop import ConvertTeToLoopPass
-    from ziggurat.transforms.schedule.loop_default_schedule import LoopDefaultSchedulePass
-    from ziggurat.transforms.loop.loop_simplify_index import LoopSimplifyIndexPass
-    from ziggurat.transforms.schedule.loop_vectorize_innermost import LoopVectorizeInnermostPass
-
-    ctx = make_context()
-    module = builtin.ModuleOp([kernel])
-    ConvertTeToLoopPass().apply(ctx, module)
-    LoopSimplifyIndexPass().apply(ctx, module)  # as in pipelines.TO_LOOP
-    key = WorkloadKey.from_text(str(module), kernel.sym_name.data)
-    LoopDefaultSchedulePass(vector_width=vector_width).apply(ctx, module)
-    LoopVectorizeInnermostPass(min_extent=vector_width).apply(ctx, module)
-    return module, key
-
-
-def price_kernel(kernel: func.FuncOp, oracle: CostOracle, vector_width: int = 16) -> CostEstimate:
-    """Lowers a te kernel in a module of its own and asks the oracle what it costs."""
-    module, key = lower_kernel(kernel, vector_width)
-    return oracle.cost(module, kernel.sym_name.data, key)
-
-
-def is_kernel_op(op: Operation) -> bool:
-    """An op that becomes one kernel: a `graph.fused` or a single compute op."""
-    return isinstance(op, graph.FusedOp) or (type(op) in COMPUTE_DEFS and len(op.results) == 1)
-
-
-def price_op(op: Operation, oracle: CostOracle, vector_width: int = 16) -> CostEstimate:
-    """The cost of the kernel that a `graph.fused` or a single compute op lowers to."""
-    if isinstance(op, graph.FusedOp):
-        kernel = build_fused_kernel(op, _KERNEL)
-    else:
-        kernel, _ = build_kernel(op, _KERNEL)
-    return price_kernel(kernel, oracle, vector_width)
-
-
-def cost_attr(est: CostEstimate) -> graph.CostAttr:
-    return graph.CostAttr(est.time * 1e6, round(est.flops), round(est.bytes), est.source)
-
+from ziggurat.transforms.costs.kernels import COST_ATTR, cost_attr, is_kernel_op, price_op
 
 DECISION_ATTR = "graph.fusion_decision"
 _DECISION = re.compile(r"(merged|split|duplicated|transposed|packed): (\d+) groups? -> (\d+), cost ([0-9.]+)us -> ([0-9.]+)us")

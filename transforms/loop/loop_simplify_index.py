@@ -11,11 +11,11 @@ from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from ziggurat.dialects import loop
-from ziggurat.lowering.convert_loop_to_hw import _const_int as _const
+from ziggurat.lowering.convert_loop_to_hw import const_int as _const
 
-_DIVS = (arith.DivUIOp, arith.DivSIOp, arith.FloorDivSIOp)
-_REMS = (arith.RemUIOp, arith.RemSIOp)
-_PURE = (arith.ConstantOp, arith.AddiOp, arith.SubiOp, arith.MuliOp, *_DIVS, *_REMS)
+INDEX_DIVS = (arith.DivUIOp, arith.DivSIOp, arith.FloorDivSIOp)
+INDEX_REMS = (arith.RemUIOp, arith.RemSIOp)
+_PURE = (arith.ConstantOp, arith.AddiOp, arith.SubiOp, arith.MuliOp, *INDEX_DIVS, *INDEX_REMS)
 
 
 class _Aff:
@@ -127,7 +127,7 @@ def simplify_block(blk: loop.BlockOp) -> int:
             if k1 is not None or k0 is not None:
                 affs[res] = aff(op.operands[0]).scale(k1) if k1 is not None else aff(op.operands[1]).scale(k0)
             continue
-        if isinstance(op, _DIVS + _REMS):
+        if isinstance(op, INDEX_DIVS + INDEX_REMS):
             c = _const(op.operands[1])
             x = aff(op.operands[0])
             if c is None or c <= 0:
@@ -139,7 +139,7 @@ def simplify_block(blk: loop.BlockOp) -> int:
             # truncating ops while x >= 0; the truncating signed ops need that proved (x's range known)
             signed = isinstance(op, (arith.DivSIOp, arith.RemSIOp))
             if rs is not None and 0 <= rs[0] and rs[1] < c and (xs[0] >= 0 if xs is not None else not signed):
-                part = q if isinstance(op, _DIVS) else r
+                part = q if isinstance(op, INDEX_DIVS) else r
                 new = _materialize(op, part)
                 affs[new] = part
                 if new is not res:
@@ -147,7 +147,7 @@ def simplify_block(blk: loop.BlockOp) -> int:
                     replaced += 1
                 continue
             if xs is not None and xs[0] >= 0:  # an opaque value with a known range
-                ranges[res] = (xs[0] // c, xs[1] // c) if isinstance(op, _DIVS) else (0, min(c - 1, xs[1]))
+                ranges[res] = (xs[0] // c, xs[1] // c) if isinstance(op, INDEX_DIVS) else (0, min(c - 1, xs[1]))
             elif isinstance(op, arith.RemUIOp):
                 ranges[res] = (0, c - 1)
     if replaced:  # only what the rewrites left without uses

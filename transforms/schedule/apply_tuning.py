@@ -38,7 +38,7 @@ def _kernel_names(module: builtin.ModuleOp) -> list[str]:
     return [f.sym_name.data for f in module.ops if isinstance(f, func.FuncOp) and f.sym_name.data != "main"]
 
 
-def _replay(text: str, name: str, trace: object, vector_width: int) -> func.FuncOp:
+def _replay(text: str, name: str, trace: object, target: Target) -> func.FuncOp:
     """Kernel `name` of the module `text`, scheduled by `trace` (ScheduleError when it does not replay).
     Replayed on a module parsed from the text, as the tuner measured it (autotune/space.py)."""
     from xdsl.parser import Parser
@@ -46,7 +46,7 @@ def _replay(text: str, name: str, trace: object, vector_width: int) -> func.Func
     from ziggurat.dialects import make_context
 
     tmp = Parser(make_context(), text).parse_module()
-    apply_trace(tmp, name, trace, vector_width)
+    apply_trace(tmp, name, trace, target)
     fn = next(f for f in tmp.ops if isinstance(f, func.FuncOp))
     fn.detach()
     return fn
@@ -77,13 +77,13 @@ class ApplyTuningPass(ModulePass):
 
     **Options:** `database` (path of the JSON-lines record database that
     `ziggurat tune` writes; required: the default, empty, is an error),
-    `vector-width` (the f32 lanes the records' traces are replayed for;
-    default 16), `target` (the target string the records are filed under,
-    e.g. `llvm -num-cores=2`; without `-num-cores` the number of threads of
-    this process counts; default `llvm`). The default pipelines
-    (`lowering/pipelines.py` `schedule_stage`) pass all three.
+    `target` (the target the records are filed under and replayed for, e.g.
+    `llvm -mcpu=haswell -num-cores=2`: its vector width and instruction sets
+    shape the default and template schedules; without `-num-cores` the
+    number of threads of this process counts; default `llvm`). The default
+    pipelines (`lowering/pipelines.py` `schedule_stage`) pass both.
 
-    Example (`ziggurat-opt -p 'apply-tuning{database="db.jsonl" vector-width=16 target="llvm -num-cores=1"}'`,
+    Example (`ziggurat-opt -p 'apply-tuning{database="db.jsonl" target="llvm -num-cores=1"}'`,
     a record of `@mm_0` that parallelizes its outer loop):
     ```mlir
     func.func @mm_0(...) {
@@ -100,7 +100,6 @@ class ApplyTuningPass(ModulePass):
 
     name = "apply-tuning"
     database: str = ""
-    vector_width: int = 16
     target: str = "llvm"
 
     def apply(self, ctx: Context, op: builtin.ModuleOp) -> None:
@@ -137,7 +136,7 @@ class ApplyTuningPass(ModulePass):
             if best.versions.get("cpu", here) != here:
                 foreign[name] = best.versions["cpu"]
             try:
-                tuned[name] = _replay(text, name, best.trace, self.vector_width)
+                tuned[name] = _replay(text, name, best.trace, Target.parse(self.target))
             except ScheduleError as err:
                 warnings.warn(f"tuning record of kernel '{name}' does not replay ({err}); using the default schedule",
                               stacklevel=3)

@@ -48,7 +48,7 @@ from xdsl.ir import SSAValue
 from xdsl.rewriter import InsertPoint
 
 from ziggurat.dialects import loop
-from ziggurat.transforms.loop.loop_simplify_index import _DIVS, _REMS, simplify_block
+from ziggurat.transforms.loop.loop_simplify_index import INDEX_DIVS, INDEX_REMS, simplify_block
 from ziggurat.transforms.loop.primitives.reorder import reorder
 from ziggurat.transforms.loop.primitives.split import split
 from ziggurat.transforms.schedule.nest import chain, const_int, stride
@@ -87,7 +87,7 @@ def _split_candidate(blk: loop.BlockOp, loops: list[loop.ForOp]) -> tuple[int, i
     has stride `k` in `v` with `c / k` (an integer > 1) dividing `v`'s trip count."""
     pos = {v: i for i, v in enumerate(blk.vars)}
     for op in blk.body.block.ops:
-        if not isinstance(op, _DIVS + _REMS):
+        if not isinstance(op, INDEX_DIVS + INDEX_REMS):
             continue
         c = const_int(op.operands[1])
         if c is None or c <= 1:

@@ -32,6 +32,7 @@ from xdsl.passes import ModulePass, PassPipeline
 from ziggurat.database import DEFAULT_TRACE
 from ziggurat.dialects import loop, make_context
 from ziggurat.errors import ScheduleError, TuningError
+from ziggurat.target import Target
 from ziggurat.transforms.loop.primitives.api import Schedule
 from ziggurat.transforms.schedule.block import build_block
 from ziggurat.transforms.schedule.loop_default_schedule import LoopDefaultSchedulePass
@@ -50,12 +51,17 @@ def kernel_of(module: builtin.ModuleOp, name: str) -> func.FuncOp:
     raise TuningError(f"no kernel function @{name} in the module to tune")
 
 
-def default_loop_pipeline(vector_width: int, num_threads: int = 1) -> str:
-    """The default schedule passes (the O3 LOOP stage before convert-loop-to-hw)."""
-    from ziggurat.lowering import pipelines
-    from ziggurat.target import Target
+def as_target(target: Target | int) -> Target:
+    """`target`, or for a bare vector width a target of that width and no other instruction sets
+    (`Target.for_width`: no VNNI, so an int8 GEMM gets the plain integer nest)."""
+    return target if isinstance(target, Target) else Target.for_width(target)
 
-    return pipelines.schedule_stage(3, Target.for_width(vector_width, num_threads))
+
+def default_loop_pipeline(target: Target | int) -> str:
+    """The default schedule passes for `target` (the O3 LOOP stage before convert-loop-to-hw)."""
+    from ziggurat.lowering import pipelines
+
+    return pipelines.schedule_stage(3, as_target(target))
 
 
 def _schedule_passes() -> dict[str, Callable[[], type[ModulePass]]]:
@@ -64,12 +70,12 @@ def _schedule_passes() -> dict[str, Callable[[], type[ModulePass]]]:
     return {p.name: (lambda p=p: p) for p in passes}
 
 
-def _finish_default(module: builtin.ModuleOp, name: str, fn: func.FuncOp, vector_width: int) -> None:
+def _finish_default(module: builtin.ModuleOp, name: str, fn: func.FuncOp, target: Target | int) -> None:
     """Runs the default LOOP stage on `fn` (a copy of kernel `name`, alone in a module) and puts it
     in place of the kernel in `module`."""
     tmp = builtin.ModuleOp([fn])
     ctx = make_context()
-    for p in PassPipeline.parse_spec(_schedule_passes(), default_loop_pipeline(vector_width)).passes:
+    for p in PassPipeline.parse_spec(_schedule_passes(), default_loop_pipeline(target)).passes:
         p.apply(ctx, tmp)
     old = kernel_of(module, name)
     fn.detach()
@@ -137,8 +143,10 @@ def check_plan(nest: ReduceNest, p: BlockPlan, width: int, name: str) -> None:
                             f"legal: {mc_choices(nest, p, width) or 'none'}")
 
 
-def apply_template(module: builtin.ModuleOp, name: str, trace: dict[str, Any], vector_width: int = 16) -> None:
-    """Schedules kernel `name` by a template trace, then runs the rest of the default LOOP stage."""
+def apply_template(module: builtin.ModuleOp, name: str, trace: dict[str, Any], target: Target | int = 16) -> None:
+    """Schedules kernel `name` by a template trace, then runs the rest of the default LOOP stage for
+    `target` (a `Target`, or only its vector width)."""
+    vector_width = as_target(target).vector_width
     knobs = trace.get("template")
     if not isinstance(knobs, list):
         raise ScheduleError(f"a template trace is {{'template': [knobs per nest]}}, got {trace!r:.80}")
@@ -152,16 +160,17 @@ def apply_template(module: builtin.ModuleOp, name: str, trace: dict[str, Any], v
         p = BlockPlan.from_knobs(k)
         check_plan(nest, p, vector_width, k["block"])
         build_block(nest, p, vector_width)
-    _finish_default(module, name, fn, vector_width)
+    _finish_default(module, name, fn, target)
 
 
-def apply_trace(module: builtin.ModuleOp, name: str, trace: Any, vector_width: int = 16) -> None:
-    """Schedules kernel `name` of `module` in place by `trace` (or the default schedule)."""
+def apply_trace(module: builtin.ModuleOp, name: str, trace: Any, target: Target | int = 16) -> None:
+    """Schedules kernel `name` of `module` in place by `trace` (or the default schedule) for `target`
+    (a `Target`, or only its vector width: see `as_target`)."""
     if trace == DEFAULT_TRACE:
-        _finish_default(module, name, kernel_of(module, name).clone(), vector_width)
+        _finish_default(module, name, kernel_of(module, name).clone(), target)
         return
     if isinstance(trace, dict) and "template" in trace:
-        apply_template(module, name, trace, vector_width)
+        apply_template(module, name, trace, target)
         return
     if not isinstance(trace, list):
         raise ScheduleError(f"a tuning trace is a list of schedule steps or '{DEFAULT_TRACE}', got {trace!r:.80}")

@@ -1,6 +1,6 @@
 // RUN: echo '{"costs":[1e-06],"error":"ok","finished":0.0,"message":"","started":0.0,"target":"llvm -num-cores=1","trace":[{"block":"matmul","factor":16,"loop":1,"prim":"split"}],"v":1,"versions":{},"workload":{"hash":"49f89a69e5f5458a","name":"tuned_mm"}}' > %t.jsonl
-// RUN: ziggurat-opt %s -p 'apply-tuning{database="%t.jsonl" vector-width=16 target="llvm -num-cores=1"},loop-default-schedule{vector-width=16},loop-parallelize-outer{min-work=1},loop-vectorize-innermost{min-extent=8}' | filecheck %s
-// RUN: ziggurat-opt %s -p 'apply-tuning{database="%t.jsonl" vector-width=16 target="llvm -num-cores=4"}' 2> %t.err | filecheck %s --check-prefix=OTHER
+// RUN: ziggurat-opt %s -p 'apply-tuning{database="%t.jsonl" target="llvm -num-cores=1"},loop-default-schedule{vector-width=16},loop-parallelize-outer{min-work=1},loop-vectorize-innermost{min-extent=8}' | filecheck %s
+// RUN: ziggurat-opt %s -p 'apply-tuning{database="%t.jsonl" target="llvm -num-cores=4"}' 2> %t.err | filecheck %s --check-prefix=OTHER
 // RUN: filecheck %s --check-prefix=WARN < %t.err
 
 // The database holds one record, of @tuned_mm (its workload key: the structural
