@@ -19,7 +19,7 @@ from xdsl.builder import Builder
 from xdsl.dialects.builtin import TensorType, f32
 from xdsl.ir import Attribute, Operation, SSAValue
 
-from ziggurat import dtypes
+import ziggurat.dtypes as dtypes
 from ziggurat.dialects import graph
 from ziggurat.errors import ModelLoadError, ShapeError, UnsupportedOpError
 from ziggurat.weights import WeightStore

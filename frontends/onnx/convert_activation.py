@@ -11,7 +11,7 @@ import numpy as np
 import onnx
 from xdsl.ir import SSAValue
 
-from ziggurat import dtypes
+import ziggurat.dtypes as dtypes
 from ziggurat.dialects import graph
 from ziggurat.frontends.onnx.context import ConversionContext, Value, attributes, like, shape_of, tensor_type
 from ziggurat.frontends.onnx.convert_tensor import reduce_value, scalar

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import onnx
 
-from ziggurat import dtypes
+import ziggurat.dtypes as dtypes
 from ziggurat.dialects.graph_dtype import BitcastOp, bit_width
 from ziggurat.frontends.onnx.context import ConversionContext, Value, attributes, element_type, shape_of, tensor_type
 

@@ -30,7 +30,7 @@ import onnx
 from onnx import numpy_helper
 from xdsl.ir import SSAValue
 
-from ziggurat import dtypes
+import ziggurat.dtypes as dtypes
 from ziggurat.dialects import graph
 from ziggurat.errors import ModelLoadError
 from ziggurat.frontends.onnx.context import ConversionContext, Value, attributes, element_type, shape_of

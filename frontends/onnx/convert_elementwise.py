@@ -9,7 +9,7 @@ import onnx
 from xdsl.dialects.builtin import TensorType, f64
 from xdsl.ir import SSAValue
 
-from ziggurat import dtypes
+import ziggurat.dtypes as dtypes
 from ziggurat.dialects import graph
 from ziggurat.dialects.graph_dtype import CastOp
 from ziggurat.frontends.onnx.context import ConversionContext, Value, element_type, like, shape_of

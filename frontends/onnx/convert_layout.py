@@ -11,7 +11,7 @@ import onnx
 from xdsl.ir import SSAValue
 
 from ziggurat.dialects import graph
-from ziggurat import dtypes
+import ziggurat.dtypes as dtypes
 from ziggurat.frontends.onnx.context import ConversionContext, Value, attributes, element_type, like, shape_of, tensor_type
 from ziggurat.frontends.onnx.convert_tensor import _axis, _const_ints, slice_value
 

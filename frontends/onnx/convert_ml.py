@@ -29,7 +29,7 @@ from onnx import numpy_helper
 from xdsl.dialects.builtin import i1
 from xdsl.ir import SSAValue
 
-from ziggurat import dtypes
+import ziggurat.dtypes as dtypes
 from ziggurat.dialects import graph
 from ziggurat.dialects.graph_dtype import CastOp, GatherOp
 from ziggurat.frontends.onnx.context import ConversionContext, Value, attributes, element_type, shape_of, tensor_type

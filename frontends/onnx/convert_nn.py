@@ -199,7 +199,7 @@ def _batch_norm_training(ctx: ConversionContext, node: onnx.NodeProto, attrs: di
 
 
 def _np_dtype(value: SSAValue) -> np.dtype:
-    from ziggurat import dtypes
+    import ziggurat.dtypes as dtypes
 
     return dtypes.to_numpy(value.type.element_type)  # type: ignore[attr-defined]
 

@@ -23,7 +23,7 @@ import numpy as np
 import onnx
 from xdsl.dialects.builtin import IntegerType, Signedness, f32
 
-from ziggurat import dtypes
+import ziggurat.dtypes as dtypes
 from ziggurat.dialects import graph
 from ziggurat.dialects.graph_dtype import CastOp
 from ziggurat.frontends.onnx.context import ConversionContext, Value, attributes, element_type, shape_of

@@ -15,7 +15,7 @@ import onnx
 from xdsl.ir import SSAValue
 
 from ziggurat.dialects import graph
-from ziggurat import dtypes
+import ziggurat.dtypes as dtypes
 from ziggurat.dialects.graph_dtype import CastOp, GatherOp
 from ziggurat.frontends.onnx.context import ConversionContext, Value, attributes, element_type, like, shape_of, tensor_type
 

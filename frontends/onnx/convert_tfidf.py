@@ -27,7 +27,7 @@ import onnx
 from xdsl.dialects.builtin import IntegerType, TensorType
 from xdsl.ir import SSAValue
 
-from ziggurat import dtypes
+import ziggurat.dtypes as dtypes
 from ziggurat.dialects import graph
 from ziggurat.dialects.graph_dtype import CastOp
 from ziggurat.frontends.onnx.context import ConversionContext, Value, attributes, element_type, shape_of, tensor_type

@@ -33,7 +33,7 @@ from xdsl.dialects.builtin import BFloat16Type, TensorType, f32
 from xdsl.ir import Attribute, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
-from ziggurat import dtypes
+import ziggurat.dtypes as dtypes
 from ziggurat.dialects.graph_dtype import CastOp
 from ziggurat.errors import ZigguratError
 from ziggurat.frontends.onnx import bf16_math

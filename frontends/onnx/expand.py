@@ -14,7 +14,7 @@ from __future__ import annotations
 import onnx
 from onnx.backend.test.case.node import function_expand_helper
 
-from ziggurat import dtypes
+import ziggurat.dtypes as dtypes
 from ziggurat.frontends.onnx.context import ConversionContext, element_type
 
 

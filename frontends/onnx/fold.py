@@ -26,7 +26,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from ziggurat import dtypes
+import ziggurat.dtypes as dtypes
 from ziggurat.errors import ZigguratError
 from ziggurat.frontends.onnx.context import ConversionContext, attributes
 

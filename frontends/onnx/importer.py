@@ -43,7 +43,7 @@ from xdsl.rewriter import InsertPoint
 
 from ziggurat.dialects import graph as graph_dialect
 from ziggurat.errors import ModelLoadError, ShapeError, UnsupportedOpError
-from ziggurat import dtypes
+import ziggurat.dtypes as dtypes
 from ziggurat.frontends.onnx.context import (
     ConversionContext,
     Shape,

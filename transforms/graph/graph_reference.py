@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from xdsl.ir import Operation
 
-from ziggurat import dtypes
+import ziggurat.dtypes as dtypes
 from ziggurat.dialects import graph
 
 Evaluate = Callable[[Operation, Sequence[np.ndarray]], np.ndarray]
