@@ -115,28 +115,45 @@ def test_the_default_schedule_is_what_an_untuned_kernel_gets(tuned):
     assert untouched.info["llvm_ir"] == plain.info["llvm_ir"]
 
 
-# A line that `ziggurat tune mm.onnx --trials 4 --target 'llvm -num-cores=1'` (mm.onnx: the model above)
-# wrote before apply-tuning became a pass, copied verbatim: a template record of its one kernel.
-OLD_RECORD = (
+# Record lines written before apply-tuning became a pass (the code of 6557ba4), copied verbatim:
+# - OLD_TEMPLATE: `ziggurat tune mm.onnx --trials 4 --target 'llvm -num-cores=1'` on an AVX-512 host, a
+#   template record of the O3 kernel (whose text, and so its key, depends on the 16-lane fusion decisions);
+# - OLD_SKETCH: a sketch record (a split of the column loop) of the O2 kernel, committed through that
+#   code's JSONDatabase; at O2 the kernel's text is the same for every vector width, so it replays on any host.
+OLD_TEMPLATE = (
     '{"costs":[2.2774000058234378e-05],"error":"ok","finished":1795736341.8761415,"message":"slow: timed '
     'once","started":1795736341.8735623,"target":"llvm -num-cores=1","trace":{"template":[{"block":"matmu'
     'l","jouter":0,"kc":0,"kind":"vector","nvec":1,"pack":0,"pack_a":0,"rorder":[0],"tile":[[0,2]]}]},"v"'
     ':1,"versions":{"cpu":"znver4","llvmlite":"0.50.0","xdsl":"0.74.0","ziggurat":"0.1.0"},"workload":{"h'
     'ash":"56965b28141d52bf","name":"fused_matmul_panels_add_0"}}'
 )
+OLD_SKETCH = (
+    '{"costs":[2.5e-05],"error":"ok","finished":1795739168.0081701,"message":"","started":1795739168.00817,'
+    '"target":"llvm -num-cores=1","trace":[{"block":"matmul","factor":16,"loop":1,"prim":"split"}],"v":1,'
+    '"versions":{"cpu":"znver4","llvmlite":"0.50.0","xdsl":"0.74.0","ziggurat":"0.1.0"},"workload":{"hash":'
+    '"bb165dd23b39903e","name":"fused_matmul_add_0"}}'
+)
 
 
-def test_a_record_line_written_before_the_pass_still_replays(tmp_path):
+def test_record_lines_written_before_the_pass_still_load_and_replay(tmp_path):
     model = matmul_model()
     db = tmp_path / "old.jsonl"
-    db.write_text(OLD_RECORD + "\n")
+    db.write_text(OLD_TEMPLATE + "\n" + OLD_SKETCH + "\n")
     with JSONDatabase(db, fsync=False) as opened:
-        (rec,) = opened.records()
-        assert opened.skipped == 0 and rec.ok and rec.trace != DEFAULT_TRACE
-        assert json.dumps(rec.to_json(), sort_keys=True, separators=(",", ":")) == OLD_RECORD  # same format today
+        recs = opened.records()
+        assert opened.skipped == 0 and len(recs) == 2 and all(r.ok and r.trace != DEFAULT_TRACE for r in recs)
+        for rec, line in zip(recs, (OLD_TEMPLATE, OLD_SKETCH)):  # the same format today
+            assert json.dumps(rec.to_json(), sort_keys=True, separators=(",", ":")) == line
+    seen = {}
+
+    def grab(p, module, seconds):
+        if p.name == "apply-tuning":
+            seen["ir"] = str(module)
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # measured on another CPU, when this host is not that one
-        compiled = ziggurat.compile(model, target=TARGET, tuning_db=str(db))
-    assert compiled.info["stats"].tuned_kernels == [rec.workload.name]
+        compiled = ziggurat.compile(model, target=TARGET, opt_level=2, tuning_db=str(db), after_pass=grab)
+    assert compiled.info["stats"].tuned_kernels == ["fused_matmul_add_0"]
+    assert "loop.for %i1_o = 0 to 3 serial" in seen["ir"]  # the record's split of the 48 columns by 16
     x = np.random.default_rng(2).standard_normal((16, 64)).astype(np.float32)
     np.testing.assert_allclose(compiled(x)[0], reference(model, x), rtol=1e-4, atol=1e-4)
