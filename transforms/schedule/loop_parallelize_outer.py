@@ -12,6 +12,7 @@ from xdsl.passes import ModulePass
 
 from ziggurat.dialects import loop
 from ziggurat.errors import ScheduleError
+from ziggurat.transforms.loop.primitives.split import split
 from ziggurat.transforms.schedule.mark import is_scheduled
 
 
@@ -59,6 +60,24 @@ def _spatial_only(f: loop.ForOp) -> bool:
     return True
 
 
+# An innermost loop chosen to run in parallel is cut into chunks of CHUNK_VECTORS vectors: the chunks
+# run in parallel, each chunk's loop stays serial for loop-vectorize-innermost.
+CHUNK_VECTORS = 64
+
+
+def _strip_mine(f: loop.ForOp, vector_width: int) -> loop.ForOp:
+    """The loop to mark `parallel` in place of `f`. An innermost loop (a 1-D elementwise kernel)
+    whose trip count is a multiple of two or more chunks of CHUNK_VECTORS vectors is split: a
+    parallel loop over the chunks around a serial loop over one chunk, which loop-vectorize-innermost
+    then vectorizes. Marked `parallel` whole, the loop would never be vectorized."""
+    chunk = vector_width * CHUNK_VECTORS
+    n = f.trip_count
+    if vector_width <= 0 or n < 2 * chunk or n % chunk or any(isinstance(o, loop.ForOp) for o in f.body.walk()):
+        return f
+    outer, _ = split(f, chunk)
+    return outer
+
+
 @dataclass(frozen=True)
 class LoopParallelizeOuterPass(ModulePass):
     """Marks the outermost loop with enough spatial iterations `parallel`.
@@ -70,6 +89,12 @@ class LoopParallelizeOuterPass(ModulePass):
     block binds as spatial (`S`) becomes `parallel`; loops of extent 1 on the
     way are skipped. Nests with no such loop are left serial. With one thread
     the backend runs `parallel` loops serially.
+
+    An innermost loop chosen this way (a 1-D elementwise kernel) whose trip
+    count is a multiple of two or more chunks of 64 vectors (`vector-width`
+    x 64 iterations) is split first: the loop over the chunks becomes
+    `parallel`, and the loop over one chunk stays serial, so that
+    loop-vectorize-innermost vectorizes it.
 
     A nest whose work (ops executed in its blocks, counting loop trips; a
     loop already `vectorized`, such as a dot tile's reduction, counts its
@@ -136,6 +161,7 @@ class LoopParallelizeOuterPass(ModulePass):
                     self._parallelize(inner)
                 return
             if f.trip_count >= self.min_extent:
+                f = _strip_mine(f, self.vector_width)
                 f.properties["kind"] = StringAttr("parallel")
                 return
             inner = [o for o in f.body.block.ops if isinstance(o, loop.ForOp)]

@@ -1,5 +1,6 @@
 // RUN: ziggurat-opt %s -p 'loop-parallelize-outer{min-work=1}' | filecheck %s
 // RUN: ziggurat-opt %s -p loop-parallelize-outer | filecheck %s --check-prefix=SMALL
+// RUN: ziggurat-opt %s -p 'loop-parallelize-outer{min-work=1 vector-width=8},loop-vectorize-innermost{min-extent=8}' | filecheck %s --check-prefix=STRIP
 
 // With the default min-work (8192 ops), these tiny nests all stay serial:
 // a parallel region would cost more than they take.
@@ -82,6 +83,34 @@ func.func @dot_big(%x: memref<1x784xf32>, %w: memref<512x784xf32>, %y: memref<1x
         %s = arith.addf %o, %p : f32
         loop.store %s, %y[%z, %a] : memref<1x512xf32>
       }
+    }
+  }
+  func.return
+}
+
+// A 1-D elementwise kernel: its one loop is innermost. Given the vector width (8), the
+// loop of 2048 = 4 chunks of 64 vectors is split; the chunks run in parallel and each
+// chunk's 512-trip loop stays serial, so loop-vectorize-innermost vectorizes it.
+// Without a vector width (the first RUN line) the loop is marked parallel whole.
+// STRIP-LABEL: func.func @elementwise_1d
+// STRIP:         loop.for %i_o = 0 to 4 parallel {
+// STRIP-NEXT:      loop.for %i_i = 0 to 512 vectorized {
+// STRIP:             loop.block "neg"
+// A trip count that is no multiple of a chunk is not split.
+// STRIP:         loop.for %j = 0 to 1000 parallel {
+func.func @elementwise_1d(%x: memref<2048xf32>, %y: memref<1000xf32>) {
+  loop.for %i = 0 to 2048 serial {
+    loop.block "neg" [S %a = %i] {
+      %v = loop.load %x[%a] : memref<2048xf32>
+      %n = arith.negf %v : f32
+      loop.store %n, %x[%a] : memref<2048xf32>
+    }
+  }
+  loop.for %j = 0 to 1000 serial {
+    loop.block "neg2" [S %b = %j] {
+      %v = loop.load %y[%b] : memref<1000xf32>
+      %n = arith.negf %v : f32
+      loop.store %n, %y[%b] : memref<1000xf32>
     }
   }
   func.return
