@@ -18,11 +18,13 @@ clash; ours takes the name. Passes import none of this (they parse with
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 from collections.abc import Callable
 
 from xdsl.context import Context
 from xdsl.ir import Dialect
-from xdsl.passes import ModulePass, PassPipeline
+from xdsl.passes import ModulePass
 
 from ziggurat.dialects import get_all_dialects
 from ziggurat.errors import CompileError, ZigguratError
@@ -108,12 +110,41 @@ def make_context(allow_unregistered: bool = False) -> Context:
 
 
 def parse_pipeline(spec: str) -> list[ModulePass]:
-    """Pass instances for a pipeline string; bad strings raise CompileError."""
+    """Pass instances for a pipeline string. A bad string raises one CompileError that names the
+    pass (and the option) at fault, with the closest known names ("did you mean ...?")."""
+    from xdsl.utils.arg_spec import parse_pipeline as split_pipeline
+
     if not spec.strip():
         return []
+    passes = all_passes()
     try:
-        return list(PassPipeline.parse_spec(all_passes(), spec).passes)
+        specs = list(split_pipeline(spec))
     except BaseException as err:  # xDSL's ArgSpecParseError derives from BaseException
         if isinstance(err, KeyboardInterrupt | SystemExit):
             raise
-        raise CompileError(f"bad pass pipeline '{spec}': {err}") from None
+        raise CompileError(f"bad pass pipeline '{spec}': {err}. Write passes as "
+                           "'a,b{option=value other=value}' (options separated by spaces)") from None
+    out = []
+    for s in specs:
+        if s.name not in passes:
+            raise CompileError(f"bad pass pipeline '{spec}': unknown pass '{s.name}'{_did_you_mean(s.name, passes)}; "
+                               "`ziggurat-opt --list-passes` lists them")
+        cls = passes[s.name]()
+        fields = [f.name.replace("_", "-") for f in dataclasses.fields(cls)]
+        for option in s.parameters:
+            if option.replace("_", "-") not in fields:
+                raise CompileError(f"pass '{s.name}' has no option '{option}'{_did_you_mean(option, fields)}; "
+                                   f"its options: {', '.join(fields) or 'none'}")
+        try:
+            out.append(cls.from_pass_spec(s))
+        except BaseException as err:
+            if isinstance(err, KeyboardInterrupt | SystemExit):
+                raise
+            raise CompileError(f"pass '{s.name}': bad options {str(s)[len(s.name):]}: "
+                               f"{err}") from None
+    return out
+
+
+def _did_you_mean(name: str, known) -> str:
+    close = difflib.get_close_matches(name, list(known), n=3)
+    return f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import sys
 import time
 from collections.abc import Sequence
@@ -22,7 +23,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ziggurat import plugins
-from ziggurat.errors import ZigguratError
+from ziggurat.errors import CompileError, ZigguratError
 
 # The pass after which each --emit stage's IR exists.
 STAGES = {
@@ -85,7 +86,10 @@ def cmd_compile(args: argparse.Namespace) -> int:
         else:
             pipeline = annotate_costs.cost_guided_pipeline(pipeline)
 
+    ran: list[str] = []
+
     def after_pass(p, module, seconds: float) -> None:
+        ran.append(p.name)
         if args.emit in STAGES and p.name == STAGES[args.emit]:
             print(module)
         if args.print_after in (p.name, "all"):
@@ -96,6 +100,11 @@ def cmd_compile(args: argparse.Namespace) -> int:
             decisions.extend(annotate_costs.fusion_decisions(module))
 
     model = ziggurat.compile(args.model, target=args.target, opt_level=args.opt_level, pipeline=pipeline, after_pass=after_pass, tuning_db=args.tuning_db)
+    if args.print_after not in (None, "all") and args.print_after not in ran:
+        close = difflib.get_close_matches(args.print_after, list(dict.fromkeys(ran)), n=3)
+        hint = f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""
+        raise CompileError(f"--print-after {args.print_after}: no pass of that name ran{hint}; the pipeline ran "
+                           f"{', '.join(dict.fromkeys(ran))}")
     if args.explain_fusion:
         print(annotate_costs.format_fusion_table(decisions) if fused else
               f"fusion: the O{args.opt_level} graph pipeline has no fuse-ops; nothing to explain (use -O2 or -O3)")
@@ -191,8 +200,22 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(target=args.target)
 
 
+def version_string() -> str:
+    """`ziggurat X (xdsl Y, llvmlite Z)`, from the installed distributions."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    def v(name: str) -> str:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return "not installed"
+
+    return f"ziggurat {v('ziggurat')} (xdsl {v('xdsl')}, llvmlite {v('llvmlite')})"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ziggurat", description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter, epilog="\n".join(__doc__.splitlines()[2:7]))
+    parser.add_argument("--version", action="version", version=version_string())
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("import", help="print the graph-level IR of an ONNX model")

@@ -34,6 +34,11 @@ class ZigguratOptMain(xDSLOptMain):
         for name, factory in registry.all_passes().items():
             self.register_pass(name, factory)
 
+    def setup_pipeline(self) -> None:
+        # our parse first: a bad pass or option is named, with the closest known names
+        registry.parse_pipeline(self.args.passes or "")
+        super().setup_pipeline()
+
     def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
         super().register_all_arguments(arg_parser)
         arg_parser.add_argument(

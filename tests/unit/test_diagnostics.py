@@ -1,0 +1,67 @@
+"""Pipeline and CLI mistakes give one error that names the pass or option at fault, with a suggestion."""
+
+from __future__ import annotations
+
+import pytest
+from onnx import TensorProto, helper
+
+from ziggurat.cli.main import main as ziggurat_main
+from ziggurat.cli.opt import main as opt_main
+from ziggurat.errors import CompileError
+from ziggurat.registry import parse_pipeline
+
+
+def test_an_unknown_pass_gets_a_suggestion() -> None:
+    with pytest.raises(CompileError, match=r"unknown pass 'fuse-opps' \(did you mean 'fuse-ops'\?\)"):
+        parse_pipeline("cse,fuse-opps")
+
+
+def test_an_unknown_option_names_the_pass_the_option_and_the_close_ones() -> None:
+    with pytest.raises(CompileError, match=r"pass 'fuse-ops' has no option 'max-round' \(did you mean 'max-rounds'"):
+        parse_pipeline("fuse-ops{max-round=2}")
+
+
+def test_a_bad_option_value_names_the_pass_and_the_option() -> None:
+    with pytest.raises(CompileError, match=r"pass 'fuse-ops': bad options \{cost-guided=\"maybe\"\}"):
+        parse_pipeline("fuse-ops{cost-guided=maybe}")
+
+
+def test_a_malformed_pipeline_says_how_to_write_one() -> None:
+    with pytest.raises(CompileError, match="options separated by spaces"):
+        parse_pipeline("fuse-ops{")
+
+
+def test_good_pipelines_parse_with_their_options() -> None:
+    (cse, fuse) = parse_pipeline('cse,fuse-ops{cost-guided=true vector-width=8}')
+    assert cse.name == "cse" and fuse.cost_guided is True and fuse.vector_width == 8
+
+
+def test_ziggurat_opt_reports_an_unknown_pass_with_a_suggestion(tmp_path, capsys) -> None:
+    src = tmp_path / "m.mlir"
+    src.write_text("builtin.module {}\n")
+    assert opt_main([str(src), "-p", "loop-vectorize-inermost"]) != 0
+    err = capsys.readouterr().err
+    assert "loop-vectorize-inermost" in err and "loop-vectorize-innermost" in err
+
+
+def _model(tmp_path):
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8])])
+    path = tmp_path / "relu.onnx"
+    path.write_bytes(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString())
+    return str(path)
+
+
+def test_print_after_a_pass_that_never_ran_is_an_error(tmp_path, capsys) -> None:
+    assert ziggurat_main(["compile", _model(tmp_path), "--print-after", "fuse-op"]) == 1
+    err = capsys.readouterr().err
+    assert "--print-after fuse-op: no pass of that name ran (did you mean 'fuse-ops'?)" in err
+
+
+def test_version(capsys) -> None:
+    with pytest.raises(SystemExit) as stop:
+        ziggurat_main(["--version"])
+    assert stop.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("ziggurat ") and "xdsl 0.74" in out
