@@ -123,6 +123,18 @@ def cmd_compile(args: argparse.Namespace) -> int:
     return 0
 
 
+def _positional_inputs(inputs: dict[str, np.ndarray], names: Sequence[str], path: str) -> list[np.ndarray]:
+    """The arrays of an .npz in the model's input order: by name, or by position when the file was
+    written positionally (np.savez(f, a, b): arr_0, arr_1, ...). Other names are an error."""
+    if set(inputs) == set(names):
+        return [inputs[n] for n in names]
+    if list(inputs) == [f"arr_{i}" for i in range(len(inputs))]:
+        return list(inputs.values())
+    missing, extra = [n for n in names if n not in inputs], sorted(set(inputs) - set(names))
+    raise ZigguratError(f"'{path}' does not name the model's inputs: missing {missing}, unknown {extra}; "
+                        f"save the arrays under the input names {list(names)} (np.savez(f, **{{name: array}}))")
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     import ziggurat
 
@@ -130,7 +142,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     model = ziggurat.compile(args.model, target=args.target, opt_level=args.opt_level, pipeline=args.pipeline, tuning_db=args.tuning_db)
     compile_s = time.perf_counter() - start
     inputs = _load_npz(args.inputs)
-    outputs = model(**inputs) if set(inputs) == set(model.input_names) else model(*inputs.values())
+    outputs = model(*_positional_inputs(inputs, model.input_names, args.inputs))
     print(f"compiled in {compile_s:.2f} s")
     if not args.check:
         for name, value in zip(model.output_names, outputs):

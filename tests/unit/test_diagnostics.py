@@ -65,3 +65,26 @@ def test_version(capsys) -> None:
     assert stop.value.code == 0
     out = capsys.readouterr().out
     assert out.startswith("ziggurat ") and "xdsl 0.74" in out
+
+
+def test_run_refuses_inputs_under_other_names_and_takes_named_or_positional_ones(tmp_path, capsys) -> None:
+    import numpy as np
+
+    model = _model(tmp_path)
+    x = np.linspace(-1, 1, 32, dtype=np.float32).reshape(4, 8)
+    wrong, named, positional = (tmp_path / f"{k}.npz" for k in ("wrong", "named", "positional"))
+    np.savez(wrong, input=x)
+    np.savez(named, x=x)
+    np.savez(positional, x)
+    assert ziggurat_main(["run", model, "--inputs", str(wrong)]) == 1
+    assert "does not name the model's inputs: missing ['x'], unknown ['input']" in capsys.readouterr().err
+    expected = tmp_path / "expected.npz"
+    np.savez(expected, y=np.maximum(x, 0))
+    for good in (named, positional):
+        assert ziggurat_main(["run", model, "--inputs", str(good), "--check", str(expected)]) == 0
+        assert capsys.readouterr().out.rstrip().endswith("PASS")
+
+
+def test_an_unknown_cpu_is_one_clear_error(tmp_path, capsys) -> None:
+    assert ziggurat_main(["compile", _model(tmp_path), "--target", "llvm -mcpu=notacpu"]) == 1
+    assert "unknown CPU '-mcpu=notacpu'" in capsys.readouterr().err
