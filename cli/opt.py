@@ -5,16 +5,22 @@
 Every ziggurat dialect and pass is registered, next to all of upstream
 xDSL's. The IR is verified after each pass (`--disable-verify` turns that off);
 `--print-between-passes` (alias `--print-ir`) prints it, `--time-passes` times
-it and `--list-passes` lists ziggurat's passes with their summaries. Errors
-print as one message and exit with status 1.
+it (a table of each pass's milliseconds and share, with the total, on
+stderr) and `--list-passes` lists ziggurat's passes with their summaries.
+Errors print as one message, naming the pass or option at fault, and exit
+with status 1.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections.abc import Sequence
 
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass, PassPipeline
+from xdsl.printer import Printer
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from ziggurat import plugins, registry
@@ -35,9 +41,29 @@ class ZigguratOptMain(xDSLOptMain):
             self.register_pass(name, factory)
 
     def setup_pipeline(self) -> None:
-        # our parse first: a bad pass or option is named, with the closest known names
-        registry.parse_pipeline(self.args.passes or "")
-        super().setup_pipeline()
+        """The pipeline from our parser (a bad pass or option is named, with the closest known
+        names); verifies after each pass, prints between passes, and times them for `timing_table`."""
+        self.timings: list[tuple[str, float]] = []
+        start = time.perf_counter()
+
+        def callback(previous: ModulePass | None, module: ModuleOp, following: ModulePass | None) -> None:
+            nonlocal start
+            if previous is not None:
+                self.timings.append((previous.name, time.perf_counter() - start))
+            if not self.args.disable_verify:
+                module.verify()
+            if previous and following and self.args.print_between_passes:
+                print(f"IR after {previous.name}:")
+                Printer(stream=sys.stdout).print_op(module)
+                print("\n\n\n")
+            start = time.perf_counter()
+
+        self.pipeline = PassPipeline(tuple(registry.parse_pipeline(self.args.passes or "")), callback)
+
+    def run(self) -> None:
+        super().run()
+        if self.args.time_passes:
+            print(timing_table(self.timings), file=sys.stderr)
 
     def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
         super().register_all_arguments(arg_parser)
@@ -51,6 +77,18 @@ class ZigguratOptMain(xDSLOptMain):
             "--load-plugin", action="append", metavar="MODULE",
             help="load a plugin (module name or .py path) that registers dialects and passes; repeatable (docs/tutorial.md)",
         )
+
+
+def timing_table(timings: list[tuple[str, float]]) -> str:
+    """Pass times as a table with each pass's share and the total (the `--time-passes` report)."""
+    total = sum(s for _, s in timings)
+    width = max([len(n) for n, _ in timings] + [len("total")])
+    lines = [f"{'pass':{width}s}  {'ms':>10s}  {'share':>6s}"]
+    for name, seconds in timings:
+        share = seconds / total if total > 0 else 0.0
+        lines.append(f"{name:{width}s}  {seconds * 1e3:10.2f}  {share:6.1%}")
+    lines.append(f"{'total':{width}s}  {total * 1e3:10.2f}  {1:6.1%}")
+    return "\n".join(lines)
 
 
 def list_passes() -> str:

@@ -88,3 +88,17 @@ def test_run_refuses_inputs_under_other_names_and_takes_named_or_positional_ones
 def test_an_unknown_cpu_is_one_clear_error(tmp_path, capsys) -> None:
     assert ziggurat_main(["compile", _model(tmp_path), "--target", "llvm -mcpu=notacpu"]) == 1
     assert "unknown CPU '-mcpu=notacpu'" in capsys.readouterr().err
+
+
+def test_time_passes_is_a_table_with_shares_and_a_total_on_stderr(tmp_path, capsys) -> None:
+    src = tmp_path / "relu.mlir"
+    assert ziggurat_main(["import", _model(tmp_path), "-o", str(src)]) == 0
+    capsys.readouterr()
+    assert opt_main([str(src), "-p", "convert-graph-to-te,convert-te-to-loop", "--time-passes"]) == 0
+    out, err = capsys.readouterr()
+    assert "func.func @main" in out and "ms" not in out
+    rows = err.strip().splitlines()
+    assert rows[0].split() == ["pass", "ms", "share"]
+    assert [r.split()[0] for r in rows[1:]] == ["convert-graph-to-te", "convert-te-to-loop", "total"]
+    shares = [float(r.split()[2].rstrip("%")) for r in rows[1:-1]]
+    assert abs(sum(shares) - 100.0) < 0.5 and rows[-1].split()[2] == "100.0%"
