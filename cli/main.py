@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import difflib
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -59,7 +60,10 @@ def cmd_import(args: argparse.Namespace) -> int:
 
         from ziggurat.transforms.graph.weight_binding import WEIGHTS_FILE_ATTR
 
-        imported.module.attributes[WEIGHTS_FILE_ATTR] = StringAttr(args.weights)
+        # recorded relative to the .mlir file's folder (the pair moves together), absolute for stdout
+        weights = os.path.abspath(args.weights)
+        recorded = os.path.relpath(weights, os.path.dirname(os.path.abspath(args.output))) if args.output else weights
+        imported.module.attributes[WEIGHTS_FILE_ATTR] = StringAttr(recorded)
     text = str(imported.module)
     if args.output:
         with open(args.output, "w") as f:

@@ -14,6 +14,7 @@ with status 1.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -24,6 +25,7 @@ from xdsl.printer import Printer
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from ziggurat import plugins, registry
+from ziggurat.transforms.graph.weight_binding import bind_weights_file
 from ziggurat.transforms import get_all_passes
 
 
@@ -59,6 +61,12 @@ class ZigguratOptMain(xDSLOptMain):
             start = time.perf_counter()
 
         self.pipeline = PassPipeline(tuple(registry.parse_pipeline(self.args.passes or "")), callback)
+
+    def apply_passes(self, prog: ModuleOp) -> None:
+        # a relative graph.weights_file is read from the input file's folder
+        source = getattr(self.args, "input_file", None)
+        bind_weights_file(prog, os.path.dirname(os.path.abspath(source)) if source else os.getcwd())
+        super().apply_passes(prog)
 
     def run(self) -> None:
         super().run()

@@ -102,3 +102,42 @@ def test_time_passes_is_a_table_with_shares_and_a_total_on_stderr(tmp_path, caps
     assert [r.split()[0] for r in rows[1:]] == ["convert-graph-to-te", "convert-te-to-loop", "total"]
     shares = [float(r.split()[2].rstrip("%")) for r in rows[1:-1]]
     assert abs(sum(shares) - 100.0) < 0.5 and rows[-1].split()[2] == "100.0%"
+
+
+def _conv_bn_model(tmp_path):
+    import numpy as np
+    from onnx import numpy_helper
+
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w")]
+    for name in ("scale", "bias", "mean"):
+        inits.append(numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), name))
+    inits.append(numpy_helper.from_array(rng.uniform(0.5, 1.5, 4).astype(np.float32), "var"))
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("BatchNormalization", ["c", "scale", "bias", "mean", "var"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])], inits)
+    path = tmp_path / "conv_bn.onnx"
+    path.write_bytes(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString())
+    return str(path)
+
+
+def test_imported_weights_travel_with_the_mlir_file(tmp_path, capsys, monkeypatch) -> None:
+    """`ziggurat import --weights w.npz -o m.mlir` records the weights relative to m.mlir, and
+    ziggurat-opt reads them from there whatever the working directory: simplify-graph, which needs
+    the values, folds the BatchNorm into the conv."""
+    folder = tmp_path / "model"
+    folder.mkdir()
+    mlir, npz = folder / "m.mlir", folder / "w.npz"
+    assert ziggurat_main(["import", _conv_bn_model(tmp_path), "-o", str(mlir), "--weights", str(npz)]) == 0
+    assert 'graph.weights_file = "w.npz"' in mlir.read_text()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    capsys.readouterr()
+    assert opt_main([str(mlir), "-p", "simplify-graph"]) == 0
+    out = capsys.readouterr().out
+    assert "graph.conv2d" in out and "graph.batch_norm" not in out
+    npz.unlink()
+    assert opt_main([str(mlir), "-p", "simplify-graph"]) == 1
+    assert "cannot read the weights file 'w.npz'" in capsys.readouterr().err

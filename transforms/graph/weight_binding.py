@@ -8,12 +8,15 @@ the module and needs no global names.
 
 Outside the compiler (ziggurat-opt on a text file), a module may name an
 `.npz` file in its `graph.weights_file` attribute (what `ziggurat import
---weights FILE` writes); `weights_of` loads and binds it on first use. Passes
-that need values and find no store leave the IR unchanged.
+--weights FILE -o M.mlir` writes, relative to the folder of M.mlir);
+`ziggurat-opt` binds it relative to its input file (`bind_weights_file`),
+else `weights_of` loads it, relative to the working directory, on first use.
+Passes that need values and find no store leave the IR unchanged.
 """
 
 from __future__ import annotations
 
+import os
 import weakref
 
 from xdsl.dialects.builtin import ModuleOp, StringAttr
@@ -31,6 +34,22 @@ def bind_weights(module: ModuleOp, store: WeightStore) -> None:
     _BOUND[module] = store
 
 
+def bind_weights_file(module: ModuleOp, folder: str | os.PathLike) -> None:
+    """Binds the store named by `module`'s `graph.weights_file`, a relative path read from `folder`
+    (the folder of the .mlir file the module came from). Nothing to do without the attribute."""
+    attr = module.attributes.get(WEIGHTS_FILE_ATTR)
+    if isinstance(attr, StringAttr) and module not in _BOUND:
+        _BOUND[module] = _load(os.path.join(folder, attr.data), attr.data)
+
+
+def _load(path: str, named: str) -> WeightStore:
+    try:
+        return WeightStore.load(path)
+    except OSError as err:
+        raise CompileError(f"cannot read the weights file '{named}' named by {WEIGHTS_FILE_ATTR} "
+                           f"(looked for {path}): {err.strerror or err}") from None
+
+
 def weights_of(module: ModuleOp) -> WeightStore | None:
     """The store bound to `module`, else the one its `graph.weights_file` names, else None."""
     store = _BOUND.get(module)
@@ -39,9 +58,6 @@ def weights_of(module: ModuleOp) -> WeightStore | None:
     attr = module.attributes.get(WEIGHTS_FILE_ATTR)
     if not isinstance(attr, StringAttr):
         return None
-    try:
-        store = WeightStore.load(attr.data)
-    except OSError as err:
-        raise CompileError(f"cannot read the weights file '{attr.data}' named by {WEIGHTS_FILE_ATTR}: {err}") from None
+    store = _load(attr.data, attr.data)
     _BOUND[module] = store
     return store
