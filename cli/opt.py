@@ -14,6 +14,7 @@ with status 1.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import time
@@ -100,11 +101,27 @@ def timing_table(timings: list[tuple[str, float]]) -> str:
 
 
 def list_passes() -> str:
-    lines = ["ziggurat passes (upstream xDSL passes are available too):"]
+    """Each of our and the plugins' passes with its summary line and its options (defaults), as
+    written in a pipeline: `name{option=value other=value}`, options separated by spaces."""
+    lines = ["ziggurat passes (upstream xDSL passes are available too); options go in braces, separated by",
+             "spaces: -p 'fuse-ops{cost-guided=true vector-width=8}'"]
     for name, factory in {**get_all_passes(), **plugins.plugin_passes()}.items():
-        doc = (factory().__doc__ or "").strip().splitlines()
+        cls = factory()
+        doc = (cls.__doc__ or "").strip().splitlines()
         lines.append(f"  {name:28s} {doc[0] if doc else ''}")
+        options = [f"{f.name.replace('_', '-')}={_default(f)}" for f in dataclasses.fields(cls)]
+        if options:
+            lines.append(f"  {'':28s}   options: {' '.join(options)}")
     return "\n".join(lines)
+
+
+def _default(field: dataclasses.Field) -> str:
+    value = field.default
+    if value is dataclasses.MISSING:
+        return "(required)"
+    if isinstance(value, bool):
+        return str(value).lower()
+    return f'"{value}"' if isinstance(value, str) else str(value)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

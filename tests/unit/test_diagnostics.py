@@ -141,3 +141,13 @@ def test_imported_weights_travel_with_the_mlir_file(tmp_path, capsys, monkeypatc
     npz.unlink()
     assert opt_main([str(mlir), "-p", "simplify-graph"]) == 1
     assert "cannot read the weights file 'w.npz'" in capsys.readouterr().err
+
+
+def test_list_passes_shows_each_pass_with_its_options_and_defaults(capsys) -> None:
+    assert opt_main(["--list-passes"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "separated by" in lines[0] + lines[1]
+    at = next(i for i, line in enumerate(lines) if line.split()[:1] == ["loop-vectorize-innermost"])
+    assert lines[at + 1].split() == ["options:", "min-extent=16"]
+    hw = next(i for i, line in enumerate(lines) if line.split()[:1] == ["apply-tuning"])
+    assert 'database=""' in lines[hw + 1] and 'target="llvm"' in lines[hw + 1]
