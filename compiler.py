@@ -26,11 +26,8 @@ from xdsl.utils.exceptions import VerifyException
 
 from ziggurat.errors import CompileError, ZigguratError
 from ziggurat.lowering import pipelines
-from ziggurat.registry import all_passes, make_context, parse_pipeline
+from ziggurat.registry import make_context, parse_pipeline
 from ziggurat.target import Target
-
-
-available_passes = all_passes  # every pass by name (registry.py merges ours, the plugins' and xDSL's)
 
 
 PassCallback = Callable[[ModulePass, builtin.ModuleOp, float], None]
@@ -158,7 +155,7 @@ def compile(  # noqa: A001 - the public name, as in TVM's relay.build / torch.co
 
     spec = pipelines.default_pipeline(opt_level, tgt, graph=pipeline,
                                       tuning_db=None if tuning_db is None else str(tuning_db))
-    options = LLVMOptions(num_threads=tgt.num_threads, cpu=tgt.llvm_cpu, features=tgt.llvm_features)
+    options = LLVMOptions.for_target(tgt)
     in_dtypes, out_dtypes = _signature_dtypes(imported)
     inputs = [TensorSpec(n, tuple(s), d) for n, s, d in zip(imported.input_names, imported.input_shapes, in_dtypes)]
     outputs = [TensorSpec(n, tuple(s), d) for n, s, d in zip(imported.output_names, imported.output_shapes, out_dtypes)]

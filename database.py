@@ -63,7 +63,7 @@ def versions() -> dict[str, str]:
     name of the CPU of the process that writes the record; with remote runners, the tuner's)."""
     from importlib.metadata import PackageNotFoundError, version
 
-    from ziggurat.target import host_cpu as host_target
+    from ziggurat.target import host_cpu
 
     out = {}
     for pkg in ("ziggurat", "llvmlite", "xdsl"):
@@ -71,7 +71,7 @@ def versions() -> dict[str, str]:
             out[pkg] = version(pkg)
         except PackageNotFoundError:
             out[pkg] = "unknown"
-    out["cpu"] = host_target()[0]
+    out["cpu"] = host_cpu()[0]
     return out
 
 

@@ -130,7 +130,7 @@ def parse_pipeline(spec: str) -> list[ModulePass]:
             raise CompileError(f"bad pass pipeline '{spec}': unknown pass '{s.name}'{_did_you_mean(s.name, passes)}; "
                                "`ziggurat-opt --list-passes` lists them")
         cls = passes[s.name]()
-        fields = [f.name.replace("_", "-") for f in dataclasses.fields(cls)]
+        fields = option_names(cls)
         for option in s.parameters:
             if option.replace("_", "-") not in fields:
                 raise CompileError(f"pass '{s.name}' has no option '{option}'{_did_you_mean(option, fields)}; "
@@ -143,6 +143,11 @@ def parse_pipeline(spec: str) -> list[ModulePass]:
             raise CompileError(f"pass '{s.name}': bad options {str(s)[len(s.name):]}: "
                                f"{err}") from None
     return out
+
+
+def option_names(pass_cls: type[ModulePass]) -> list[str]:
+    """A pass's options as a pipeline string spells them (kebab case), in declaration order."""
+    return [f.name.replace("_", "-") for f in dataclasses.fields(pass_cls)]
 
 
 def _did_you_mean(name: str, known) -> str:

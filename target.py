@@ -136,6 +136,11 @@ class Target:
     def with_threads(self, num_threads: int) -> Target:
         return dataclasses.replace(self, num_cores=num_threads)
 
+    def resolved(self) -> Target:
+        """This target with its thread count spelled out (`llvm` on a 2-core machine is
+        `llvm -num-cores=2`): what tuning records are filed under and candidates built for."""
+        return self.with_threads(self.num_threads)
+
     @property
     def num_threads(self) -> int:
         if self.num_cores is not None:

@@ -84,7 +84,7 @@ class MeasureInput:
         """The target string the candidate is compiled for, with its thread count."""
         from ziggurat.target import Target
 
-        return str(Target.parse(self.target or "llvm").with_threads(self.num_threads))
+        return str(Target.parse(self.target or "llvm").with_threads(self.num_threads))  # the tuner's threads
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "arg_shapes", tuple(tuple(int(d) for d in s) for s in self.arg_shapes))

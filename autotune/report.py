@@ -48,9 +48,9 @@ def featurize(space: SearchSpace, trace: Any) -> np.ndarray | None:
 def ranking_report(tasks: Sequence[tuple[str, str]], db: JSONDatabase, target: str, train: int = 200,
                    k: int = 10, seed: int = 0, vector_width: int = 16, split: str = "order") -> list[dict[str, Any]]:
     """One row per kernel `(name, kernel module text)` with records in `db` for `target`."""
-    from ziggurat.autotune.tuner import target_key
+    from ziggurat.transforms.schedule.apply_tuning import record_target
 
-    tkey = target_key(target)
+    tkey = record_target(target)
     rows = []
     for name, text in tasks:
         key = WorkloadKey.from_text(text, name)

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 import numpy as np
-from xdsl.dialects import builtin, func
+from xdsl.dialects import func
 
 from ziggurat.autotune.cost_model import GBTCostModel
 from ziggurat.database import VALIDATION, JSONDatabase, WorkloadKey
@@ -47,21 +47,11 @@ from ziggurat.dialects import loop
 from ziggurat.lowering import pipelines
 from ziggurat.errors import ScheduleError, TuningError
 from ziggurat.target import Target
-from ziggurat.transforms.schedule.apply_tuning import kernel_text, record_target
+from ziggurat.transforms.schedule.apply_tuning import kernel_names, kernel_text, record_target
 
 
 HOPELESS_FACTOR, MIN_TIMEOUT_S = 50.0, 2.0
 SLOW_FACTOR = 3.0  # a candidate whose first call is this much slower than the best is timed once
-
-
-def target_key(target: str | Target) -> str:
-    """The target string records are filed under, with the thread count spelled out
-    (`llvm` on a 2-core machine and `llvm -num-cores=2` share records); apply-tuning looks them up so."""
-    return record_target(target)
-
-
-def kernel_names(module: builtin.ModuleOp) -> list[str]:
-    return [f.sym_name.data for f in module.ops if isinstance(f, func.FuncOp) and f.sym_name.data != "main"]
 
 
 def _signature(fn: func.FuncOp) -> tuple[tuple[tuple[int, ...], ...], int]:
@@ -119,7 +109,7 @@ class Tuner:
                  runner: Runner | None = None):
         self.db = db
         self.target = Target.parse(target)
-        self.target_key = target_key(self.target)
+        self.target_key = record_target(self.target)
         self.vector_width = self.target.vector_width
         self.num_threads = self.target.num_threads
         self.batch_size = batch_size

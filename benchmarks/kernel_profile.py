@@ -45,8 +45,6 @@ class KernelTime:
 def graph_pipelines(opt_level: int = 3, measure: bool = False) -> tuple[str, str]:
     """(with, without) the feedback channel: the O`opt_level` graph pipeline with
     cost-guided fuse-ops (`measure=true` with `measure`), and the same with rule-based fuse-ops."""
-    from ziggurat.transforms.graph.annotate_costs import cost_guided_pipeline
-
     tgt = Target.parse("llvm")
     rule = pipelines.graph_stage(opt_level, tgt, options={"fuse-ops": {"cost-guided": False}})
     guided = pipelines.graph_stage(opt_level, tgt, options={"fuse-ops": {"cost-guided": True, "measure": measure}})
@@ -100,7 +98,7 @@ def time_kernel(fn: func.FuncOp, threads: int = 1, rounds: int = 20, seed: int =
 
 def profile_kernels(model: Any, graph: str, threads: int = 1, rounds: int = 20) -> list[KernelTime]:
     """Median time of each distinct kernel of `model` compiled with graph pipeline `graph`."""
-    from ziggurat.autotune.tuner import kernel_names
+    from ziggurat.transforms.schedule.apply_tuning import kernel_names
 
     module = _pre_loop_module(model, graph)
     main = next(f for f in module.ops if isinstance(f, func.FuncOp) and f.sym_name.data == "main")

@@ -109,7 +109,7 @@ def list_passes() -> str:
         cls = factory()
         doc = (cls.__doc__ or "").strip().splitlines()
         lines.append(f"  {name:28s} {doc[0] if doc else ''}")
-        options = [f"{f.name.replace('_', '-')}={_default(f)}" for f in dataclasses.fields(cls)]
+        options = [f"{name}={_default(f)}" for name, f in zip(registry.option_names(cls), dataclasses.fields(cls))]
         if options:
             lines.append(f"  {'':28s}   options: {' '.join(options)}")
     return "\n".join(lines)

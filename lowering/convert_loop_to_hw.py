@@ -390,6 +390,7 @@ def _ancestors(op: Operation):
 
 
 def const_int(v: SSAValue) -> int | None:
+    """The value of an integer `arith.constant`, else None."""
     op = v.owner
     if isinstance(op, arith.ConstantOp) and isinstance(op.value, IntegerAttr):
         return op.value.value.data

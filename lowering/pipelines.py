@@ -34,6 +34,9 @@ xDSL pass because it leaves MLIR.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from functools import cache
+
+from xdsl.passes import ModulePass, PassPipeline
 
 from ziggurat.target import Target
 
@@ -136,10 +139,17 @@ def schedule_stage(level: int, target: Target | str | None = None, tuning_db: st
     _check_level(level)
     tuned = ""
     if tuning_db:
-        tgt = _target(target)
-        threads = tgt.with_threads(tgt.num_threads)
-        tuned = format_pass("apply-tuning", {"database": _quote(str(tuning_db)), "target": _quote(str(threads))})
+        tuned = format_pass("apply-tuning", {"database": _quote(str(tuning_db)),
+                                             "target": _quote(str(_target(target).resolved()))})
     return join(tuned, _stage(SCHEDULE[level], _target(target), level, skip, options))
+
+
+@cache
+def instantiate(spec: str, passes: tuple[type[ModulePass], ...]) -> tuple[ModulePass, ...]:
+    """The pass instances of `spec`, parsed against `passes` only: for code below the registry that
+    runs a stage of its own (kernel pricing, trace replay). Cached: a stage is asked for again and
+    again (once per priced kernel, once per tuning candidate), and the passes are frozen values."""
+    return PassPipeline.parse_spec({p.name: (lambda p=p: p) for p in passes}, spec).passes
 
 
 def _quote(text: str) -> str:

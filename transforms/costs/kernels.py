@@ -10,7 +10,6 @@ from __future__ import annotations
 from xdsl.builder import Builder
 from xdsl.dialects import builtin, func
 from xdsl.ir import Block, Operation, Region, SSAValue
-from xdsl.passes import PassPipeline
 from xdsl.rewriter import InsertPoint
 
 from ziggurat.database import WorkloadKey
@@ -63,7 +62,6 @@ def lower_kernel(kernel: func.FuncOp, vector_width: int = 16) -> tuple[builtin.M
 
     known = (ConvertTeToLoopPass, LoopSimplifyIndexPass, LoopDefaultSchedulePass, LoopParallelizeOuterPass,
              LoopVectorizeInnermostPass)
-    by_name = {p.name: (lambda p=p: p) for p in known}
     # the lowering's te -> loop part, then the default schedule priced on one thread (no parallel loop);
     # int8 GEMMs as the default target runs them (int8-dot=auto)
     to_loop = pipelines.join(*pipelines.TO_LOOP[1:])
@@ -71,10 +69,10 @@ def lower_kernel(kernel: func.FuncOp, vector_width: int = 16) -> tuple[builtin.M
                                         options={"loop-default-schedule": {"int8-dot": "auto"}})
     ctx = make_context()
     module = builtin.ModuleOp([kernel])
-    for p in PassPipeline.parse_spec(by_name, to_loop).passes:
+    for p in pipelines.instantiate(to_loop, known):
         p.apply(ctx, module)
     key = WorkloadKey.from_text(str(module), kernel.sym_name.data)
-    for p in PassPipeline.parse_spec(by_name, schedule).passes:
+    for p in pipelines.instantiate(schedule, known):
         p.apply(ctx, module)
     return module, key
 

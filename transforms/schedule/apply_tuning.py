@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -24,8 +23,7 @@ if TYPE_CHECKING:
 def record_target(target: str | Target) -> str:
     """The target string records are filed under, with the thread count spelled out (`llvm` on a
     2-core machine and `llvm -num-cores=2` share records)."""
-    tgt = Target.parse(target)
-    return str(dataclasses.replace(tgt, num_cores=tgt.num_threads))
+    return str(Target.parse(target).resolved())
 
 
 def kernel_text(module: builtin.ModuleOp, name: str) -> str:
@@ -34,7 +32,8 @@ def kernel_text(module: builtin.ModuleOp, name: str) -> str:
     return str(builtin.ModuleOp([fn.clone()]))
 
 
-def _kernel_names(module: builtin.ModuleOp) -> list[str]:
+def kernel_names(module: builtin.ModuleOp) -> list[str]:
+    """The kernel functions of a loop-level module (every function but the model entry `@main`)."""
     return [f.sym_name.data for f in module.ops if isinstance(f, func.FuncOp) and f.sym_name.data != "main"]
 
 
@@ -126,7 +125,7 @@ class ApplyTuningPass(ModulePass):
         tuned: dict[str, func.FuncOp] = {}
         elsewhere: set[str] = set()
         foreign: dict[str, str] = {}  # kernel -> the other CPU its replayed record was measured on
-        for name in _kernel_names(module):
+        for name in kernel_names(module):
             text = kernel_text(module, name)
             key = WorkloadKey.from_text(text, name)
             best = db.best(key, key_target, cpu=here)

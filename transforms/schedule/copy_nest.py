@@ -51,7 +51,8 @@ from ziggurat.dialects import loop
 from ziggurat.transforms.loop.loop_simplify_index import INDEX_DIVS, INDEX_REMS, simplify_block
 from ziggurat.transforms.loop.primitives.reorder import reorder
 from ziggurat.transforms.loop.primitives.split import split
-from ziggurat.transforms.schedule.nest import chain, const_int, stride
+from ziggurat.lowering.convert_loop_to_hw import const_int
+from ziggurat.transforms.schedule.nest import chain, stride
 from ziggurat.transforms.schedule.pad import erase_dead, fill_nest, halo_boxes, index_range, match_clamped_read
 
 MAX_SPLITS = 4  # strip-minings per nest (a transform divides at most one variable per blocked dim)

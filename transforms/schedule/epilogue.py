@@ -26,7 +26,8 @@ from __future__ import annotations
 from xdsl.ir import Block, SSAValue
 
 from ziggurat.dialects import loop
-from ziggurat.transforms.schedule.nest import chain, const_int, stride
+from ziggurat.lowering.convert_loop_to_hw import const_int
+from ziggurat.transforms.schedule.nest import chain, stride
 
 _SAFE = ("arith.", "math.")
 

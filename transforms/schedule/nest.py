@@ -26,10 +26,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import IndexType, IntegerAttr
+from xdsl.dialects.builtin import IndexType
 from xdsl.ir import BlockArgument, SSAValue
 
 from ziggurat.dialects import loop
+from ziggurat.lowering.convert_loop_to_hw import const_int
 
 
 @dataclass
@@ -41,14 +42,6 @@ class ReduceNest:
     reduction: list[loop.ForOp]
     update: loop.BlockOp
     out: SSAValue
-
-
-def const_int(v: SSAValue) -> int | None:
-    """The value of an integer `arith.constant`, else None."""
-    op = v.owner
-    if isinstance(op, arith.ConstantOp) and isinstance(op.value, IntegerAttr):
-        return op.value.value.data
-    return None
 
 
 def chain(f: loop.ForOp) -> list[loop.ForOp]:

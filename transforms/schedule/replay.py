@@ -23,11 +23,9 @@ apply_trace(module, "matmul_0", {"template": [{"block": "matmul", "kind": "vecto
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from xdsl.dialects import builtin, func
-from xdsl.passes import ModulePass, PassPipeline
 
 from ziggurat.database import DEFAULT_TRACE
 from ziggurat.dialects import loop, make_context
@@ -64,10 +62,8 @@ def default_loop_pipeline(target: Target | int) -> str:
     return pipelines.schedule_stage(3, as_target(target))
 
 
-def _schedule_passes() -> dict[str, Callable[[], type[ModulePass]]]:
-    """The passes of the default LOOP stage by name (what its pipeline string is parsed against)."""
-    passes = (LoopDefaultSchedulePass, LoopParallelizeOuterPass, LoopVectorizeInnermostPass)
-    return {p.name: (lambda p=p: p) for p in passes}
+# the passes of the default LOOP stage (what its pipeline string is parsed against)
+_SCHEDULE_PASSES = (LoopDefaultSchedulePass, LoopParallelizeOuterPass, LoopVectorizeInnermostPass)
 
 
 def _finish_default(module: builtin.ModuleOp, name: str, fn: func.FuncOp, target: Target | int) -> None:
@@ -75,7 +71,9 @@ def _finish_default(module: builtin.ModuleOp, name: str, fn: func.FuncOp, target
     in place of the kernel in `module`."""
     tmp = builtin.ModuleOp([fn])
     ctx = make_context()
-    for p in PassPipeline.parse_spec(_schedule_passes(), default_loop_pipeline(target)).passes:
+    from ziggurat.lowering import pipelines
+
+    for p in pipelines.instantiate(default_loop_pipeline(target), _SCHEDULE_PASSES):
         p.apply(ctx, tmp)
     old = kernel_of(module, name)
     fn.detach()
