@@ -5,10 +5,13 @@ lists them in `GRAPH_OPS`); they live in their own module to keep graph.py
 readable. A layout is a string:
 
 * `NCHW`: activations as ONNX has them;
-* `NCHW<b>c` (e.g. `NCHW16c`): activations `[N, C/b, H, W, b]`, channel
-  `C = cb * b + c` (TVM's NCHW[x]c);
+* `NCHW<b>c` (e.g. `NCHW16c`): activations `[N, ceil(C/b), H, W, b]`, channel
+  `C = cb * b + c` (TVM's NCHW[x]c); when `b` does not divide C the last
+  block's lanes beyond C are padding (zero from a transform, finite junk
+  after elementwise ops; blocked convolutions give them zero weights);
 * `OIHW`: convolution weights as ONNX has them;
-* `OIHW<i>i<o>o` (e.g. `OIHW16i16o`): weights `[O/o, I/i, KH, KW, i, o]`.
+* `OIHW<i>i<o>o` (e.g. `OIHW16i16o`): weights `[ceil(O/o), ceil(I/i), KH, KW, i, o]`
+  (zeros beyond O and I).
 
 graph.py imports this module at its end, so import `ziggurat.dialects.graph`
 before this module (importing this one first is a circular import).
@@ -51,16 +54,18 @@ def parse_layout(layout: str) -> tuple[str, tuple[int, ...]]:
 
 
 def blocked_shape(shape: Sequence[int], layout: str) -> tuple[int, ...] | None:
-    """The shape of a plain NCHW/OIHW `shape` in `layout`, or None when the blocks do not divide it."""
+    """The shape of a plain NCHW/OIHW `shape` in `layout` (None when `shape` is not 4-d). A channel
+    count the block does not divide is padded up to a whole block: `C = 440` in `NCHW16c` is 28
+    blocks, the last 8 lanes of the last block beyond the tensor."""
     kind, blocks = parse_layout(layout)
     if len(shape) != 4 or not blocks:
         return tuple(shape) if len(shape) == 4 else None
     a, b, h, w = shape
     if kind == "NCHW":
         (c,) = blocks
-        return (a, b // c, h, w, c) if b % c == 0 else None
+        return (a, -(-b // c), h, w, c)
     i, o = blocks
-    return (a // o, b // i, h, w, i, o) if a % o == 0 and b % i == 0 else None
+    return (-(-a // o), -(-b // i), h, w, i, o)
 
 
 def padded_blocked_shape(shape: Sequence[int], layout: str, pads: Sequence[int]) -> tuple[int, ...] | None:
@@ -96,6 +101,8 @@ class LayoutTransformOp(IRDLOperation):
 
     `NCHW -> NCHW16c` is `out[n, cb, h, w, c] = in[n, cb*16 + c, h, w]`;
     `OIHW -> OIHW16i16o` is `out[ob, ib, y, x, i, o] = in[ob*16 + o, ib*16 + i, y, x]`.
+    Channels beyond the input's (a block that does not divide C) are 0; the
+    transform back to a plain layout drops them.
     `convert-layout` puts these only at the boundaries of a layout region;
     weight transforms are evaluated at compile time.
 
@@ -146,6 +153,10 @@ class LayoutTransformOp(IRDLOperation):
             require(ks == "NCHW" and parse_layout(self.src.data)[1] == () and parse_layout(self.dst.data)[1] != (),
                      self, f"pads apply to NCHW -> NCHW<b>c only, not {self.src.data} -> {self.dst.data}")
             want = padded_blocked_shape(x, self.dst.data, p)
+        elif parse_layout(self.src.data)[1] and not parse_layout(self.dst.data)[1]:  # blocked -> plain: drops padding
+            require(len(r) == 4 and blocked_shape(r, self.src.data) == x, self,
+                    f"result shape {r} does not fill the blocks of {x} ({self.src.data} -> {self.dst.data})")
+            return
         require(want == r, self, f"result shape {r} should be {want} for {self.src.data} -> {self.dst.data}")
 
 

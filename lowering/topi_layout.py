@@ -37,10 +37,15 @@ def define_layout_transform(op: gl.LayoutTransformOp, b: Builder, x: Lookup) -> 
         ob, ib, h, w, ii, oo = i
         return [e.affine([(ob, dst[1]), (oo, 1)]), e.affine([(ib, dst[0]), (ii, 1)]), h, w]
 
+    plain = shape_of(inp)
+    ragged = not src and (len(dst) == 1 and plain[1] % dst[0] or len(dst) == 2 and (plain[0] % dst[1] or plain[1] % dst[0]))
+
     def body(e: Expr, i: Sequence[SSAValue]) -> SSAValue:
         p = plain_index(e, i)
         if not src and any(padding):  # padded NCHW -> NCHW<b>c: zeros outside the input
             return e.read(inp, [p[0], p[1], e.affine([(p[2], 1)], -pt), e.affine([(p[3], 1)], -pl)], pad=0.0)
+        if ragged:  # the block does not divide the channels: zeros beyond them
+            return e.read(inp, p, pad=0.0)
         if not src:
             return e.read(inp, p)
         if kind == "NCHW":

@@ -130,10 +130,11 @@ def test_default_knobs_and_seeds_of_a_matmul():
     space = SearchSpace(MM, "mm_0")
     fn = next(iter(space.module.ops))
     (k,) = default_knobs(fn)
-    assert k["kind"] == "vector" and k["block"] == "mm" and k["nvec"] == 1 and k["tile"] == [[0, 8]]
+    # 16 lanes, 64 columns: the 2-D block of 8 rows x 2 vectors (plan.MAX_ACC_WIDE)
+    assert k["kind"] == "vector" and k["block"] == "mm" and k["nvec"] == 2 and k["tile"] == [[0, 8]]
     seeds = space.seeds()
     assert seeds[0] == {"template": [k]}
-    assert {s["template"][0]["nvec"] for s in seeds} >= {1, 2, 4}
+    assert {s["template"][0]["nvec"] for s in seeds} >= {2, 4}
 
 
 def test_template_matmul_candidates_match_numpy():

@@ -131,7 +131,8 @@ func.func @kernel(%a: memref<{m}x{k}xf32>, %b: memref<{k}x{n}xf32>, %bias: memre
 @pytest.mark.parametrize("width, m, k, n, fused", [
     (8, 16, 8, 32, True), (8, 12, 300, 48, True), (16, 16, 8, 32, True), (16, 24, 64, 48, True), (16, 9, 20, 32, True),
     (8, 8, 1536, 32, False),  # k-blocked: the block reloads its partial sums from %t, so the stages stay
-    (16, 8, 768, 32, False),
+    (16, 8, 1536, 32, False),
+    (16, 8, 768, 32, True),  # 16 lanes, two vectors: k = 768 is one packed block (plan.ONE_BLOCK), no reload
 ])
 def test_fused_epilogues_at_8_and_16_lanes_match_numpy(width, m, k, n, fused):
     """The same group through loop-default-schedule at 8 lanes (AVX2 blocks) and 16 (the AVX-512 schedule,

@@ -50,12 +50,30 @@ def input_block(channels: int, block: int) -> int:
 
 
 def conv_eligible(op: Operation, block: int) -> bool:
-    """A conv2d that the blocked layout can compute: no groups, a constant weight, C_out a multiple of `block`."""
+    """A conv2d that the blocked layout can compute: no groups, a constant weight, C_out a multiple of
+    `block` or above it (the last block padded: at most half of it wasted)."""
     if not isinstance(op, graph.Conv2dOp) or op.groups.value.data != 1:
         return False
     if not isinstance(op.weight.owner, graph.ConstantOp):
         return False
-    return _shape(op.result)[1] % block == 0
+    c = _shape(op.result)[1]
+    return c % block == 0 or c > block
+
+
+def _ragged(v: SSAValue, block: int) -> bool:
+    """`v`'s channels do not fill whole blocks: its blocked twin has padding lanes."""
+    return _shape(v)[1] % block != 0
+
+
+def _finite_on_padding(op: Operation, block: int) -> bool:
+    """Padding lanes hold finite values (0 from a conv, whatever elementwise ops make of it) that
+    the next conv multiplies by zero weights: an op that can turn them into inf or NaN (log, sqrt,
+    division by a computed value) stays out of a region whose channels are padded."""
+    if isinstance(op, graph.UnaryOp):
+        return not (isinstance(op, (graph.LogOp, graph.SqrtOp)) and _ragged(op.input, block))
+    if isinstance(op, graph.DivOp):
+        return not (_ragged(op.result, block) and not isinstance(op.rhs.owner, graph.ConstantOp))
+    return True
 
 
 def _channel_broadcast(v: SSAValue, out: tuple[int, ...]) -> bool:
@@ -81,7 +99,7 @@ def find_members(ops: list[Operation], block: int) -> list[Operation]:
                                        for v in (op.lhs, op.rhs))
         elif isinstance(op, graph.MaxPool2dOp) and op.input in blocked:
             ok = not (op.ceil_mode is not None and op.ceil_mode.value.data)
-        if ok:
+        if ok and _finite_on_padding(op, block):
             members.append(op)
             blocked.add(op.results[0])
     return members
@@ -107,13 +125,21 @@ def regions_of(members: list[Operation]) -> list[list[Operation]]:
     return list(groups.values())
 
 
-def to_blocked_array(a: np.ndarray, b: int) -> np.ndarray:
+def to_blocked_array(a: np.ndarray, b: int, fill: float = 0.0) -> np.ndarray:
+    """NCHW `a` in NCHW<b>c, channels beyond C (a ragged last block) set to `fill`."""
     n, c, h, w = a.shape
+    if c % b:
+        a = np.concatenate([a, np.full((n, b - c % b, h, w), fill, a.dtype)], axis=1)
+        c = a.shape[1]
     return np.ascontiguousarray(a.reshape(n, c // b, b, h, w).transpose(0, 1, 3, 4, 2))
 
 
 def weight_array(a: np.ndarray, bi: int, bo: int) -> np.ndarray:
+    """OIHW `a` in OIHW<bi>i<bo>o, zero beyond O and I."""
     o, i, h, w = a.shape
+    if o % bo or i % bi:
+        a = np.pad(a, ((0, -o % bo), (0, -i % bi), (0, 0), (0, 0)))
+        o, i = a.shape[:2]
     return np.ascontiguousarray(a.reshape(o // bo, bo, i // bi, bi, h, w).transpose(0, 2, 4, 5, 3, 1))
 
 
@@ -144,7 +170,8 @@ class Rewriter:
             return self.bl[v]
         shape = blocked_shape(_shape(v), f"NCHW{b}c")
         if isinstance(v.owner, graph.ConstantOp) and self.store is not None:
-            arr = to_blocked_array(self.store[v.owner.ref.data], b)
+            fill = 1.0 if isinstance(at, (graph.MulOp, graph.DivOp)) else 0.0  # padding lanes stay finite
+            arr = to_blocked_array(self.store[v.owner.ref.data], b, fill)
             t = self.constant(at, f"{v.owner.ref.data}.NCHW{b}c", arr, v)
         else:
             t = self.insert(at, LayoutTransformOp(v, "NCHW", f"NCHW{b}c", _tensor(v, shape)))
@@ -166,10 +193,11 @@ class Rewriter:
         """A per-channel (or scalar) operand reshaped to [1, C/b, 1, 1, b] (or [1, 1, 1, 1, 1])."""
         c = (1,) * (4 - len(_shape(v))) + _shape(v)
         b = self.block
-        shape = (1, c[1] // b, 1, 1, b) if c[1] > 1 else (1, 1, 1, 1, 1)
+        shape = (1, -(-c[1] // b), 1, 1, b) if c[1] > 1 else (1, 1, 1, 1, 1)
         if isinstance(v.owner, graph.ConstantOp) and self.store is not None:
             arr = self.store[v.owner.ref.data].reshape(c)
-            arr = to_blocked_array(arr, b) if c[1] > 1 else arr.reshape(shape)
+            fill = 1.0 if isinstance(at, (graph.MulOp, graph.DivOp)) else 0.0  # padding lanes stay finite
+            arr = to_blocked_array(arr, b, fill) if c[1] > 1 else arr.reshape(shape)
             return self.constant(at, f"{v.owner.ref.data}.NCHW{b}c", arr, v)
         r = v if len(_shape(v)) == 4 else self.insert(at, graph.ReshapeOp(v, _tensor(v, c)))
         if c[1] == 1:
@@ -204,7 +232,9 @@ class Rewriter:
         b = self.block
         res = op.results[0]
         if isinstance(op, graph.Conv2dOp):
-            bi = input_block(_shape(op.input)[1], b)
+            twin = self.bl.get(op.input)
+            # a blocked input keeps its (possibly padded) blocks; a plain one gets a divisor of C
+            bi = b if twin is not None and _shape(twin)[-1] == b else input_block(_shape(op.input)[1], b)
             pads = _ints(op.pads)
             if self.padded_boundary(op):  # the boundary transform pads: no padded copy in the conv kernel
                 x = self.to_blocked_padded(op, op.input, bi, pads)

@@ -69,8 +69,11 @@ class LoopDefaultSchedulePass(ModulePass):
     256 and packed beyond. A padded conv's clamped input read
     becomes a read of a zero-padded local copy (transforms/schedule/pad.py;
     only its halo is zeroed, then the interior copied), and a dot-product
-    tile keeps at most 4 x 2 points. Vector width 16 keeps the schedule
-    above.
+    tile keeps at most 4 x 2 points. Vector width 16 (AVX-512, 32 registers)
+    takes the same 2-D block with up to 24 accumulators and rows up to 8
+    (7 on the 7x7 and 14x14 maps of late conv stages, where no factor of 8,
+    6 or 4 divides the row loop); where that declines, the one-vector
+    schedule above.
 
     A copy nest (one block storing a read at the loops' own indices: conv's
     boundary layout transforms) gets its divided loops strip-mined, the lane

@@ -12,8 +12,11 @@ The default schedule chooses a plan from the shape and the vector width
 
 The analytic choice, by vector width:
 
-* 16 lanes (AVX-512, 32 zmm registers), `plan_vector`: one spatial loop that
-  no streamed read uses is blocked by up to 8 (`BLOCKING`), one vector per
+* 16 lanes (AVX-512, 32 zmm registers): the 2-D block of `plan_narrow`
+  below with up to `MAX_ACC_WIDE` (24) accumulators and rows from
+  `ROWS_WIDE` (8 down to 2, 7 included for the 7x7 and 14x14 maps of late
+  conv stages). Where it declines, `plan_vector`: one spatial loop that no
+  streamed read uses is blocked by up to 8 (`BLOCKING`), one vector per
   row; a reduction longer than 512 and a multiple of 256 is k-blocked by 256.
 * 8 lanes (AVX2, 16 ymm registers), `plan_narrow`: 8 accumulators of one
   vector each are FMA-latency bound (two FMA ports x 4 cycles) and every FMA
@@ -44,11 +47,16 @@ from typing import Any
 from ziggurat.dialects import loop
 from ziggurat.transforms.schedule.nest import ReduceNest, depends, packable_a, packable_b, prepacked, stride
 
-BLOCKING = (8, 6, 4, 3, 2)
+BLOCKING = (8, 7, 6, 4, 3, 2)
 DOT_BLOCKING = (4, 3, 2)
 KC = 256  # reduction block: a 256-deep slice of a streamed operand stays in L2
 MAX_ACC = 12  # accumulator vectors of a 16-register target
 ROWS = (6, 4, 3, 2)
+# 32 registers (AVX-512): up to 24 accumulators, rows up to 8 of two vectors (the 8x32 GEMM block), 7 for
+# the 7x7 and 14x14 maps of late conv stages. A conv 1x256x7x7 -> 256 3x3 in NCHW16c on the Zen 4 host:
+# 1.96 ms with one vector per row and no block (7 has no factor in BLOCKING) -> 0.50 ms (onnxruntime 0.48).
+MAX_ACC_WIDE = 24
+ROWS_WIDE = (8, 7, 6, 5, 4, 3, 2)
 # Deepest reduction packed as one block (no k-block loop): the output is written once instead of
 # reloaded and rewritten per 256-deep block. Matmul 1024^3 on the Zen 1 host: 3-4% faster at 1 thread,
 # about 1.5% at 2 (alternating in one process); a 1024-deep pair of 8-lane panels is 64 KiB, in L2.
@@ -169,11 +177,11 @@ def plan_vector(nest: ReduceNest, width: int, free: list[int], kc: int) -> Block
 
 
 def plan_narrow(nest: ReduceNest, width: int, free: list[int], streamed_dims: list[int], kc: int,
-                pack_a: bool = False) -> BlockPlan | None:
-    """The 2-D register block for a 16-register target, or None to keep the
-    one-vector block. `free`: spatial loops (not `L`) no `L`-dependent read
-    uses; `streamed_dims`: spatial loops (not `L`) such reads use in a leading
-    index (a conv's output-channel block); `pack_a`: copy A's slivers where
+                pack_a: bool = False, max_acc: int = MAX_ACC, rows: tuple[int, ...] = ROWS) -> BlockPlan | None:
+    """The 2-D register block (16 registers: at most `max_acc` = 12 accumulators; 32 registers:
+    `MAX_ACC_WIDE` and `ROWS_WIDE`), or None to keep the one-vector block.
+    `free`: spatial loops (not `L`) no `L`-dependent read uses; `streamed_dims`:
+    spatial loops (not `L`) such reads use in a leading index (a conv's output-channel block); `pack_a`: copy A's slivers where
     the nest allows it (`packable_a`)."""
     spatial = nest.spatial
     ub = spatial[-1].trip_count
@@ -192,7 +200,7 @@ def plan_narrow(nest: ReduceNest, width: int, free: list[int], streamed_dims: li
     best: tuple[int, int] | None = None  # (rows, loop)
     for d in free:
         trips = spatial[d].trip_count
-        u = next((u for u in ROWS if trips % u == 0 and u * vecs <= MAX_ACC), 1)
+        u = next((u for u in rows if trips % u == 0 and u * vecs <= max_acc), 1)
         if u > 1 and (best is None or u > best[0]):
             best = (u, d)
     if best is None:
@@ -251,6 +259,10 @@ def default_plan(nest: ReduceNest, width: int, pack_a: bool = False) -> BlockPla
         narrow = plan_narrow(nest, width, free, used, kc, pack_a)
         if narrow is not None:
             return narrow
+    else:
+        wide = plan_narrow(nest, width, free, used, kc, pack_a, MAX_ACC_WIDE, ROWS_WIDE)
+        if wide is not None:
+            return wide
     return plan_vector(nest, width, free, kc)
 
 

@@ -26,7 +26,8 @@
 // CHECK-NOT:       loop.scheduled
 // CHECK-NEXT:    loop.for %i0 = 0 to 16 step 8 parallel {
 // CHECK-NEXT:      %{{.*}} = loop.alloc "local" : memref<8x48xf32>
-// CHECK-NEXT:      loop.for %i1 = 0 to 32 vectorized {
+// CHECK-NEXT:      loop.for %i1p = 0 to 2 step 2 serial {
+// CHECK-NEXT:        loop.for %i1l = 0 to 16 vectorized {
 
 // Negative: records only for another target replay nothing, with a warning.
 // OTHER-LABEL: func.func @tuned_mm

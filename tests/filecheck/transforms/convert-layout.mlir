@@ -66,17 +66,31 @@ func.func @stem(%x: tensor<1x3x8x8xf32>) -> (tensor<1x16x1x1xf32>, tensor<1x1024
 
 // -----
 
-// Must not fire: C_out = 24 is not a multiple of 16, a grouped conv, and a
-// conv whose weight is not a constant all stay NCHW, untouched.
+// Must not fire: C_out = 8 is below one block of 16 (padding would waste
+// half of it), a grouped conv, and a conv whose weight is not a constant all
+// stay NCHW, untouched.
 // CHECK-LABEL: func.func @no_fire
 // CHECK-NOT:  graph.layout_transform
 // CHECK-NOT:  nchwc
 // CHECK:      func.return
-func.func @no_fire(%x: tensor<1x32x8x8xf32>, %wx: tensor<32x32x3x3xf32>) -> (tensor<1x24x8x8xf32>, tensor<1x32x8x8xf32>, tensor<1x32x8x8xf32>) {
-  %w24 = graph.constant "w24" : tensor<24x32x3x3xf32>
-  %a = graph.conv2d %x, %w24 {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1 : i64} : tensor<1x32x8x8xf32>, tensor<24x32x3x3xf32> -> tensor<1x24x8x8xf32>
+func.func @no_fire(%x: tensor<1x32x8x8xf32>, %wx: tensor<32x32x3x3xf32>) -> (tensor<1x8x8x8xf32>, tensor<1x32x8x8xf32>, tensor<1x32x8x8xf32>) {
+  %w8 = graph.constant "w8" : tensor<8x32x3x3xf32>
+  %a = graph.conv2d %x, %w8 {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1 : i64} : tensor<1x32x8x8xf32>, tensor<8x32x3x3xf32> -> tensor<1x8x8x8xf32>
   %wg = graph.constant "wg" : tensor<32x16x3x3xf32>
   %b = graph.conv2d %x, %wg {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 2 : i64} : tensor<1x32x8x8xf32>, tensor<32x16x3x3xf32> -> tensor<1x32x8x8xf32>
   %c = graph.conv2d %x, %wx {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1 : i64} : tensor<1x32x8x8xf32>, tensor<32x32x3x3xf32> -> tensor<1x32x8x8xf32>
-  func.return %a, %b, %c : tensor<1x24x8x8xf32>, tensor<1x32x8x8xf32>, tensor<1x32x8x8xf32>
+  func.return %a, %b, %c : tensor<1x8x8x8xf32>, tensor<1x32x8x8xf32>, tensor<1x32x8x8xf32>
+}
+
+// -----
+
+// C_out = 24 is no multiple of 16: the result has two blocks, the last one
+// padded (its weights zero beyond 24), and the transform back drops the padding.
+// CHECK-LABEL: func.func @ragged
+// CHECK:      graph.conv2d_nchwc {{.*}} : tensor<1x2x10x10x16xf32>, tensor<2x2x3x3x16x16xf32> -> tensor<1x2x8x8x16xf32>
+// CHECK:      graph.layout_transform %{{.*}} {src = "NCHW16c", dst = "NCHW"} : tensor<1x2x8x8x16xf32> -> tensor<1x24x8x8xf32>
+func.func @ragged(%x: tensor<1x32x8x8xf32>) -> tensor<1x24x8x8xf32> {
+  %w24 = graph.constant "w24" : tensor<24x32x3x3xf32>
+  %a = graph.conv2d %x, %w24 {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1 : i64} : tensor<1x32x8x8xf32>, tensor<24x32x3x3xf32> -> tensor<1x24x8x8xf32>
+  func.return %a : tensor<1x24x8x8xf32>
 }

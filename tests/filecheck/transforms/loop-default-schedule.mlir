@@ -1,18 +1,20 @@
 // RUN: ziggurat-opt %s -p loop-default-schedule | filecheck %s
 
-// A matmul nest: the row loop is register-blocked by 8, the column loop moves
-// outside the reduction and becomes vectorized; accumulators live in %acc.
+// A matmul nest with 32 columns (two 16-lane vectors): the row loop is
+// register-blocked by 8 and the column loop walks pairs of vectors
+// (%i1p) with the lane loop vectorized, 8 x 2 accumulators in %acc (with 32
+// registers at most 24 accumulators, plan.MAX_ACC_WIDE); each loaded pair of
+// B vectors feeds 8 rows.
 // CHECK-LABEL: func.func @matmul
 // CHECK:         loop.for %i0 = 0 to 16 step 8 serial {
 // CHECK-NEXT:      %[[ACC:.*]] = loop.alloc "local" : memref<8x48xf32>
-// CHECK-NEXT:      loop.for %i1 = 0 to 32 vectorized {
-// CHECK:             loop.block "matmul_init" [S %{{.*}} = %i0, S %{{.*}} = %i1] {
-// CHECK:               loop.store %{{.*}}, %[[ACC]][%{{.*}}, %{{.*}}] : memref<8x48xf32>
-// CHECK:             loop.for %r0 = 0 to 8 serial {
-// CHECK:               loop.block "matmul" [S %{{.*}} = %i0, S %{{.*}} = %i1, R %{{.*}} = %r0] {
-// CHECK-COUNT-7:       loop.block "matmul" [S
-// CHECK:             loop.block "matmul_store"
-// CHECK:               loop.store %{{.*}}, %c[%{{.*}}, %{{.*}}] : memref<16x32xf32>
+// CHECK-NEXT:      loop.for %i1p = 0 to 2 step 2 serial {
+// CHECK-NEXT:        loop.for %i1l = 0 to 16 vectorized {
+// CHECK-COUNT-16:      loop.block "matmul_init" [S
+// CHECK:               loop.for %r0 = 0 to 8 serial {
+// CHECK-COUNT-16:        loop.block "matmul" [S
+// CHECK:               loop.block "matmul_store"
+// CHECK:                 loop.store %{{.*}}, %c[%{{.*}}, %{{.*}}] : memref<16x32xf32>
 func.func @matmul(%a: memref<16x8xf32>, %b: memref<8x32xf32>, %c: memref<16x32xf32>) {
   loop.for %i0 = 0 to 16 serial {
     loop.for %i1 = 0 to 32 serial {
