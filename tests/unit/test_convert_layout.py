@@ -14,7 +14,12 @@ from onnx import TensorProto, helper, numpy_helper
 import ziggurat
 from ziggurat.dialects import graph  # noqa: F401 - graph.py loads graph_layout (import order)
 from ziggurat.dialects.graph_layout import blocked_shape, parse_layout, plain_shape
-from ziggurat.transforms.graph.layout_rewrite import input_block, to_blocked_array, weight_array
+from ziggurat.transforms.graph.layout_rewrite import (
+    depthwise_weight_array,
+    input_block,
+    to_blocked_array,
+    weight_array,
+)
 
 LAYOUT = "simplify-graph,fold-constants,cse,dce,convert-layout{block=%d},fuse-ops"
 
@@ -112,13 +117,37 @@ def test_grouped_conv_stays_nchw_between_regions():
     rng = np.random.default_rng(2)
     nodes, inits = [], []
     h = _conv_bn_relu(nodes, inits, rng, "x", 16, 16, 3, 1, "a")
-    h = _conv_bn_relu(nodes, inits, rng, h, 16, 16, 3, 1, "dw", group=16)  # depthwise: NCHW
+    h = _conv_bn_relu(nodes, inits, rng, h, 16, 16, 3, 1, "g", group=2)  # grouped, not depthwise: NCHW
     h = _conv_bn_relu(nodes, inits, rng, h, 16, 32, 1, 1, "pw")
     nodes.append(helper.make_node("Identity", [h], ["y"]))
     x = rng.standard_normal((1, 16, 7, 7)).astype(np.float32)
     ops = _check(_model(nodes, x.shape, (1, 32, 7, 7), inits), x)
     assert ops.count("graph.conv2d_nchwc") == 2 and ops.count("graph.conv2d") == 1
     assert ops.count("graph.layout_transform") == 4  # two regions, in and out each
+
+
+@settings(max_examples=14, deadline=None)
+@given(c=st.integers(9, 40), k=st.sampled_from([3, 5]), stride=st.sampled_from([1, 2]), dil=st.sampled_from([1, 2]),
+       hw=st.integers(5, 15), block=st.sampled_from([8, 16]), threads=st.sampled_from([1, 2]),
+       entry=st.sampled_from(["pointwise", "input"]))
+def test_depthwise_convs_run_blocked_and_match_onnxruntime(c, k, stride, dil, hw, block, threads, entry):
+    """MobileNet's inverted residual: a depthwise conv (groups = C) between pointwise convs runs as
+    `graph.depthwise_conv2d_nchwc` in the same region (channel counts the block does not divide padded),
+    or as the region's first op, its padding moved into the boundary transform."""
+    rng = np.random.default_rng(c * 31 + k + hw + block)
+    nodes, inits = [], []
+    h = "x" if entry == "input" else _conv_bn_relu(nodes, inits, rng, "x", c, c, 1, 1, "pw1")
+    cin = c
+    inits.append(_w(rng, "dw.w", (cin, 1, k, k)))
+    nodes += [helper.make_node("Conv", [h, "dw.w"], ["dw"], group=cin, kernel_shape=[k, k], strides=[stride, stride],
+                               dilations=[dil, dil], pads=[dil * (k // 2)] * 4),
+              helper.make_node("Sigmoid", ["dw"], ["dws"]), helper.make_node("Mul", ["dw", "dws"], ["dwa"])]
+    h = _conv_bn_relu(nodes, inits, rng, "dwa", cin, 24, 1, 1, "pw2", relu=False)
+    nodes.append(helper.make_node("Identity", [h], ["y"]))
+    oh = (hw - 1) // stride + 1
+    x = rng.standard_normal((1, c, hw, hw)).astype(np.float32)
+    ops = _check(_model(nodes, x.shape, (1, 24, oh, oh), inits), x, block=block, threads=threads)
+    assert ops.count("graph.depthwise_conv2d_nchwc") == (c % block == 0 or c > block)
 
 
 def test_layout_shapes():
@@ -165,6 +194,12 @@ def test_ragged_channels_are_padded_with_the_fill(c, b, fill):
     dense = wb.transpose(0, 5, 1, 4, 2, 3).reshape(wb.shape[0] * b, wb.shape[1] * b, 1, 2)
     np.testing.assert_array_equal(dense[: c + 3, :c], w)
     assert not dense[c + 3:].any() and not dense[:, c:].any()
+    dw = rng.standard_normal((c, 1, 3, 2)).astype(np.float32)
+    dwb = depthwise_weight_array(dw, b)
+    assert dwb.shape == (-(-c // b), 3, 2, b)
+    flat_dw = dwb.transpose(0, 3, 1, 2).reshape(-1, 3, 2)
+    np.testing.assert_array_equal(flat_dw[:c], dw[:, 0])
+    assert not flat_dw[c:].any()
 
 
 @settings(max_examples=12, deadline=None)

@@ -28,10 +28,15 @@ class ConvertLayoutPass(ModulePass):
     simplify-graph (BatchNorm folded into conv + bias add) and fold-constants.
 
     **Output:** every `graph.conv2d` without groups, with a constant weight and
-    C_out a multiple of `block`, becomes `graph.conv2d_nchwc` (input
+    C_out a multiple of `block` or above it (the last block then padded: zero
+    weights beyond C_out, and beyond C_in for the next conv; constants padded
+    with 0, or 1 for Mul/Div, so padding lanes stay finite; Log, Sqrt and a
+    division by a computed value stay out of a padded region), becomes `graph.conv2d_nchwc` (input
     `NCHW<bi>c`, bi = `block` or, for a first layer such as C_in = 3, the
     largest divisor of C_in up to `block`; weight `OIHW<bi>i<block>o`; result
-    `NCHW<block>c`). Its consumers stay in the blocked layout while they can:
+    `NCHW<block>c`). A depthwise conv (groups = C_in = C_out, weight in the
+    weight store) becomes `graph.depthwise_conv2d_nchwc` (weight
+    `[C/block, KH, KW, block]`: the lanes are 16 channels, each its own filter). Its consumers stay in the blocked layout while they can:
     elementwise unary ops, add/sub/mul/div/max/min whose other operand is
     blocked too (a residual add), a full NCHW tensor (transformed in) or a
     per-channel/scalar broadcast (a bias, a folded BatchNorm scale), and
@@ -102,7 +107,7 @@ class ConvertLayoutPass(ModulePass):
         for f in list(op.ops):
             if not isinstance(f, func.FuncOp) or not f.body.blocks:
                 continue
-            members = find_members(list(f.body.block.ops), self.block)
+            members = find_members(list(f.body.block.ops), self.block, depthwise=store is not None)
             if not members:
                 continue
             regions = regions_of(members)

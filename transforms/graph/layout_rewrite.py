@@ -19,6 +19,7 @@ from xdsl.rewriter import InsertPoint
 from ziggurat.dialects import graph
 from ziggurat.dialects.graph_layout import (
     Conv2dNchwcOp,
+    DepthwiseConv2dNchwcOp,
     LayoutTransformOp,
     MaxPool2dNchwcOp,
     blocked_shape,
@@ -49,10 +50,17 @@ def input_block(channels: int, block: int) -> int:
     return max(d for d in range(1, min(channels, block) + 1) if channels % d == 0)
 
 
-def conv_eligible(op: Operation, block: int) -> bool:
-    """A conv2d that the blocked layout can compute: no groups, a constant weight, C_out a multiple of
-    `block` or above it (the last block padded: at most half of it wasted)."""
-    if not isinstance(op, graph.Conv2dOp) or op.groups.value.data != 1:
+def is_depthwise(op: Operation) -> bool:
+    """A conv2d with one filter per channel: groups = C_in = C_out."""
+    g = op.groups.value.data  # type: ignore[attr-defined]
+    return g > 1 and g == _shape(op.input)[1] == _shape(op.result)[1]  # type: ignore[attr-defined]
+
+
+def conv_eligible(op: Operation, block: int, depthwise: bool = True) -> bool:
+    """A conv2d that the blocked layout can compute: no groups (or depthwise, where `depthwise`: its
+    weight is repacked from the weight store), a constant weight, C_out a multiple of `block` or above
+    it (the last block padded: at most half of it wasted)."""
+    if not isinstance(op, graph.Conv2dOp) or (op.groups.value.data != 1 and not (depthwise and is_depthwise(op))):
         return False
     if not isinstance(op.weight.owner, graph.ConstantOp):
         return False
@@ -82,14 +90,14 @@ def _channel_broadcast(v: SSAValue, out: tuple[int, ...]) -> bool:
     return len(_shape(v)) <= 4 and s[0] == 1 and s[2] == 1 and s[3] == 1 and s[1] in (1, out[1])
 
 
-def find_members(ops: list[Operation], block: int) -> list[Operation]:
+def find_members(ops: list[Operation], block: int, depthwise: bool = True) -> list[Operation]:
     """The ops that go to the blocked layout, in program order: eligible convs, and the
     elementwise ops, residual adds and max pools that consume (transitively) their results."""
     members: list[Operation] = []
     blocked: set[SSAValue] = set()
     for op in ops:
         ok = False
-        if conv_eligible(op, block):
+        if conv_eligible(op, block, depthwise):
             ok = True
         elif isinstance(op, graph.UnaryOp) and op.input in blocked:
             ok = True
@@ -132,6 +140,13 @@ def to_blocked_array(a: np.ndarray, b: int, fill: float = 0.0) -> np.ndarray:
         a = np.concatenate([a, np.full((n, b - c % b, h, w), fill, a.dtype)], axis=1)
         c = a.shape[1]
     return np.ascontiguousarray(a.reshape(n, c // b, b, h, w).transpose(0, 1, 3, 4, 2))
+
+
+def depthwise_weight_array(a: np.ndarray, b: int) -> np.ndarray:
+    """A depthwise OIHW weight `[C, 1, KH, KW]` as `[ceil(C/b), KH, KW, b]`, zero beyond C."""
+    c, _, kh, kw = a.shape
+    a = np.pad(a.reshape(c, kh, kw), ((0, -c % b), (0, 0), (0, 0)))
+    return np.ascontiguousarray(a.reshape(-1, b, kh, kw).transpose(0, 2, 3, 1))
 
 
 def weight_array(a: np.ndarray, bi: int, bo: int) -> np.ndarray:
@@ -219,6 +234,24 @@ class Rewriter:
             return self.constant(at, f"{w.owner.ref.data}.{layout}", weight_array(self.store[w.owner.ref.data], bi, bo), w)
         return self.insert(at, LayoutTransformOp(w, "OIHW", layout, _tensor(w, shape)))
 
+    def depthwise(self, op: graph.Conv2dOp) -> Operation:
+        """The blocked twin of a depthwise conv: input and result in NCHW<block>c, the weight
+        repacked at compile time (or transformed by a transpose chain without a store)."""
+        b, pads = self.block, _ints(op.pads)
+        if self.padded_boundary(op):
+            x, pads = self.to_blocked_padded(op, op.input, b, pads), (0, 0, 0, 0)
+        else:
+            x = self.to_blocked(op, op.input, b)
+        w = op.weight
+        assert isinstance(w.owner, graph.ConstantOp) and self.store is not None
+        key = (w, f"DW{b}")
+        if key not in self.weights:
+            arr = depthwise_weight_array(self.store[w.owner.ref.data], b)
+            self.weights[key] = self.constant(op, f"{w.owner.ref.data}.DW{b}c", arr, w)
+        res = op.results[0]
+        return DepthwiseConv2dNchwcOp(x, self.weights[key], _tensor(res, blocked_shape(_shape(res), f"NCHW{b}c")),
+                                      _ints(op.strides), pads, _ints(op.dilations))
+
     def operand(self, at: Operation, v: SSAValue, out: tuple[int, ...]) -> SSAValue:
         if v in self.bl:
             return self.bl[v]
@@ -231,7 +264,9 @@ class Rewriter:
         (erased at the end when only blocked ops read it); returns the twin."""
         b = self.block
         res = op.results[0]
-        if isinstance(op, graph.Conv2dOp):
+        if isinstance(op, graph.Conv2dOp) and is_depthwise(op):
+            new = self.depthwise(op)
+        elif isinstance(op, graph.Conv2dOp):
             twin = self.bl.get(op.input)
             # a blocked input keeps its (possibly padded) blocks; a plain one gets a divisor of C
             bi = b if twin is not None and _shape(twin)[-1] == b else input_block(_shape(op.input)[1], b)

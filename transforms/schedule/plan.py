@@ -28,6 +28,9 @@ The analytic choice, by vector width:
   block) stepped by 2. At most `MAX_ACC` accumulators (12 of the 16
   registers; the rest hold the streamed vectors and a broadcast). Where it
   declines, the 16-lane plan.
+* A nest whose every spatial loop feeds the streamed reads (a depthwise conv
+  in NCHW<b>c), `plan_shared`: the output column blocked, the filter vector
+  shared by the tile points.
 * A nest whose innermost reduction reads contiguously (dense with a
   transposed weight), `plan_dot`: a dot-product tile, the reduction loop
   vectorized (`vector = "reduction"`).
@@ -216,6 +219,22 @@ def plan_narrow(nest: ReduceNest, width: int, free: list[int], streamed_dims: li
     return BlockPlan(tile, nvec, kc, pack, with_a, rorder=list(range(len(nest.reduction))))
 
 
+def plan_shared(nest: ReduceNest, width: int, used: list[int]) -> BlockPlan | None:
+    """A nest whose every spatial loop feeds the streamed reads (a depthwise conv in NCHW<b>c: the input
+    vector moves with the output position, the filter vector does not): the innermost such loop (the
+    output column) is blocked by the largest row factor that divides it, so each filter vector feeds
+    that many FMAs into independent accumulators. None where no factor divides it."""
+    if not used:
+        return None
+    d = max(used)
+    max_acc, rows = (MAX_ACC_WIDE, ROWS_WIDE) if width >= 16 else (MAX_ACC, ROWS)
+    trips = nest.spatial[d].trip_count
+    u = next((u for u in rows if trips % u == 0 and u <= max_acc), 1)
+    if u < 2:
+        return None
+    return BlockPlan([(d, u)], 1, 0, False, rorder=list(range(len(nest.reduction))))
+
+
 def plan_dot(nest: ReduceNest, width: int) -> BlockPlan | None:
     """Dot-product tile for a reduction along contiguous reads (dense with a
     transposed weight): up to two spatial loops blocked by `DOT_BLOCKING`."""
@@ -263,6 +282,10 @@ def default_plan(nest: ReduceNest, width: int, pack_a: bool = False) -> BlockPla
         wide = plan_narrow(nest, width, free, used, kc, pack_a, MAX_ACC_WIDE, ROWS_WIDE)
         if wide is not None:
             return wide
+    if not free:
+        shared = plan_shared(nest, width, used)
+        if shared is not None:
+            return shared
     return plan_vector(nest, width, free, kc)
 
 

@@ -94,3 +94,19 @@ func.func @ragged(%x: tensor<1x32x8x8xf32>) -> tensor<1x24x8x8xf32> {
   %a = graph.conv2d %x, %w24 {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1 : i64} : tensor<1x32x8x8xf32>, tensor<24x32x3x3xf32> -> tensor<1x24x8x8xf32>
   func.return %a : tensor<1x24x8x8xf32>
 }
+
+// -----
+
+// A depthwise conv (groups = C_in = C_out) is repacked from the weight store
+// (its weight becomes [C/16, KH, KW, 16], graph.depthwise_conv2d_nchwc; tests/unit/
+// test_convert_layout.py checks that path). Without a store, as in this bare
+// text file, it stays NCHW.
+// CHECK-LABEL: func.func @depthwise
+// CHECK-NOT:  graph.layout_transform
+// CHECK-NOT:  nchwc
+// CHECK:      func.return
+func.func @depthwise(%x: tensor<1x32x8x8xf32>) -> tensor<1x32x8x8xf32> {
+  %w = graph.constant "dw" : tensor<32x1x3x3xf32>
+  %a = graph.conv2d %x, %w {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 32 : i64} : tensor<1x32x8x8xf32>, tensor<32x1x3x3xf32> -> tensor<1x32x8x8xf32>
+  func.return %a : tensor<1x32x8x8xf32>
+}

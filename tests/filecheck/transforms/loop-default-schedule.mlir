@@ -125,3 +125,46 @@ func.func @small(%x: memref<5x9xf32>, %y: memref<5xf32>) {
   }
   func.return
 }
+
+// A depthwise conv in NCHW16c: every spatial loop feeds the input read, so no
+// loop is free of the streamed reads; the output column is blocked by 8
+// (plan.plan_shared) and each filter vector feeds 8 accumulators.
+// CHECK-LABEL: func.func @depthwise_conv2d_nchwc_0
+// CHECK:          loop.for %i3 = 0 to 8 step 8 serial {
+// CHECK-NEXT:       %{{.*}} = loop.alloc "local" : memref<8x32xf32>
+// CHECK-NEXT:       loop.for %i4 = 0 to 16 vectorized {
+// CHECK-COUNT-8:      loop.block "depthwise_conv2d_nchwc_init"
+// CHECK:              loop.for %r0 = 0 to 3 serial {
+// CHECK-NEXT:           loop.for %r1 = 0 to 3 serial {
+// CHECK-COUNT-8:          loop.block "depthwise_conv2d_nchwc" [S
+func.func @depthwise_conv2d_nchwc_0(%in0: memref<1x1x6x10x16xf32>, %in1: memref<1x3x3x16xf32>, %out0: memref<1x1x4x8x16xf32>) {
+  loop.for %i0 = 0 to 1 serial {
+    loop.for %i1 = 0 to 1 serial {
+      loop.for %i2 = 0 to 4 serial {
+        loop.for %i3 = 0 to 8 serial {
+          loop.for %i4 = 0 to 16 serial {
+            loop.block "depthwise_conv2d_nchwc_init" [S %0 = %i0, S %1 = %i1, S %2 = %i2, S %3 = %i3, S %4 = %i4] {
+              %5 = arith.constant 0.000000e+00 : f32
+              loop.store %5, %out0[%0, %1, %2, %3, %4] : memref<1x1x4x8x16xf32>
+            }
+            loop.for %r0 = 0 to 3 serial {
+              loop.for %r1 = 0 to 3 serial {
+                loop.block "depthwise_conv2d_nchwc" [S %6 = %i0, S %7 = %i1, S %8 = %i2, S %9 = %i3, S %10 = %i4, R %11 = %r0, R %12 = %r1] {
+                  %13 = arith.addi %8, %11 : index
+                  %14 = arith.addi %9, %12 : index
+                  %15 = loop.load %in0[%6, %7, %13, %14, %10] : memref<1x1x6x10x16xf32>
+                  %16 = loop.load %in1[%7, %11, %12, %10] : memref<1x3x3x16xf32>
+                  %17 = arith.mulf %15, %16 : f32
+                  %18 = loop.load %out0[%6, %7, %8, %9, %10] : memref<1x1x4x8x16xf32>
+                  %19 = arith.addf %18, %17 : f32
+                  loop.store %19, %out0[%6, %7, %8, %9, %10] : memref<1x1x4x8x16xf32>
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  func.return
+}
