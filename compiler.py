@@ -24,6 +24,7 @@ from xdsl.dialects import builtin, func
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import VerifyException
 
+from ziggurat import cache as disk_cache
 from ziggurat.errors import CompileError, ZigguratError
 from ziggurat.lowering import pipelines
 from ziggurat.registry import make_context, parse_pipeline
@@ -79,14 +80,8 @@ CACHE_SIZE = 16
 
 
 def _cache_key(imported: Any, spec: str, options: Any) -> str:
-    h = hashlib.sha256()
-    h.update(str(imported.module).encode())
-    h.update(f"|{spec}|{options!r}|".encode())
-    for name in sorted(imported.weights):
-        array = imported.weights[name]
-        h.update(f"{name}:{array.dtype}:{array.shape}".encode())
-        data = np.ascontiguousarray(array)
-        h.update(data.data if data.dtype.kind != "V" else data.reshape(-1).view(np.uint8).data)  # ml_dtypes types
+    h = hashlib.sha256(f"|{spec}|{options!r}|".encode())
+    disk_cache.hash_imported(h, imported)
     return h.hexdigest()
 
 
@@ -102,7 +97,8 @@ class CompileStats:
     seconds: dict[str, float] = field(default_factory=dict)
     kernels: int = 0  # distinct kernel functions (after dedupe-kernels)
     kernel_calls: int = 0  # kernel calls in the entry function
-    cache_hit: bool = False  # the process-level cache supplied the native code
+    cache_hit: bool = False  # a cache supplied the native code ...
+    cache: str | None = None  # ... "memory" (this process's) or "disk" (cache.py)
     arena_bytes: int | None = None  # from plan-memory: the planned arena ...
     unplanned_bytes: int | None = None  # ... and the sum of all intermediates
     tuned_kernels: list[str] = field(default_factory=list)  # kernels scheduled from a tuning database
@@ -120,6 +116,8 @@ def compile(  # noqa: A001 - the public name, as in TVM's relay.build / torch.co
     after_pass: PassCallback | None = None,
     tuning_db: Any = None,
     bind: dict[str, Any] | None = None,
+    profile: bool = False,
+    cache: bool | None = None,
 ):
     """Compiles an ONNX model (path, bytes or ModelProto) for `target`.
 
@@ -133,44 +131,67 @@ def compile(  # noqa: A001 - the public name, as in TVM's relay.build / torch.co
     by the best record instead (transforms/schedule/apply_tuning.py). `bind`
     maps graph inputs to values that become constants (shape parameters such
     as a reduction's axes; the compiled model no longer takes them; see
-    frontends/onnx/specialize.py). Returns a
+    frontends/onnx/specialize.py). `profile` builds the instrumented model that
+    `ziggurat profile` runs (`LLVMOptions.profile`: every kernel call is timed;
+    `info["profile_sites"]` names the callee of each timed call and
+    `info["profile_counters"]` is the address of `i64* <prefix>_profile()`,
+    which returns their counters; see runtime/profile.py). `cache` (default:
+    on unless `ZIGGURAT_CACHE=0`) looks the model up in the persistent disk
+    cache before importing it, and stores the build after a miss (cache.py;
+    not with `after_pass` or `profile`). Returns a
     `ziggurat.runtime.executor.CompiledModel`.
     """
     from ziggurat.backends.llvm.translate import LLVMOptions
-    from ziggurat.frontends.onnx import ImportedModel, import_onnx
     from ziggurat.runtime.executor import CompiledModel, TensorSpec
 
     stats = CompileStats()
     tgt = Target.parse(target)
-    t0 = time.perf_counter()
-    if bind:
-        if isinstance(model, ImportedModel):
-            raise CompileError("bind= applies to an ONNX model (path, bytes or ModelProto), not an imported one")
-        from ziggurat.frontends.onnx.loader import load_model
-        from ziggurat.frontends.onnx.specialize import bind_inputs
-
-        model = bind_inputs(load_model(model)[0], bind)
-    imported = model if isinstance(model, ImportedModel) else import_onnx(model)
-    stats.seconds["import"] = time.perf_counter() - t0
-
     spec = pipelines.default_pipeline(opt_level, tgt, graph=pipeline,
                                       tuning_db=None if tuning_db is None else str(tuning_db))
-    options = LLVMOptions.for_target(tgt)
-    in_dtypes, out_dtypes = _signature_dtypes(imported)
-    inputs = [TensorSpec(n, tuple(s), d) for n, s, d in zip(imported.input_names, imported.input_shapes, in_dtypes)]
-    outputs = [TensorSpec(n, tuple(s), d) for n, s, d in zip(imported.output_names, imported.output_shapes, out_dtypes)]
+    options = LLVMOptions.for_target(tgt, profile=profile)
+    stamp = spec + _tuning_stamp(tuning_db, tgt)
     t0 = time.perf_counter()
-    key = _cache_key(imported, spec + _tuning_stamp(tuning_db, tgt), options)
-    built = _CACHE.get(key) if after_pass is None else None
-    stats.seconds["cache"] = time.perf_counter() - t0
-    if built is None:
-        built = _build(imported, spec, options, stats, after_pass)
-        _CACHE[key] = built
-        while len(_CACHE) > CACHE_SIZE:
-            _CACHE.popitem(last=False)
+    disk = disk_cache.DiskCache.default() if after_pass is None and disk_cache.enabled(cache) else None
+    disk_key = disk.key(model, bind, stamp, tgt, options, tuning_db) if disk else None
+    hit = disk.load(disk_key, options) if disk and disk_key else None
+    if disk:
+        stats.seconds["disk_cache"] = time.perf_counter() - t0
+    if hit is not None:
+        built, inputs, outputs = _Built(**hit.built), hit.inputs, hit.outputs
+        stats.cache_hit, stats.cache = True, "disk"
     else:
-        _CACHE.move_to_end(key)
-        stats.cache_hit = True
+        from ziggurat.frontends.onnx import ImportedModel, import_onnx
+
+        t0 = time.perf_counter()
+        if bind:
+            if isinstance(model, ImportedModel):
+                raise CompileError("bind= applies to an ONNX model (path, bytes or ModelProto), not an imported one")
+            from ziggurat.frontends.onnx.loader import load_model
+            from ziggurat.frontends.onnx.specialize import bind_inputs
+
+            model = bind_inputs(load_model(model)[0], bind)
+        imported = model if isinstance(model, ImportedModel) else import_onnx(model)
+        stats.seconds["import"] = time.perf_counter() - t0
+
+        in_dtypes, out_dtypes = _signature_dtypes(imported)
+        inputs = [TensorSpec(n, tuple(s), d) for n, s, d in zip(imported.input_names, imported.input_shapes, in_dtypes)]
+        outputs = [TensorSpec(n, tuple(s), d) for n, s, d in zip(imported.output_names, imported.output_shapes, out_dtypes)]
+        t0 = time.perf_counter()
+        key = _cache_key(imported, stamp, options)
+        built = _CACHE.get(key) if after_pass is None else None
+        stats.seconds["cache"] = time.perf_counter() - t0
+        if built is None:
+            built = _build(imported, spec, options, stats, after_pass)
+            _CACHE[key] = built
+            while len(_CACHE) > CACHE_SIZE:
+                _CACHE.popitem(last=False)
+        else:
+            _CACHE.move_to_end(key)
+            stats.cache_hit, stats.cache = True, "memory"
+        if disk and disk_key:
+            t0 = time.perf_counter()
+            disk.store(disk_key, built, inputs, outputs)
+            stats.seconds["disk_cache"] += time.perf_counter() - t0
     stats.kernels, stats.kernel_calls = built.kernels, built.kernel_calls
     stats.tuned_kernels = list(built.tuned_kernels)
     stats.arena_bytes, stats.unplanned_bytes = built.arena_bytes, built.unplanned_bytes
@@ -182,7 +203,9 @@ def compile(  # noqa: A001 - the public name, as in TVM's relay.build / torch.co
         built.arena_size,
         keepalive=built.jit,
         info={"stats": stats, "target": str(tgt), "num_threads": tgt.num_threads, "pipeline": spec, "llvm_ir": built.jit.llvm_ir,
-              "llvm_options": options, "entry_symbol": built.entry_symbol},
+              "llvm_options": options, "entry_symbol": built.entry_symbol,
+              **({"profile_sites": list(built.jit.info.profile_sites),
+                  "profile_counters": built.jit.address(f"{options.prefix}_profile")} if profile else {})},
     )
 
 
@@ -239,7 +262,7 @@ def _build(imported: Any, spec: str, options: Any, stats: CompileStats, after_pa
     ir_module, info = translate_module(module, options)
     stats.seconds["translate"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    jit = jit_compile(ir_module, options)
+    jit = jit_compile(ir_module, options, info)
     stats.seconds["llvm"] = time.perf_counter() - t0
     constants = tuple(weights[name] for name in info.const_names)
     arena, unplanned = (a.value.data if a is not None else None for a in plan)  # type: ignore[attr-defined]

@@ -5,7 +5,9 @@
     ziggurat run model.onnx --inputs in.npz --check expected.npz
     ziggurat demo                                    compile and check a bundled model
     ziggurat tune model.onnx --trials 64 --db r.jsonl   tune the kernels (then compile/run --tuning-db r.jsonl)
+    ziggurat profile model.onnx --trace t.json       time per kernel of the real executor (Perfetto trace)
     ziggurat conformance --json c.json               the ONNX backend node tests, by category
+    ziggurat cache info|clear                        the persistent compile cache
 
 A user error (bad model, unsupported op, bad input) prints one message and
 exits with status 1.
@@ -210,6 +212,33 @@ def cmd_tune(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_profile(args: argparse.Namespace) -> int:
+    import json
+
+    from ziggurat.runtime.profile import profile_model
+    from ziggurat.target import Target
+
+    if args.rounds < 1 or args.warmup < 0 or (args.threads is not None and args.threads < 1):
+        raise ZigguratError("ziggurat profile: --rounds and --threads must be at least 1 and --warmup at least 0")
+    target = Target.parse(args.target)
+    if args.threads is not None:
+        target = target.with_threads(args.threads)
+    inputs = None
+    if args.inputs:
+        from ziggurat.frontends.onnx import import_onnx  # the input names, before compiling
+
+        inputs = _positional_inputs(_load_npz(args.inputs), import_onnx(args.model).input_names, args.inputs)
+    prof = profile_model(args.model, inputs, target=str(target), rounds=args.rounds, warmup=args.warmup,
+                         opt_level=args.opt_level, pipeline=args.pipeline, tuning_db=args.tuning_db)
+    if args.trace:
+        with open(args.trace, "w") as f:
+            json.dump(prof.chrome_trace(), f)
+        print(f"trace of one inference ({len(prof.sites)} kernel calls) in {args.trace}; open it in "
+              "https://ui.perfetto.dev or chrome://tracing", file=sys.stderr)
+    print(json.dumps(prof.to_json(), indent=1) if args.json else prof.format_table(top=args.top))
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from ziggurat.cli.demo import run_demo
 
@@ -283,13 +312,36 @@ def build_parser() -> argparse.ArgumentParser:
                    help="then print the cost model's ranking quality on held-out records (autotune/report.py)")
     p.set_defaults(func=cmd_tune)
 
+    p = sub.add_parser("profile", help="time every kernel of a model in the real executor; per-kernel table, Chrome trace",
+                       description="Compiles the model twice, as usual and with every kernel call of the entry function "
+                                   "timed (CLOCK_MONOTONIC), runs both in turns and prints per kernel: calls per "
+                                   "inference, median time, share, GFLOP/s, GB/s, percent of the host's roofline and "
+                                   "the ONNX nodes fused into it; then the sum of the kernel times next to the "
+                                   "uninstrumented model call's time (docs/index.md, 'Profiling a model').",
+                       epilog="example: ziggurat profile model.onnx --inputs in.npz --threads 1 --top 10 --trace t.json "
+                              "(then open t.json in https://ui.perfetto.dev)")
+    p.add_argument("model")
+    p.add_argument("--inputs", metavar="NPZ", help=".npz file with one array per model input (default: random inputs; "
+                                                   "integer inputs such as token ids get 0 or 1)")
+    p.add_argument("--threads", type=int, default=None, help="threads for parallel loops (sets -num-cores of the target)")
+    p.add_argument("--rounds", type=int, default=20, help="timed inferences; times are their medians (default 20)")
+    p.add_argument("--warmup", type=int, default=3, help="untimed inferences first (default 3)")
+    p.add_argument("--top", type=int, default=None, metavar="N", help="show the N slowest kernels, the rest in one line")
+    p.add_argument("--trace", metavar="FILE", help="write the kernel calls of the median inference as Chrome "
+                                                   "trace-event JSON (opens in Perfetto)")
+    p.add_argument("--json", action="store_true", help="print the profile as JSON instead of the table")
+    _add_compile_options(p)
+    p.set_defaults(func=cmd_profile)
+
     p = sub.add_parser("demo", help="compile a small bundled CNN and check it against numpy")
     p.add_argument("--target", default="llvm")
     p.set_defaults(func=cmd_demo)
 
+    from ziggurat.cli.cache import add_parser as add_cache_parser
     from ziggurat.cli.conformance import add_parser as add_conformance_parser
 
     add_conformance_parser(sub)
+    add_cache_parser(sub)
     return parser
 
 

@@ -12,6 +12,10 @@
   module uses OpenMP, after its wait policy is set (`apply_omp_wait_policy`:
   the user's OMP_WAIT_POLICY/GOMP_SPINCOUNT, else ZIGGURAT_OMP_WAIT, else
   OMP_WAIT_DEFAULT).
+* `jit_compile` keeps the object code MCJIT generated (`JITModule.object_code`)
+  and the external symbols it calls; `load_object` links such an object into
+  a new engine without optimizing or generating code again (the persistent
+  compile cache, `cache.py`, stores and reloads it; Numba caches the same way).
 * `emit_shared_library` builds a separate PIC machine, keeps only the entry
   points external and links with `cc -shared ... -Wl,--no-undefined`; the
   options' CPU and features are recorded in `<path>.json` (the features
@@ -159,9 +163,13 @@ def _c_libraries() -> tuple[ctypes.CDLL, ...]:
     return tuple(libs)
 
 
-def _resolve_externals(mod: llvm.ModuleRef) -> bool:
+def external_names(mod: llvm.ModuleRef) -> list[str]:
+    """The external functions `mod` calls (LLVM intrinsics aside)."""
+    return [f.name for f in mod.functions if f.is_declaration and not f.name.startswith("llvm.")]
+
+
+def _resolve_externals(names: list[str]) -> bool:
     """Make sure MCJIT can resolve every called external; whether OpenMP is used."""
-    names = [f.name for f in mod.functions if f.is_declaration and not f.name.startswith("llvm.")]
     uses_openmp = any(n.startswith(_OPENMP_PREFIXES) for n in names)
     if uses_openmp:
         load_libgomp()
@@ -192,6 +200,8 @@ class JITModule:
         self.llvm_ir = llvm_ir
         self.info = info
         self.uses_openmp = uses_openmp
+        self.externals: list[str] = []  # the external functions the code calls
+        self.object_code: bytes | None = None  # what MCJIT generated (load_object links it again)
         self._asm: str | None = None
 
     def address(self, name: str) -> int:
@@ -239,10 +249,41 @@ def jit_compile(source: ir.Module | str, options: LLVMOptions | None = None,
     if uses_amx(text):
         require_amx()  # the permission first: a tile instruction without it is SIGILL
     optimize(mod, tm, o.opt_level)
-    uses_openmp = _resolve_externals(mod)
+    names = external_names(mod)
+    uses_openmp = _resolve_externals(names)
     engine = llvm.create_mcjit_compiler(mod, tm)
+    objects: list[bytes] = []
+    engine.set_object_cache(lambda _module, buffer: objects.append(buffer))
     engine.finalize_object()
-    return JITModule(engine, mod, tm, text, info, uses_openmp)
+    jm = JITModule(engine, mod, tm, text, info, uses_openmp)
+    jm.externals = names
+    jm.object_code = objects[0] if len(objects) == 1 else None
+    return jm
+
+
+def load_object(object_code: bytes, llvm_ir: str, options: LLVMOptions, externals: list[str]) -> JITModule:
+    """A `JITModule` of object code that `jit_compile` generated for `options` (its `object_code`
+    and `externals`), linked into a new engine: no optimization, no code generation.
+
+    `llvm_ir` is the text it was compiled from (`JITModule.llvm_ir`; AMX code gets its permission
+    first). The result's `module` is empty, so `optimized_ir` and `assembly()` say nothing. Raises
+    CompileError when an external cannot be resolved in this process (before linking: MCJIT
+    would abort the process).
+    """
+    _init_llvm()
+    tm = create_target_machine(options.cpu, options.features, options.opt_level)
+    if uses_amx(llvm_ir):
+        require_amx()
+    uses_openmp = _resolve_externals(list(externals))
+    mod = llvm.parse_assembly("")
+    mod.triple = tm.triple
+    mod.data_layout = str(tm.target_data)
+    engine = llvm.create_mcjit_compiler(mod, tm)
+    engine.add_object_file(llvm.ObjectFileRef.from_data(bytes(object_code)))
+    engine.finalize_object()
+    jm = JITModule(engine, mod, tm, llvm_ir, None, uses_openmp)
+    jm.externals, jm.object_code = list(externals), bytes(object_code)
+    return jm
 
 
 def compile_module(module, options: LLVMOptions | None = None) -> JITModule:

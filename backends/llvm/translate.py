@@ -13,6 +13,10 @@ does not rewrite the xDSL IR and does not go through xDSL's `llvm` dialect.
   static contiguous chunk of the iteration range.
 * The entry function (`@main`) takes its memrefs, then the const-buffer slots
   and the arena; `<prefix>_entry(void** args)` unpacks the packed array.
+* With `LLVMOptions.profile`, every `func.call` of the entry function reads
+  `clock_gettime(CLOCK_MONOTONIC)` before and after the (`noinline`) call and
+  adds the time to its site's counters in the global `<prefix>.profile`;
+  `i64* <prefix>_profile()` returns them (layout in `LLVMOptions`).
 
 ```python
 module = Parser(make_context(), text).parse_module()
@@ -42,6 +46,9 @@ from ziggurat.errors import CompileError
 PREFER_VECTOR_WIDTH = '"prefer-vector-width"="512"'
 _BODY_TYPE = ir.FunctionType(VOID, [I8P])
 _LOOP_HINTS = {"vectorized": ("llvm.loop.vectorize.enable", True), "unrolled": ("llvm.loop.unroll.full", False)}
+PROFILE_FIELDS = 4  # i64 counters per timed call site: nanoseconds, calls, last start, last end
+_CLOCK_MONOTONIC = 1  # Linux's clock id
+_TIMESPEC = ir.LiteralStructType([I64, I64])  # struct timespec on LP64: tv_sec, tv_nsec
 
 
 class FuncState:
@@ -116,6 +123,8 @@ class Translator:
         self._const_slots: dict[str, int] = {}
         self._outlined = 0
         self._hints: dict[str, ir.MDValue] = {}
+        self._profile: ir.GlobalVariable | None = None
+        self._clock_buf: ir.Value | None = None
 
     # -- module level ----------------------------------------------------------
 
@@ -127,6 +136,8 @@ class Translator:
             funcs.append(op)
         for fop in funcs:
             self._declare(fop)
+        if self.options.profile and self._entry is not None:
+            self._profile_counters(self._entry[0])
         for fop in funcs:
             if fop.body.blocks:
                 self._define(fop)
@@ -205,6 +216,51 @@ class Translator:
         self.info.entry_symbol = name
         self.info.num_args = n
         self.info.exported.append(name)
+
+    # -- profiling (LLVMOptions.profile) ---------------------------------------
+
+    def _profile_counters(self, entry: func.FuncOp) -> None:
+        """The counters global, PROFILE_FIELDS per call in the entry function, and its accessor."""
+        sites = max(1, sum(isinstance(op, func.CallOp) for op in entry.walk()))
+        ty = ir.ArrayType(I64, PROFILE_FIELDS * sites)
+        g = self._profile = ir.GlobalVariable(self.module, ty, f"{self.options.prefix}.profile")
+        g.linkage = "internal"
+        g.initializer = ir.Constant(ty, None)
+        g.align = 64
+        name = f"{self.options.prefix}_profile"
+        fn = ir.Function(self.module, ir.FunctionType(I64.as_pointer(), []), name)
+        fn.attributes.add("nounwind")
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        b.ret(b.gep(g, [I64(0), I64(0)], inbounds=True))
+        self.info.exported.append(name)
+
+    def _clock_ns(self, f: FuncState) -> ir.Value:
+        """Nanoseconds of CLOCK_MONOTONIC, read at `f.b`."""
+        if self._clock_buf is None:
+            self._clock_buf = f.entry_b.alloca(_TIMESPEC)
+        clock = self.decl.function("clock_gettime", I32, [I32, _TIMESPEC.as_pointer()])
+        b = f.b
+        b.call(clock, [I32(_CLOCK_MONOTONIC), self._clock_buf])
+        sec = b.load(b.gep(self._clock_buf, [I32(0), I32(0)], inbounds=True), align=8)
+        nsec = b.load(b.gep(self._clock_buf, [I32(0), I32(1)], inbounds=True), align=8)
+        return b.add(b.mul(sec, I64(1_000_000_000)), nsec)
+
+    def timed_call(self, f: FuncState, callee: ir.Function, args: list[ir.Value]) -> ir.Value:
+        """`callee(args)` between two clock reads; the next call site's counters get the time."""
+        assert self._profile is not None
+        site = len(self.info.profile_sites)
+        self.info.profile_sites.append(callee.name)
+        b = f.b
+        start = self._clock_ns(f)
+        r = b.call(callee, args, attrs=("noinline",))
+        end = self._clock_ns(f)
+        total, calls, last_start, last_end = (b.gep(self._profile, [I64(0), I64(PROFILE_FIELDS * site + k)], inbounds=True)
+                                              for k in range(PROFILE_FIELDS))
+        b.store(b.add(b.load(total, align=8), b.sub(end, start)), total, align=8)
+        b.store(b.add(b.load(calls, align=8), I64(1)), calls, align=8)
+        b.store(start, last_start, align=8)
+        b.store(end, last_end, align=8)
+        return r
 
     # -- helpers used by the op handlers ---------------------------------------
 
@@ -407,7 +463,8 @@ def _call(t: Translator, f: FuncState, op: Operation) -> None:
         raise CompileError(f"llvm backend: call to unknown function @{name} in @{f.root.fn.name}")
     if t._entry is not None and callee is t._entry[1]:
         raise CompileError(f"llvm backend: the entry function @{name} cannot be called from @{f.root.fn.name}")
-    r = f.b.call(callee, [f.get(a) for a in op.operands])
+    args = [f.get(a) for a in op.operands]
+    r = t.timed_call(f, callee, args) if f.is_entry and t.options.profile else f.b.call(callee, args)
     if op.results:
         f.vals[op.results[0]] = r
 

@@ -1,0 +1,474 @@
+"""Per-kernel profile of a compiled model: where one inference spends its time.
+
+`profile_model` compiles the model twice, as `compile` always does and once
+instrumented (`compile(..., profile=True)`: the entry function reads
+CLOCK_MONOTONIC around every kernel call and adds the time to that call
+site's counters, backends/llvm/translate.py), then runs both builds in
+turns on the same inputs (each first in every other round) with
+`run_native`, the one native call that runs the whole model. It returns a
+`Profile`:
+
+* one `KernelRow` per kernel function: the ONNX nodes fused into its calls,
+  calls per inference, median time per inference, share of the kernel total,
+  GFLOP/s and GB/s, and the percent of the host's roofline it reaches;
+* `kernel_seconds`, the median over the rounds of the sum of all kernel
+  calls of one inference, next to `model_seconds`, the median time of the
+  uninstrumented build's `run_native` call;
+* `chrome_trace()`: the kernel calls of the median round as Chrome
+  trace-event JSON (open it in https://ui.perfetto.dev or chrome://tracing).
+
+Kernel names come from the graph ops they were made of (`fused_conv2d_add_relu_3`).
+ONNX node names are not carried through the passes, so they are recovered
+here: every graph op's result keeps the name hint of the ONNX output it
+computes, and the kernels of the entry function are matched, in order, with
+the graph ops and `graph.fused` groups that `convert-graph-to-te` outlined.
+A group none of whose ops has an ONNX name takes the first name downstream
+of its result (convert-layout leaves a conv's name on the layout transform
+that follows the blocked conv); where there is none either (a layout
+transform of a model input), `nodes` is empty and `ops` names its graph ops.
+A node no kernel names whose output is the first input of a node a kernel
+names is listed before it (a Conv that a BatchNormalization was folded into
+leaves only the BatchNormalization's name on the folded conv).
+
+Flops are counted on the final loop nest (`count_work` of the cost oracle: an
+FMA counts 2, a `math` op MATH_OP_FLOPS); bytes are the sizes of the kernel's
+argument buffers. The roofline time is `max(flops / (peak x threads), bytes /
+bandwidth)` with the peaks `machine_peaks` measured once per machine for one
+thread; `roof_pct` is that time over the measured one.
+
+```python
+prof = profile_model("model.onnx", target="llvm -num-cores=1", rounds=20)
+print(prof.format_table(top=10))          # the table `ziggurat profile` prints
+json.dump(prof.chrome_trace(), open("trace.json", "w"))
+prof.rows[0].kernel, prof.rows[0].seconds, prof.coverage   # 'fused_conv2d_add_relu_3', 8.1e-4, 0.97
+```
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ziggurat.errors import InputError
+from ziggurat.runtime.executor import CompiledModel, TensorSpec
+
+FIELDS = 4  # i64 counters per call site (backends/llvm/translate.py PROFILE_FIELDS): ns, calls, start, end
+
+
+@dataclass(frozen=True)
+class CallSite:
+    """One kernel call of the entry function: its position, callee and origin."""
+
+    index: int
+    kernel: str
+    nodes: tuple[str, ...] = ()  # the ONNX nodes whose ops the call computes, in graph order
+    ops: tuple[str, ...] = ()  # the graph ops of the group (graph.conv2d, ...)
+
+
+@dataclass(frozen=True)
+class KernelRow:
+    """One kernel function's figures per inference (its calls together)."""
+
+    kernel: str
+    calls: int
+    seconds: float  # median over the rounds of its calls' time in one inference
+    share: float  # of the kernel total
+    flops: float  # per inference
+    bytes: float  # per inference: argument buffer sizes
+    roof_seconds: float  # the roofline bound of the same work
+    sites: tuple[CallSite, ...]
+
+    @property
+    def gflops(self) -> float:
+        return self.flops / self.seconds / 1e9 if self.seconds > 0 else 0.0
+
+    @property
+    def gbs(self) -> float:
+        return self.bytes / self.seconds / 1e9 if self.seconds > 0 else 0.0
+
+    @property
+    def roof_pct(self) -> float:
+        return 100.0 * self.roof_seconds / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        return tuple(n for s in self.sites for n in s.nodes)
+
+
+@dataclass
+class Profile:
+    """What `profile_model` measured; `format_table`, `to_json` and `chrome_trace` present it."""
+
+    model: str
+    target: str
+    threads: int
+    rounds: int
+    rows: list[KernelRow]
+    sites: list[CallSite]
+    kernel_seconds: float  # median of the per-round sums of all kernel calls
+    model_seconds: float  # median of the uninstrumented run_native call
+    instrumented_seconds: float  # median of the instrumented run_native call
+    peaks: tuple[float, float]  # GFLOP/s and GB/s of one thread
+    trace_ns: np.ndarray = field(repr=False, default_factory=lambda: np.zeros((0, 2), np.int64))  # start, end per site
+
+    @property
+    def coverage(self) -> float:
+        """Kernel total over the measured model call (1.0: every nanosecond is in a kernel)."""
+        return self.kernel_seconds / self.model_seconds if self.model_seconds > 0 else 0.0
+
+    def format_table(self, top: int | None = None) -> str:
+        """The per-kernel table, largest first; `top` rows, the rest summed in one line."""
+        head = (f"{'#':>3}  {'kernel':<38} {'calls':>5} {'time us':>10} {'share':>6} {'GFLOP/s':>8} {'GB/s':>7} "
+                f"{'roof%':>6}  nodes")
+        lines = [f"profile of {self.model} for '{self.target}' ({self.threads} thread(s)), median of "
+                 f"{self.rounds} rounds, per inference", head]
+        shown = self.rows if top is None else self.rows[:top]
+        for i, r in enumerate(shown, 1):
+            lines.append(f"{i:>3}  {_clip(r.kernel, 38):<38} {r.calls:>5} {r.seconds * 1e6:>10.2f} {r.share:>6.1%} "
+                         f"{r.gflops:>8.2f} {r.gbs:>7.2f} {r.roof_pct:>5.0f}%  {_nodes_text(r)}")
+        rest = self.rows[len(shown):]
+        if rest:
+            t = sum(r.seconds for r in rest)
+            lines.append(f"{'':>3}  {f'({len(rest)} more kernels)':<38} {sum(r.calls for r in rest):>5} "
+                         f"{t * 1e6:>10.2f} {sum(r.share for r in rest):>6.1%}")
+        lines.append(f"kernels: {_us(self.kernel_seconds)} us per inference, the median of the sums of its "
+                     f"{len(self.sites)} calls of {len(self.rows)} kernels (the rows' medians add up to "
+                     f"{_us(sum(r.seconds for r in self.rows))} us)")
+        lines.append(f"model call: {_us(self.model_seconds)} us (run_native, uninstrumented; instrumented "
+                     f"{_us(self.instrumented_seconds)} us); kernels = {self.coverage:.1%} of the call")
+        lines.append(f"roofline: {self.peaks[0]:.1f} GFLOP/s and {self.peaks[1]:.1f} GB/s per thread "
+                     "(measured once per machine, cost_oracle.machine_peaks)")
+        return "\n".join(lines)
+
+    def to_json(self) -> dict[str, Any]:
+        """Everything in the table, as JSON-ready values (seconds)."""
+        return {
+            "model": self.model, "target": self.target, "threads": self.threads, "rounds": self.rounds,
+            "kernel_seconds": self.kernel_seconds, "model_seconds": self.model_seconds,
+            "instrumented_seconds": self.instrumented_seconds, "coverage": self.coverage,
+            "peaks": {"gflops": self.peaks[0], "bandwidth_gbs": self.peaks[1]},
+            "kernels": [{"kernel": r.kernel, "calls": r.calls, "seconds": r.seconds, "share": r.share,
+                         "flops": r.flops, "bytes": r.bytes, "gflops": r.gflops, "gbs": r.gbs,
+                         "roof_pct": r.roof_pct,
+                         "sites": [{"index": s.index, "nodes": list(s.nodes), "ops": list(s.ops)} for s in r.sites]}
+                        for r in self.rows],
+        }
+
+    def chrome_trace(self) -> dict[str, Any]:
+        """The kernel calls of the median round as Chrome trace events: one complete event
+        ("ph": "X", microseconds from the first call's start) per call, args naming its nodes."""
+        origin = int(self.trace_ns[:, 0].min()) if len(self.trace_ns) else 0
+        events: list[dict[str, Any]] = [
+            {"name": "process_name", "ph": "M", "pid": 1, "tid": 1, "args": {"name": f"ziggurat {self.model}"}},
+            {"name": "thread_name", "ph": "M", "pid": 1, "tid": 1, "args": {"name": "entry function"}},
+        ]
+        for s, (start, end) in zip(self.sites, self.trace_ns.tolist()):
+            events.append({"name": s.kernel, "cat": "kernel", "ph": "X", "pid": 1, "tid": 1,
+                           "ts": (start - origin) / 1e3, "dur": (end - start) / 1e3,
+                           "args": {"site": s.index, "nodes": list(s.nodes), "ops": list(s.ops)}})
+        return {"traceEvents": events, "displayTimeUnit": "ns",
+                "otherData": {"model": self.model, "target": self.target, "threads": self.threads}}
+
+
+def _us(seconds: float) -> str:
+    return f"{seconds * 1e6:.2f}" if seconds < 1e-5 else f"{seconds * 1e6:.1f}"
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _nodes_text(row: KernelRow, width: int = 60) -> str:
+    """The first call's nodes (else its graph ops), and how many more the other calls add."""
+    first = row.sites[0]
+    names = list(first.nodes) or [f"[{op}]" for op in first.ops]
+    text = ", ".join(names)
+    if len(text) > width:  # the first name, its tail if long (the start is the model's common path)
+        rest = f" and {len(names) - 1} more" if len(names) > 1 else ""
+        room = width - len(rest)
+        text = (names[0] if len(names[0]) <= room else "..." + names[0][-(room - 3):]) + rest
+    more = len(row.nodes) - len(first.nodes)
+    return text + (f" (+{more} in {row.calls - 1} more calls)" if more > 0 and row.calls > 1 else "")
+
+
+# ---------------------------------------------------------------- what the passes leave
+
+
+class _Recorder:
+    """An `after_pass` callback keeping what the profile needs of the compile: the
+    graph-level kernel groups (last seen before kernels are outlined), the kernel of each
+    group after `convert-graph-to-te`, and the module (the final one once compile returns)."""
+
+    def __init__(self) -> None:
+        self.groups: list[tuple[bool, list[tuple[str, str | None]]]] = []  # per kernel op: fused?, (op, name hint)
+        self.outlined: list[str] = []  # callee of each graph.call_kernel, in order
+        self.module: Any = None
+
+    def __call__(self, p: Any, module: Any, seconds: float) -> None:
+        from ziggurat.dialects import graph
+
+        self.module = module
+        main = _entry(module)
+        if main is None:
+            return
+        calls = [op for op in main.body.block.ops if isinstance(op, graph.CallKernelOp)]
+        if calls:
+            if not self.outlined:
+                self.outlined = [op.callee.data for op in calls]  # type: ignore[attr-defined]
+            return
+        if self.outlined or any(op.name == "func.call" for op in main.body.block.ops):
+            return
+        groups = []
+        for op in main.body.block.ops:
+            if op.dialect_name() != "graph" or isinstance(op, graph.ConstantOp):
+                continue
+            members = list(op.body.block.ops)[:-1] if isinstance(op, graph.FusedOp) else [op]
+            named = [(m.name, m.results[0].name_hint if m.results else None) for m in members]
+            if not any(h for _, h in named) and op.results:  # e.g. a conv convert-layout rewrote
+                named.append(("", _downstream_hint(op.results[0])))
+            groups.append((isinstance(op, graph.FusedOp), named))
+        self.groups = groups
+
+
+def _downstream_hint(value: Any, depth: int = 4) -> str | None:
+    """The first name hint on the path of `value`'s uses: convert-layout leaves the ONNX name of a
+    conv on the layout transform back from its blocked result, not on the conv."""
+    from ziggurat.dialects import graph
+
+    frontier = [value]
+    for _ in range(depth):
+        nxt = []
+        for v in frontier:
+            for use in v.uses:
+                user = use.operation
+                if isinstance(user, graph.FusedOp):  # continue from the block argument inside the group
+                    nxt.append(user.body.block.args[use.index])
+                    continue
+                for r in user.results:
+                    if r.name_hint:
+                        return r.name_hint
+                    nxt.append(r)
+        frontier = nxt
+    return None
+
+
+def _entry(module: Any) -> Any:
+    from xdsl.dialects import func
+
+    return next((f for f in module.ops if isinstance(f, func.FuncOp) and f.sym_name.data == "main"), None)
+
+
+def _onnx_nodes(model: Any) -> list[Any]:
+    """The top-level nodes of an ONNX model (none for an ImportedModel), in graph order."""
+    from ziggurat.frontends.onnx import ImportedModel
+    from ziggurat.frontends.onnx.loader import load_model
+
+    return [] if isinstance(model, ImportedModel) else list(load_model(model)[0].graph.node)
+
+
+def _label(node: Any) -> str:
+    return node.name or f"{node.op_type}:{node.output[0] if node.output else '?'}"
+
+
+def _call_sites(rec: _Recorder, sites: list[str], nodes: Sequence[Any]) -> list[CallSite]:
+    """The timed calls with the ONNX nodes of their groups, where groups and calls match one to one."""
+    from ziggurat.frontends.onnx.context import name_hint
+
+    groups = rec.groups
+    final = [op.callee.root_reference.data for op in _entry(rec.module).walk()  # type: ignore[union-attr]
+             if op.name == "func.call"]
+    matched = (final == sites and len(groups) == len(rec.outlined) == len(sites)
+               and all(k.rsplit("_", 1)[0] == _kernel_base(g) for k, g in zip(rec.outlined, groups)))
+    if not matched:
+        return [CallSite(i, kernel) for i, kernel in enumerate(sites)]
+    names: dict[str, str] = {}  # name hint of a node output -> the node
+    for node in nodes:
+        for out in node.output:
+            hint = name_hint(out) if out else None
+            if hint is not None:
+                names.setdefault(hint, _label(node))
+    found: list[list[str]] = []
+    for _, members in groups:
+        if nodes:
+            found.append(list(dict.fromkeys(names[h] for _, h in members if h in names)))
+        else:  # an ImportedModel (no ONNX file): the result name hints themselves
+            found.append(list(dict.fromkeys(h for _, h in members if h)))
+    _place_folded(nodes, found)
+    return [CallSite(i, kernel, tuple(f), tuple(op for op, _ in members if op))
+            for i, (kernel, (_, members), f) in enumerate(zip(sites, groups, found))]
+
+
+_NOT_FOLDED = {"Constant", "ConstantOfShape", "Shape", "Size"}
+
+
+def _place_folded(nodes: Sequence[Any], found: list[list[str]]) -> None:
+    """Puts each node that no call names, whose output is the first input of a node that a call names,
+    before that node in the call: a Conv that simplify-graph folded a BatchNormalization into
+    leaves only the BatchNormalization's name on the folded conv. One step only: a chain of
+    unnamed nodes (a transpose, reshape and concat before a conv) is as likely to have been
+    computed elsewhere."""
+    where = {name: i for i, f in enumerate(found) for name in f}
+    first_reader: dict[str, str] = {}  # a value -> the first named node that takes it as its first input
+    for node in nodes:
+        if node.input and node.input[0] and _label(node) in where:
+            first_reader.setdefault(node.input[0], _label(node))
+    for node in nodes:
+        if _label(node) in where or node.op_type in _NOT_FOLDED or not node.input or len(node.output) != 1:
+            continue
+        reader = first_reader.get(node.output[0])
+        if reader is not None:
+            site = found[where[reader]]
+            site.insert(site.index(reader), _label(node))
+
+
+def _kernel_base(group: tuple[bool, list[tuple[str, str | None]]]) -> str:
+    """The name convert-graph-to-te gives the kernel of `group`, without its number."""
+    fused, members = group
+    ops = [op.split(".", 1)[1] for op, _ in members if op]
+    return "fused_" + "_".join(ops[:4]) if fused else ops[0]
+
+
+def _work(module: Any, kernel: str) -> tuple[float, float]:
+    """Float ops of one call of `kernel` and the bytes of its argument buffers."""
+    from xdsl.dialects.builtin import MemRefType
+
+    from ziggurat.errors import ZigguratError
+    from ziggurat.transforms.costs.cost_oracle import count_work
+
+    fn = next(f for f in module.ops if getattr(f, "sym_name", None) is not None and f.sym_name.data == kernel)
+    nbytes = 0
+    for t in fn.function_type.inputs.data:
+        if isinstance(t, MemRefType):
+            nbytes += math.prod(t.get_shape()) * max(1, getattr(t.element_type, "bitwidth", 64) // 8)
+    try:
+        flops = count_work(module, kernel).flops
+    except (ZigguratError, KeyError, ValueError, AttributeError):
+        flops = 0.0
+    return float(flops), float(nbytes)
+
+
+# ---------------------------------------------------------------- inputs and runs
+
+
+def random_inputs(specs: Sequence[TensorSpec], seed: int = 0) -> list[np.ndarray]:
+    """Inputs of the right shapes and dtypes: floats from N(0, 1), integers 0 or 1 (valid token
+    ids, masks and indices alike), booleans at random."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for s in specs:
+        kind = np.dtype(s.dtype).kind
+        if kind == "f":
+            a = rng.standard_normal(s.shape).astype(s.dtype)
+        elif kind == "b":
+            a = rng.integers(0, 2, s.shape).astype(bool)
+        else:
+            a = rng.integers(0, 2, s.shape).astype(s.dtype)
+        out.append(np.ascontiguousarray(a))
+    return out
+
+
+def _prepared(model: CompiledModel, inputs: Any) -> list[np.ndarray]:
+    """`inputs` (a sequence in input order, or a mapping by input name) as the arrays run_native takes."""
+    if inputs is None:
+        return random_inputs(model.inputs)
+    if isinstance(inputs, Mapping):
+        missing = [n for n in model.input_names if n not in inputs]
+        if missing:
+            raise InputError(f"missing input(s) {missing}; the model's inputs are {model.input_names}")
+        inputs = [inputs[n] for n in model.input_names]
+    if len(inputs) != len(model.inputs):
+        raise InputError(f"the model takes {len(model.inputs)} input(s) {model.input_names}, got {len(inputs)}")
+    out = []
+    for spec, value in zip(model.inputs, inputs):
+        a = np.asarray(value)
+        if a.shape != spec.shape:
+            raise InputError(f"input '{spec.name}' must have shape {spec.shape}, got {a.shape}")
+        out.append(np.ascontiguousarray(a, dtype=spec.dtype))
+    return out
+
+
+def counters(model: CompiledModel) -> np.ndarray:
+    """The live (sites, FIELDS) int64 counters of an instrumented model (a view, not a copy)."""
+    sites = model.info.get("profile_sites")
+    if sites is None:
+        raise InputError("the model is not instrumented; compile it with ziggurat.compile(..., profile=True)")
+    address = ctypes.CFUNCTYPE(ctypes.c_void_p)(model.info["profile_counters"])()
+    buf = (ctypes.c_int64 * (FIELDS * max(1, len(sites)))).from_address(address)
+    return np.ctypeslib.as_array(buf).reshape(-1, FIELDS)[: len(sites)]
+
+
+def profile_model(model: Any, inputs: Any = None, target: str = "llvm", rounds: int = 20, warmup: int = 3,
+                  opt_level: int = 3, pipeline: str | None = None, tuning_db: Any = None) -> Profile:
+    """Compiles `model` (a path, bytes, ModelProto or ImportedModel) plainly and instrumented,
+    runs both `warmup + rounds` times in turns on `inputs` (in input order or by name; None:
+    `random_inputs`) and returns the `Profile` of the rounds. A model that does not compile
+    raises the compiler's error."""
+    import ziggurat
+    from ziggurat.target import Target
+    from ziggurat.transforms.costs.cost_oracle import machine_peaks
+
+    if rounds < 1 or warmup < 0:
+        raise InputError(f"rounds must be at least 1 and warmup at least 0, got {rounds} and {warmup}")
+    kw = {"target": target, "opt_level": opt_level, "pipeline": pipeline, "tuning_db": tuning_db}
+    rec = _Recorder()
+    timed = ziggurat.compile(model, after_pass=rec, profile=True, **kw)
+    plain = ziggurat.compile(model, **kw)
+    sites = _call_sites(rec, timed.info["profile_sites"], _onnx_nodes(model))
+    ins = _prepared(plain, inputs)
+    outs_plain = [np.empty(s.shape, s.dtype) for s in plain.outputs]
+    outs_timed = [np.empty(s.shape, s.dtype) for s in timed.outputs]
+    live = counters(timed)
+    n = len(sites)
+    plain_ns, timed_ns = np.zeros(rounds, np.int64), np.zeros(rounds, np.int64)
+    site_ns = np.zeros((rounds, n), np.int64)
+    spans = np.zeros((rounds, n, 2), np.int64)
+    for r in range(-warmup, rounds):
+        for build in ("plain", "timed") if r % 2 == 0 else ("timed", "plain"):  # neither always runs first
+            before = live[:, 0].copy()
+            t0 = time.perf_counter_ns()
+            if build == "plain":
+                plain.run_native(ins, outs_plain)
+            else:
+                timed.run_native(ins, outs_timed)
+            t1 = time.perf_counter_ns()
+            if r < 0:
+                continue
+            if build == "plain":
+                plain_ns[r] = t1 - t0
+            else:
+                timed_ns[r], site_ns[r], spans[r] = t1 - t0, live[:, 0] - before, live[:, 2:4]
+    per_round = site_ns.sum(axis=1)
+    median_round = int(np.argsort(per_round)[(rounds - 1) // 2])
+    tgt = Target.parse(target)
+    peaks = machine_peaks()
+    rows = _rows(rec.module, sites, site_ns, tgt.num_threads, (peaks.gflops, peaks.bandwidth_gbs))
+    name = str(model) if isinstance(model, (str, os.PathLike)) else "<model>"
+    return Profile(name, str(tgt), tgt.num_threads, rounds, rows, sites,
+                   float(np.median(per_round)) / 1e9, float(np.median(plain_ns)) / 1e9,
+                   float(np.median(timed_ns)) / 1e9, (peaks.gflops, peaks.bandwidth_gbs), spans[median_round])
+
+
+def _rows(module: Any, sites: list[CallSite], site_ns: np.ndarray, threads: int,
+          peaks: tuple[float, float]) -> list[KernelRow]:
+    """One row per kernel function, largest median time first."""
+    by_kernel: dict[str, list[CallSite]] = {}
+    for s in sites:
+        by_kernel.setdefault(s.kernel, []).append(s)
+    medians = {k: float(np.median(site_ns[:, [s.index for s in ss]].sum(axis=1))) / 1e9 for k, ss in by_kernel.items()}
+    total = sum(medians.values())
+    rows = []
+    for kernel, ss in by_kernel.items():
+        flops, nbytes = _work(module, kernel)
+        flops, nbytes = flops * len(ss), nbytes * len(ss)
+        roof = max(flops / (peaks[0] * threads * 1e9), nbytes / (peaks[1] * 1e9))
+        rows.append(KernelRow(kernel, len(ss), medians[kernel], medians[kernel] / total if total > 0 else 0.0,
+                              flops, nbytes, roof, tuple(ss)))
+    rows.sort(key=lambda r: -r.seconds)
+    return rows
