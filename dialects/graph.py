@@ -539,7 +539,8 @@ GRAPH_OPS += CORE_OPS
 
 # Blocked-layout ops (NCHW[x]c, convert-layout): dialects/graph_layout.py.
 from ziggurat.dialects.graph_layout import (  # noqa: E402,F401
-    LAYOUT_OPS, Conv2dNchwcOp, DepthwiseConv2dNchwcOp, LayoutTransformOp, MatmulPanelsOp, MaxPool2dNchwcOp)
+    LAYOUT_OPS, Conv2dNchwcOp, DepthwiseConv2dNchwcOp, GroupedConv2dNchwcOp, LayoutTransformOp, MatmulPanelsOp,
+    MaxPool2dNchwcOp)
 
 GRAPH_OPS += LAYOUT_OPS
 

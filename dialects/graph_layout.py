@@ -243,6 +243,49 @@ class DepthwiseConv2dNchwcOp(IRDLOperation):
 
 
 @irdl_op_definition
+class GroupedConv2dNchwcOp(IRDLOperation):
+    """Grouped 2-D convolution in the blocked layout whose groups sit inside channel blocks (group
+    width dividing b, C_in = C_out): input and result `NCHW<b>c`, weight `[C/b, KH, KW, b, b]`, the
+    block-diagonal `b x b` (input lane, output lane) matrix of each channel block.
+
+    `out[n, cb, y, x, o] = sum(in[n, cb, y*sh + ky*dh - pt, x*sw + kx*dw - pl, i] * w[cb, ky, kx, i, o])`
+    over `ky, kx, i` (zero padding): each output block reads its own input block only (RegNet's
+    group width 8 in 16 lanes: two groups per block, half of each weight matrix zero).
+
+    ```mlir
+    %y = graph.grouped_conv2d_nchwc %x, %w {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>} : tensor<1x2x8x8x16xf32>, tensor<2x3x3x16x16xf32> -> tensor<1x2x8x8x16xf32>
+    ```
+    """
+
+    name = "graph.grouped_conv2d_nchwc"
+    input = operand_def(TensorType)
+    weight = operand_def(TensorType)
+    strides = prop_def(DenseArrayBase)
+    pads = prop_def(DenseArrayBase)
+    dilations = prop_def(DenseArrayBase)
+    result = result_def(TensorType)
+    traits = traits_def(Pure(), OpPattern(PatternKind.OUT_ELEMWISE_FUSABLE))
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$input `,` $weight attr-dict `:` type($input) `,` type($weight) `->` type($result)"
+
+    def __init__(self, input, weight, result_type, strides, pads, dilations):
+        super().__init__(operands=[input, weight], result_types=[result_type],
+                         properties={"strides": int_array(strides), "pads": int_array(pads),
+                                     "dilations": int_array(dilations)})
+
+    def verify_(self) -> None:
+        x, w, r = shape_of(self.input), shape_of(self.weight), shape_of(self.result)
+        require(len(x) == 5 and len(w) == 5, self, "expects an NCHW<b>c input and a [C/b, KH, KW, b, b] weight")
+        s, p, d = ints_of(self.strides), ints_of(self.pads), ints_of(self.dilations)
+        require(len(s) == 2 and len(d) == 2 and len(p) == 4, self, "needs 2 strides, 2 dilations, 4 pads")
+        require(w[0] == x[1] and w[3] == w[4] == x[4], self, f"weight {w} does not match the channel blocks of {x}")
+        oh = (x[2] + p[0] + p[2] - d[0] * (w[1] - 1) - 1) // s[0] + 1
+        ow = (x[3] + p[1] + p[3] - d[1] * (w[2] - 1) - 1) // s[1] + 1
+        want = (x[0], x[1], oh, ow, x[4])
+        require(r == want, self, f"result shape {r} should be {want}")
+
+
+@irdl_op_definition
 class MaxPool2dNchwcOp(IRDLOperation):
     """Max pooling over the spatial dims of an `NCHW<b>c` tensor (padding never wins).
 
@@ -316,5 +359,5 @@ def pack_panels(weight, lanes: int):
     return weight.reshape(k, n // lanes, lanes).transpose(1, 0, 2).copy()
 
 
-LAYOUT_OPS: list[type[IRDLOperation]] = [LayoutTransformOp, Conv2dNchwcOp, DepthwiseConv2dNchwcOp, MaxPool2dNchwcOp,
-                                          MatmulPanelsOp]
+LAYOUT_OPS: list[type[IRDLOperation]] = [LayoutTransformOp, Conv2dNchwcOp, DepthwiseConv2dNchwcOp,
+                                          GroupedConv2dNchwcOp, MaxPool2dNchwcOp, MatmulPanelsOp]

@@ -95,6 +95,25 @@ def define_depthwise_conv2d_nchwc(op: gl.DepthwiseConv2dNchwcOp, b: Builder, x: 
     return reduce(b, "depthwise_conv2d_nchwc", "add", 0.0, op.result.type, [kh, kw], body)  # type: ignore[arg-type]
 
 
+def define_grouped_conv2d_nchwc(op: gl.GroupedConv2dNchwcOp, b: Builder, x: Lookup) -> SSAValue:
+    inp, w = x(op.input), x(op.weight)
+    _, kh, kw, bi, _ = shape_of(w)
+    sh, sw = ints_of(op.strides)
+    pt, pl, _, _ = ints_of(op.pads)
+    dh, dw = ints_of(op.dilations)
+    padded = any(ints_of(op.pads))
+
+    def body(e: Expr, i: Sequence[SSAValue], r: Sequence[SSAValue]) -> SSAValue:
+        n, cb, y, xx, o = i
+        ky, kx, c = r
+        hy = e.affine([(y, sh), (ky, dh)], -pt)
+        wx = e.affine([(xx, sw), (kx, dw)], -pl)
+        v = e.read(inp, [n, cb, hy, wx, c], pad=0.0 if padded else None)
+        return e.mul(v, e.read(w, [cb, ky, kx, c, o]))
+
+    return reduce(b, "grouped_conv2d_nchwc", "add", 0.0, op.result.type, [kh, kw, bi], body)  # type: ignore[arg-type]
+
+
 def define_max_pool_nchwc(op: gl.MaxPool2dNchwcOp, b: Builder, x: Lookup) -> SSAValue:
     inp = x(op.input)
     sh, sw = ints_of(op.strides)
@@ -129,6 +148,7 @@ LAYOUT_COMPUTE_DEFS: dict[type, Define] = {
     gl.LayoutTransformOp: define_layout_transform,  # type: ignore[dict-item]
     gl.Conv2dNchwcOp: define_conv2d_nchwc,  # type: ignore[dict-item]
     gl.DepthwiseConv2dNchwcOp: define_depthwise_conv2d_nchwc,  # type: ignore[dict-item]
+    gl.GroupedConv2dNchwcOp: define_grouped_conv2d_nchwc,  # type: ignore[dict-item]
     gl.MaxPool2dNchwcOp: define_max_pool_nchwc,  # type: ignore[dict-item]
     gl.MatmulPanelsOp: define_matmul_panels,  # type: ignore[dict-item]
 }

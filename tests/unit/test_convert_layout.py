@@ -16,6 +16,7 @@ from ziggurat.dialects import graph  # noqa: F401 - graph.py loads graph_layout 
 from ziggurat.dialects.graph_layout import blocked_shape, parse_layout, plain_shape
 from ziggurat.transforms.graph.layout_rewrite import (
     depthwise_weight_array,
+    grouped_weight_array,
     input_block,
     to_blocked_array,
     weight_array,
@@ -116,14 +117,32 @@ def test_block_8_and_dilated_padded_conv():
 def test_grouped_conv_stays_nchw_between_regions():
     rng = np.random.default_rng(2)
     nodes, inits = [], []
-    h = _conv_bn_relu(nodes, inits, rng, "x", 16, 16, 3, 1, "a")
-    h = _conv_bn_relu(nodes, inits, rng, h, 16, 16, 3, 1, "g", group=2)  # grouped, not depthwise: NCHW
-    h = _conv_bn_relu(nodes, inits, rng, h, 16, 32, 1, 1, "pw")
+    h = _conv_bn_relu(nodes, inits, rng, "x", 16, 24, 3, 1, "a")
+    h = _conv_bn_relu(nodes, inits, rng, h, 24, 24, 3, 1, "g", group=2)  # group width 12 straddles blocks: NCHW
+    h = _conv_bn_relu(nodes, inits, rng, h, 24, 32, 1, 1, "pw")
     nodes.append(helper.make_node("Identity", [h], ["y"]))
     x = rng.standard_normal((1, 16, 7, 7)).astype(np.float32)
     ops = _check(_model(nodes, x.shape, (1, 32, 7, 7), inits), x)
     assert ops.count("graph.conv2d_nchwc") == 2 and ops.count("graph.conv2d") == 1
     assert ops.count("graph.layout_transform") == 4  # two regions, in and out each
+
+
+@settings(max_examples=12, deadline=None)
+@given(groups=st.integers(2, 6), width=st.sampled_from([2, 4, 8]), stride=st.sampled_from([1, 2]),
+       block=st.sampled_from([8, 16]), threads=st.sampled_from([1, 2]))
+def test_groups_inside_channel_blocks_run_blocked_and_match_onnxruntime(groups, width, stride, block, threads):
+    """RegNet's grouped 3x3 convs (group width 8): with the group width dividing the block, each output
+    block reads its own input block through a block-diagonal weight (`graph.grouped_conv2d_nchwc`)."""
+    c = groups * width
+    rng = np.random.default_rng(groups * 7 + width + block)
+    nodes, inits = [], []
+    h = _conv_bn_relu(nodes, inits, rng, "x", 5, c, 1, 1, "pw1")
+    h = _conv_bn_relu(nodes, inits, rng, h, c, c, 3, stride, "g", group=groups)
+    nodes.append(helper.make_node("Identity", [h], ["y"]))
+    oh = (9 - 1) // stride + 1
+    x = rng.standard_normal((1, 5, 9, 9)).astype(np.float32)
+    ops = _check(_model(nodes, x.shape, (1, c, oh, oh), inits), x, block=block, threads=threads)
+    assert ops.count("graph.grouped_conv2d_nchwc") == (c % block == 0 or c > block)
 
 
 @settings(max_examples=14, deadline=None)
@@ -194,6 +213,16 @@ def test_ragged_channels_are_padded_with_the_fill(c, b, fill):
     dense = wb.transpose(0, 5, 1, 4, 2, 3).reshape(wb.shape[0] * b, wb.shape[1] * b, 1, 2)
     np.testing.assert_array_equal(dense[: c + 3, :c], w)
     assert not dense[c + 3:].any() and not dense[:, c:].any()
+    if c % 2 == 0 and b % 2 == 0:  # groups of width 2: the block-diagonal weight is the grouped conv
+        gw = rng.standard_normal((c, 2, 1, 1)).astype(np.float32)
+        gb = grouped_weight_array(gw, b)
+        dense = np.zeros((gb.shape[0] * b, gb.shape[0] * b), np.float32)  # [out, in]
+        for blk in range(gb.shape[0]):
+            dense[blk * b:(blk + 1) * b, blk * b:(blk + 1) * b] = gb[blk, 0, 0].T
+        want = np.zeros_like(dense)
+        for o in range(c):
+            want[o, (o // 2) * 2:(o // 2) * 2 + 2] = gw[o, :, 0, 0]
+        np.testing.assert_array_equal(dense, want)
     dw = rng.standard_normal((c, 1, 3, 2)).astype(np.float32)
     dwb = depthwise_weight_array(dw, b)
     assert dwb.shape == (-(-c // b), 3, 2, b)

@@ -36,7 +36,10 @@ class ConvertLayoutPass(ModulePass):
     largest divisor of C_in up to `block`; weight `OIHW<bi>i<block>o`; result
     `NCHW<block>c`). A depthwise conv (groups = C_in = C_out, weight in the
     weight store) becomes `graph.depthwise_conv2d_nchwc` (weight
-    `[C/block, KH, KW, block]`: the lanes are 16 channels, each its own filter). Its consumers stay in the blocked layout while they can:
+    `[C/block, KH, KW, block]`: the lanes are 16 channels, each its own filter),
+    and a grouped conv whose group width divides `block` (C_in = C_out, RegNet's
+    width 8) `graph.grouped_conv2d_nchwc` (weight `[C/block, KH, KW, block, block]`,
+    block-diagonal: each output block reads its own input block). Its consumers stay in the blocked layout while they can:
     elementwise unary ops, add/sub/mul/div/max/min whose other operand is
     blocked too (a residual add), a full NCHW tensor (transformed in) or a
     per-channel/scalar broadcast (a bias, a folded BatchNorm scale), and

@@ -20,6 +20,7 @@ from ziggurat.dialects import graph
 from ziggurat.dialects.graph_layout import (
     Conv2dNchwcOp,
     DepthwiseConv2dNchwcOp,
+    GroupedConv2dNchwcOp,
     LayoutTransformOp,
     MaxPool2dNchwcOp,
     blocked_shape,
@@ -56,11 +57,21 @@ def is_depthwise(op: Operation) -> bool:
     return g > 1 and g == _shape(op.input)[1] == _shape(op.result)[1]  # type: ignore[attr-defined]
 
 
+def block_grouped(op: Operation, block: int) -> bool:
+    """A grouped conv2d whose groups sit inside channel blocks: C_in = C_out, group width > 1 dividing `block`."""
+    g = op.groups.value.data  # type: ignore[attr-defined]
+    c = _shape(op.input)[1]  # type: ignore[attr-defined]
+    width = c // g if g > 1 else 0
+    return width > 1 and c == _shape(op.result)[1] and block % width == 0  # type: ignore[attr-defined]
+
+
 def conv_eligible(op: Operation, block: int, depthwise: bool = True) -> bool:
-    """A conv2d that the blocked layout can compute: no groups (or depthwise, where `depthwise`: its
-    weight is repacked from the weight store), a constant weight, C_out a multiple of `block` or above
-    it (the last block padded: at most half of it wasted)."""
-    if not isinstance(op, graph.Conv2dOp) or (op.groups.value.data != 1 and not (depthwise and is_depthwise(op))):
+    """A conv2d that the blocked layout can compute: no groups (or depthwise, or groups inside channel
+    blocks, where `depthwise`: such weights are repacked from the weight store), a constant weight,
+    C_out a multiple of `block` or above it (the last block padded: at most half of it wasted)."""
+    grouped = op.groups.value.data != 1 if isinstance(op, graph.Conv2dOp) else False
+    if not isinstance(op, graph.Conv2dOp) or (grouped and not (depthwise and (is_depthwise(op)
+                                                                           or block_grouped(op, block)))):
         return False
     if not isinstance(op.weight.owner, graph.ConstantOp):
         return False
@@ -149,6 +160,19 @@ def depthwise_weight_array(a: np.ndarray, b: int) -> np.ndarray:
     return np.ascontiguousarray(a.reshape(-1, b, kh, kw).transpose(0, 2, 3, 1))
 
 
+def grouped_weight_array(a: np.ndarray, b: int) -> np.ndarray:
+    """A grouped OIHW weight `[C, g, KH, KW]` (group width g dividing b) as `[ceil(C/b), KH, KW, b, b]`:
+    per channel block the block-diagonal (input lane, output lane) matrix, zero elsewhere and beyond C."""
+    c, g, kh, kw = a.shape
+    cb = -(-c // b)
+    out = np.zeros((cb, kh, kw, b, b), a.dtype)
+    for o in range(c):
+        blk, lane = divmod(o, b)
+        first = (o // g) * g - blk * b  # input lane of the group's first channel
+        out[blk, :, :, first:first + g, lane] = a[o].transpose(1, 2, 0)
+    return out
+
+
 def weight_array(a: np.ndarray, bi: int, bo: int) -> np.ndarray:
     """OIHW `a` in OIHW<bi>i<bo>o, zero beyond O and I."""
     o, i, h, w = a.shape
@@ -235,8 +259,8 @@ class Rewriter:
         return self.insert(at, LayoutTransformOp(w, "OIHW", layout, _tensor(w, shape)))
 
     def depthwise(self, op: graph.Conv2dOp) -> Operation:
-        """The blocked twin of a depthwise conv: input and result in NCHW<block>c, the weight
-        repacked at compile time (or transformed by a transpose chain without a store)."""
+        """The blocked twin of a depthwise conv (or one whose groups sit inside channel blocks):
+        input and result in NCHW<block>c, the weight repacked at compile time from the store."""
         b, pads = self.block, _ints(op.pads)
         if self.padded_boundary(op):
             x, pads = self.to_blocked_padded(op, op.input, b, pads), (0, 0, 0, 0)
@@ -244,13 +268,16 @@ class Rewriter:
             x = self.to_blocked(op, op.input, b)
         w = op.weight
         assert isinstance(w.owner, graph.ConstantOp) and self.store is not None
-        key = (w, f"DW{b}")
+        dw = is_depthwise(op)
+        key = (w, f"DW{b}" if dw else f"G{b}")
         if key not in self.weights:
-            arr = depthwise_weight_array(self.store[w.owner.ref.data], b)
-            self.weights[key] = self.constant(op, f"{w.owner.ref.data}.DW{b}c", arr, w)
+            pack = depthwise_weight_array if dw else grouped_weight_array
+            arr = pack(self.store[w.owner.ref.data], b)
+            self.weights[key] = self.constant(op, f"{w.owner.ref.data}.{key[1]}c", arr, w)
         res = op.results[0]
-        return DepthwiseConv2dNchwcOp(x, self.weights[key], _tensor(res, blocked_shape(_shape(res), f"NCHW{b}c")),
-                                      _ints(op.strides), pads, _ints(op.dilations))
+        kind = DepthwiseConv2dNchwcOp if dw else GroupedConv2dNchwcOp
+        return kind(x, self.weights[key], _tensor(res, blocked_shape(_shape(res), f"NCHW{b}c")),
+                    _ints(op.strides), pads, _ints(op.dilations))
 
     def operand(self, at: Operation, v: SSAValue, out: tuple[int, ...]) -> SSAValue:
         if v in self.bl:
@@ -264,7 +291,7 @@ class Rewriter:
         (erased at the end when only blocked ops read it); returns the twin."""
         b = self.block
         res = op.results[0]
-        if isinstance(op, graph.Conv2dOp) and is_depthwise(op):
+        if isinstance(op, graph.Conv2dOp) and (is_depthwise(op) or op.groups.value.data != 1):
             new = self.depthwise(op)
         elif isinstance(op, graph.Conv2dOp):
             twin = self.bl.get(op.input)
