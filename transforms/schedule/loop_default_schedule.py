@@ -66,14 +66,14 @@ class LoopDefaultSchedulePass(ModulePass):
     most 12 accumulators; a matmul's B is packed as one block for k of 512
     up to 1024 (`plan.ONE_BLOCK`) and k = 256 with >= 32 rows (B
     packed once, no init nest, no reload of partial sums), and k-blocked by
-    256 and packed beyond. A padded conv's clamped input read
-    becomes a read of a zero-padded local copy (transforms/schedule/pad.py;
-    only its halo is zeroed, then the interior copied), and a dot-product
-    tile keeps at most 4 x 2 points. Vector width 16 (AVX-512, 32 registers)
-    takes the same 2-D block with up to 24 accumulators and rows up to 8
-    (7 on the 7x7 and 14x14 maps of late conv stages, where no factor of 8,
-    6 or 4 divides the row loop); where that declines, the one-vector
-    schedule above.
+    256 and packed beyond; a dot-product tile keeps at most 4 x 2 points.
+    Vector width 16 (AVX-512, 32 registers) takes the same 2-D block with up
+    to 24 accumulators and rows up to 8 (7 on the 7x7 and 14x14 maps of late
+    conv stages, where no factor of 8, 6 or 4 divides the row loop); where
+    that declines, the one-vector schedule above. At either width a padded
+    conv's clamped input read becomes a read of a zero-padded local copy
+    (transforms/schedule/pad.py; only its halo is zeroed, then the interior
+    copied), so the register block has no per-row tests.
 
     A copy nest (one block storing a read at the loops' own indices: conv's
     boundary layout transforms) gets its divided loops strip-mined, the lane
@@ -148,8 +148,7 @@ class LoopDefaultSchedulePass(ModulePass):
                     if self.int8_dot != "none":
                         schedule_qgemm(fn, "qgemm", vnni=True if self.int8_dot == "vnni" else None)
                     continue
-                if self.vector_width < 16:
-                    pad_clamped_reads(nest)  # padded conv input: no tests in the register block
+                pad_clamped_reads(nest)  # padded conv input: no tests in the register block
                 plan = default_plan(nest, self.vector_width, self.pack_a)  # transforms/schedule/plan.py
                 if plan is not None:
                     build_block(nest, plan, self.vector_width)
