@@ -133,6 +133,24 @@ class DivByConstantToMul(_WithWeights):
         rewriter.replace(op, [recip, graph.MulOp(op.lhs, recip.result, op.result.type)])
 
 
+class PowByConstant(_WithWeights):
+    """x ** 2 ==> x * x,  x ** 0.5 ==> sqrt(x),  x ** 1 ==> x   for a constant exponent (one value, no
+    broadcast beyond x's type): RMSNorm's pow(x, 2) otherwise runs as a scalar `powf` per element"""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: graph.PowOp, rewriter: PatternRewriter) -> None:
+        c = self.value(op.rhs)
+        if c is None or c.size == 0 or op.lhs.type != op.result.type or not np.all(c == c.reshape(-1)[0]):
+            return
+        e = float(c.reshape(-1)[0])
+        if e == 2.0:
+            rewriter.replace(op, [graph.MulOp(op.lhs, op.lhs, op.result.type)])
+        elif e == 0.5:
+            rewriter.replace(op, [graph.SqrtOp(op.lhs)])
+        elif e == 1.0:
+            rewriter.replace(op, [], [op.lhs])
+
+
 # ---------------------------------------------------------------------------
 # BatchNorm folding
 # ---------------------------------------------------------------------------
@@ -206,6 +224,7 @@ class SimplifyGraphPass(ModulePass):
     - `transpose(x, identity) ==> x`; `transpose(transpose(x, p), q) ==> transpose(x, p∘q)`;
     - `x * 1`, `1 * x`, `x + 0`, `0 + x`, `x - 0`, `x / 1` `==> x` (same type only);
     - `x / c ==> x * (1 / c)` for a constant c (new weight);
+    - `x ** 2 ==> x * x`, `x ** 0.5 ==> sqrt(x)`, `x ** 1 ==> x` for a constant exponent;
     - `batch_norm(conv2d(x, W) [+ b0]) ==> conv2d(x, W * a) + (b0 * a + c)`, and the
       same after a rank-2 matmul, with weights rewritten at compile time.
     Ops left dead are erased; run `cse` and `dce` after it for the rest.
@@ -230,5 +249,6 @@ class SimplifyGraphPass(ModulePass):
         ]
         store = weights_of(op)
         if store is not None:
-            patterns += [RemoveNeutralOperand(store), DivByConstantToMul(store), FoldBatchNormIntoProducer(store)]
+            patterns += [RemoveNeutralOperand(store), DivByConstantToMul(store), PowByConstant(store),
+                         FoldBatchNormIntoProducer(store)]
         PatternRewriteWalker(GreedyRewritePatternApplier(patterns)).rewrite_module(op)
