@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import ClassVar
 
 from xdsl.dialects.builtin import DenseArrayBase, StringAttr, TensorType
 from xdsl.irdl import (
@@ -160,20 +161,9 @@ class LayoutTransformOp(IRDLOperation):
         require(want == r, self, f"result shape {r} should be {want} for {self.src.data} -> {self.dst.data}")
 
 
-@irdl_op_definition
-class Conv2dNchwcOp(IRDLOperation):
-    """2-D convolution in the blocked layout: input `NCHW<bi>c`, weight `OIHW<bi>i<bo>o`, result `NCHW<bo>c`.
+class BlockedConvBase(IRDLOperation):
+    """Operands, properties and syntax of the blocked convolutions: `%x, %w {strides, pads, dilations}`."""
 
-    `out[n, ob, y, x, o] = sum(in[n, ib, y*sh + ky*dh - pt, x*sw + kx*dw - pl, i] * w[ob, ib, ky, kx, i, o])`
-    over `ib, ky, kx, i` (zero padding). `pads` is [top, left, bottom, right].
-    No groups: `convert-layout` keeps grouped convolutions in NCHW.
-
-    ```mlir
-    %y = graph.conv2d_nchwc %x, %w {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>} : tensor<1x2x8x8x16xf32>, tensor<2x2x3x3x16x16xf32> -> tensor<1x2x8x8x16xf32>
-    ```
-    """
-
-    name = "graph.conv2d_nchwc"
     input = operand_def(TensorType)
     weight = operand_def(TensorType)
     strides = prop_def(DenseArrayBase)
@@ -188,6 +178,22 @@ class Conv2dNchwcOp(IRDLOperation):
         super().__init__(operands=[input, weight], result_types=[result_type],
                          properties={"strides": int_array(strides), "pads": int_array(pads),
                                      "dilations": int_array(dilations)})
+
+
+@irdl_op_definition
+class Conv2dNchwcOp(BlockedConvBase):
+    """2-D convolution in the blocked layout: input `NCHW<bi>c`, weight `OIHW<bi>i<bo>o`, result `NCHW<bo>c`.
+
+    `out[n, ob, y, x, o] = sum(in[n, ib, y*sh + ky*dh - pt, x*sw + kx*dw - pl, i] * w[ob, ib, ky, kx, i, o])`
+    over `ib, ky, kx, i` (zero padding). `pads` is [top, left, bottom, right].
+    No groups: `convert-layout` keeps grouped convolutions in NCHW.
+
+    ```mlir
+    %y = graph.conv2d_nchwc %x, %w {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>} : tensor<1x2x8x8x16xf32>, tensor<2x2x3x3x16x16xf32> -> tensor<1x2x8x8x16xf32>
+    ```
+    """
+
+    name = "graph.conv2d_nchwc"
 
     def verify_(self) -> None:
         x, w, r = shape_of(self.input), shape_of(self.weight), shape_of(self.result)
@@ -201,8 +207,31 @@ class Conv2dNchwcOp(IRDLOperation):
         require(r == want, self, f"result shape {r} should be {want}")
 
 
+class BlockLocalConvOp(BlockedConvBase):
+    """Base of the blocked convolutions in which each output channel block reads only its own input
+    block (input and result `NCHW<b>c` with the same blocks); subclasses name the weight layout."""
+
+    WEIGHT: ClassVar[str] = ""  # the weight layout, for messages
+
+    def kernel_of(self, w: tuple[int, ...], x: tuple[int, ...]) -> tuple[int, int] | None:
+        """(KH, KW) of weight shape `w` when it fits input `x`'s blocks, else None."""
+        raise NotImplementedError
+
+    def verify_(self) -> None:
+        x, w, r = shape_of(self.input), shape_of(self.weight), shape_of(self.result)
+        k = self.kernel_of(w, x) if len(x) == 5 else None
+        require(k is not None, self, f"expects an NCHW<b>c input and a {self.WEIGHT} weight matching its "
+                                     f"channel blocks, got {x} and {w}")
+        s, p, d = ints_of(self.strides), ints_of(self.pads), ints_of(self.dilations)
+        require(len(s) == 2 and len(d) == 2 and len(p) == 4, self, "needs 2 strides, 2 dilations, 4 pads")
+        oh = (x[2] + p[0] + p[2] - d[0] * (k[0] - 1) - 1) // s[0] + 1  # type: ignore[index]
+        ow = (x[3] + p[1] + p[3] - d[1] * (k[1] - 1) - 1) // s[1] + 1  # type: ignore[index]
+        want = (x[0], x[1], oh, ow, x[4])
+        require(r == want, self, f"result shape {r} should be {want}")
+
+
 @irdl_op_definition
-class DepthwiseConv2dNchwcOp(IRDLOperation):
+class DepthwiseConv2dNchwcOp(BlockLocalConvOp):
     """Depthwise 2-D convolution in the blocked layout: input and result `NCHW<b>c`, weight `[C/b, KH, KW, b]`.
 
     `out[n, cb, y, x, c] = sum(in[n, cb, y*sh + ky*dh - pt, x*sw + kx*dw - pl, c] * w[cb, ky, kx, c])`
@@ -215,35 +244,14 @@ class DepthwiseConv2dNchwcOp(IRDLOperation):
     """
 
     name = "graph.depthwise_conv2d_nchwc"
-    input = operand_def(TensorType)
-    weight = operand_def(TensorType)
-    strides = prop_def(DenseArrayBase)
-    pads = prop_def(DenseArrayBase)
-    dilations = prop_def(DenseArrayBase)
-    result = result_def(TensorType)
-    traits = traits_def(Pure(), OpPattern(PatternKind.OUT_ELEMWISE_FUSABLE))
-    irdl_options = (ParsePropInAttrDict(),)
-    assembly_format = "$input `,` $weight attr-dict `:` type($input) `,` type($weight) `->` type($result)"
+    WEIGHT: ClassVar[str] = "[C/b, KH, KW, b]"
 
-    def __init__(self, input, weight, result_type, strides, pads, dilations):
-        super().__init__(operands=[input, weight], result_types=[result_type],
-                         properties={"strides": int_array(strides), "pads": int_array(pads),
-                                     "dilations": int_array(dilations)})
-
-    def verify_(self) -> None:
-        x, w, r = shape_of(self.input), shape_of(self.weight), shape_of(self.result)
-        require(len(x) == 5 and len(w) == 4, self, "expects an NCHW<b>c input and a [C/b, KH, KW, b] weight")
-        s, p, d = ints_of(self.strides), ints_of(self.pads), ints_of(self.dilations)
-        require(len(s) == 2 and len(d) == 2 and len(p) == 4, self, "needs 2 strides, 2 dilations, 4 pads")
-        require(w[0] == x[1] and w[3] == x[4], self, f"weight {w} does not match the channel blocks of {x}")
-        oh = (x[2] + p[0] + p[2] - d[0] * (w[1] - 1) - 1) // s[0] + 1
-        ow = (x[3] + p[1] + p[3] - d[1] * (w[2] - 1) - 1) // s[1] + 1
-        want = (x[0], x[1], oh, ow, x[4])
-        require(r == want, self, f"result shape {r} should be {want}")
+    def kernel_of(self, w: tuple[int, ...], x: tuple[int, ...]) -> tuple[int, int] | None:
+        return (w[1], w[2]) if len(w) == 4 and w[0] == x[1] and w[3] == x[4] else None
 
 
 @irdl_op_definition
-class GroupedConv2dNchwcOp(IRDLOperation):
+class GroupedConv2dNchwcOp(BlockLocalConvOp):
     """Grouped 2-D convolution in the blocked layout whose groups sit inside channel blocks (group
     width dividing b, C_in = C_out): input and result `NCHW<b>c`, weight `[C/b, KH, KW, b, b]`, the
     block-diagonal `b x b` (input lane, output lane) matrix of each channel block.
@@ -258,31 +266,10 @@ class GroupedConv2dNchwcOp(IRDLOperation):
     """
 
     name = "graph.grouped_conv2d_nchwc"
-    input = operand_def(TensorType)
-    weight = operand_def(TensorType)
-    strides = prop_def(DenseArrayBase)
-    pads = prop_def(DenseArrayBase)
-    dilations = prop_def(DenseArrayBase)
-    result = result_def(TensorType)
-    traits = traits_def(Pure(), OpPattern(PatternKind.OUT_ELEMWISE_FUSABLE))
-    irdl_options = (ParsePropInAttrDict(),)
-    assembly_format = "$input `,` $weight attr-dict `:` type($input) `,` type($weight) `->` type($result)"
+    WEIGHT: ClassVar[str] = "[C/b, KH, KW, b, b]"
 
-    def __init__(self, input, weight, result_type, strides, pads, dilations):
-        super().__init__(operands=[input, weight], result_types=[result_type],
-                         properties={"strides": int_array(strides), "pads": int_array(pads),
-                                     "dilations": int_array(dilations)})
-
-    def verify_(self) -> None:
-        x, w, r = shape_of(self.input), shape_of(self.weight), shape_of(self.result)
-        require(len(x) == 5 and len(w) == 5, self, "expects an NCHW<b>c input and a [C/b, KH, KW, b, b] weight")
-        s, p, d = ints_of(self.strides), ints_of(self.pads), ints_of(self.dilations)
-        require(len(s) == 2 and len(d) == 2 and len(p) == 4, self, "needs 2 strides, 2 dilations, 4 pads")
-        require(w[0] == x[1] and w[3] == w[4] == x[4], self, f"weight {w} does not match the channel blocks of {x}")
-        oh = (x[2] + p[0] + p[2] - d[0] * (w[1] - 1) - 1) // s[0] + 1
-        ow = (x[3] + p[1] + p[3] - d[1] * (w[2] - 1) - 1) // s[1] + 1
-        want = (x[0], x[1], oh, ow, x[4])
-        require(r == want, self, f"result shape {r} should be {want}")
+    def kernel_of(self, w: tuple[int, ...], x: tuple[int, ...]) -> tuple[int, int] | None:
+        return (w[1], w[2]) if len(w) == 5 and w[0] == x[1] and w[3] == w[4] == x[4] else None
 
 
 @irdl_op_definition

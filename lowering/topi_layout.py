@@ -57,61 +57,51 @@ def define_layout_transform(op: gl.LayoutTransformOp, b: Builder, x: Lookup) -> 
     return compute(b, "layout_transform", op.result.type, body)  # type: ignore[arg-type]
 
 
-def define_conv2d_nchwc(op: gl.Conv2dNchwcOp, b: Builder, x: Lookup) -> SSAValue:
-    inp, w = x(op.input), x(op.weight)
-    _, icb, kh, kw, bi, _ = shape_of(w)
+def _window_read(op, inp: SSAValue):
+    """`read(e, n, cb, y, x, ky, kx, c)`: the blocked conv input under output (y, x) and tap (ky, kx),
+    strided, dilated and zero-padded as `op` says."""
     sh, sw = ints_of(op.strides)
     pt, pl, _, _ = ints_of(op.pads)
     dh, dw = ints_of(op.dilations)
-    padded = any(ints_of(op.pads))
+    pad = 0.0 if any(ints_of(op.pads)) else None
+
+    def read(e: Expr, n, cb, y, xx, ky, kx, c) -> SSAValue:
+        hy = e.affine([(y, sh), (ky, dh)], -pt)
+        wx = e.affine([(xx, sw), (kx, dw)], -pl)
+        return e.read(inp, [n, cb, hy, wx, c], pad=pad)
+
+    return read
+
+
+def define_conv2d_nchwc(op: gl.Conv2dNchwcOp, b: Builder, x: Lookup) -> SSAValue:
+    inp, w = x(op.input), x(op.weight)
+    _, icb, kh, kw, bi, _ = shape_of(w)
+    window = _window_read(op, inp)
 
     def body(e: Expr, i: Sequence[SSAValue], r: Sequence[SSAValue]) -> SSAValue:
         n, ob, y, xx, o = i
         ib, ky, kx, c = r
-        hy = e.affine([(y, sh), (ky, dh)], -pt)
-        wx = e.affine([(xx, sw), (kx, dw)], -pl)
-        v = e.read(inp, [n, ib, hy, wx, c], pad=0.0 if padded else None)
-        return e.mul(v, e.read(w, [ob, ib, ky, kx, c, o]))
+        return e.mul(window(e, n, ib, y, xx, ky, kx, c), e.read(w, [ob, ib, ky, kx, c, o]))
 
     return reduce(b, "conv2d_nchwc", "add", 0.0, op.result.type, [icb, kh, kw, bi], body)  # type: ignore[arg-type]
 
 
-def define_depthwise_conv2d_nchwc(op: gl.DepthwiseConv2dNchwcOp, b: Builder, x: Lookup) -> SSAValue:
+def define_block_local_conv(op: gl.BlockLocalConvOp, b: Builder, x: Lookup) -> SSAValue:
+    """Depthwise (weight `[cb, ky, kx, c]`, reduces over ky, kx) and grouped (weight
+    `[cb, ky, kx, i, o]`, reduces over ky, kx, i) blocked convs: input block = output block."""
     inp, w = x(op.input), x(op.weight)
-    _, kh, kw, _ = shape_of(w)
-    sh, sw = ints_of(op.strides)
-    pt, pl, _, _ = ints_of(op.pads)
-    dh, dw = ints_of(op.dilations)
-    padded = any(ints_of(op.pads))
-
-    def body(e: Expr, i: Sequence[SSAValue], r: Sequence[SSAValue]) -> SSAValue:
-        n, cb, y, xx, c = i
-        ky, kx = r
-        hy = e.affine([(y, sh), (ky, dh)], -pt)
-        wx = e.affine([(xx, sw), (kx, dw)], -pl)
-        v = e.read(inp, [n, cb, hy, wx, c], pad=0.0 if padded else None)
-        return e.mul(v, e.read(w, [cb, ky, kx, c]))
-
-    return reduce(b, "depthwise_conv2d_nchwc", "add", 0.0, op.result.type, [kh, kw], body)  # type: ignore[arg-type]
-
-
-def define_grouped_conv2d_nchwc(op: gl.GroupedConv2dNchwcOp, b: Builder, x: Lookup) -> SSAValue:
-    inp, w = x(op.input), x(op.weight)
-    _, kh, kw, bi, _ = shape_of(w)
-    sh, sw = ints_of(op.strides)
-    pt, pl, _, _ = ints_of(op.pads)
-    dh, dw = ints_of(op.dilations)
-    padded = any(ints_of(op.pads))
+    wshape = shape_of(w)
+    grouped = len(wshape) == 5
+    window = _window_read(op, inp)
 
     def body(e: Expr, i: Sequence[SSAValue], r: Sequence[SSAValue]) -> SSAValue:
         n, cb, y, xx, o = i
-        ky, kx, c = r
-        hy = e.affine([(y, sh), (ky, dh)], -pt)
-        wx = e.affine([(xx, sw), (kx, dw)], -pl)
-        v = e.read(inp, [n, cb, hy, wx, c], pad=0.0 if padded else None)
-        return e.mul(v, e.read(w, [cb, ky, kx, c, o]))
+        c = r[2] if grouped else o
+        v = window(e, n, cb, y, xx, r[0], r[1], c)
+        return e.mul(v, e.read(w, [cb, r[0], r[1], c, o] if grouped else [cb, r[0], r[1], o]))
 
-    return reduce(b, "grouped_conv2d_nchwc", "add", 0.0, op.result.type, [kh, kw, bi], body)  # type: ignore[arg-type]
+    extents = list(wshape[1:4]) if grouped else list(wshape[1:3])
+    return reduce(b, op.name.split(".")[1], "add", 0.0, op.result.type, extents, body)  # type: ignore[arg-type]
 
 
 def define_max_pool_nchwc(op: gl.MaxPool2dNchwcOp, b: Builder, x: Lookup) -> SSAValue:
@@ -147,8 +137,8 @@ def define_matmul_panels(op: gl.MatmulPanelsOp, b: Builder, x: Lookup) -> SSAVal
 LAYOUT_COMPUTE_DEFS: dict[type, Define] = {
     gl.LayoutTransformOp: define_layout_transform,  # type: ignore[dict-item]
     gl.Conv2dNchwcOp: define_conv2d_nchwc,  # type: ignore[dict-item]
-    gl.DepthwiseConv2dNchwcOp: define_depthwise_conv2d_nchwc,  # type: ignore[dict-item]
-    gl.GroupedConv2dNchwcOp: define_grouped_conv2d_nchwc,  # type: ignore[dict-item]
+    gl.DepthwiseConv2dNchwcOp: define_block_local_conv,  # type: ignore[dict-item]
+    gl.GroupedConv2dNchwcOp: define_block_local_conv,  # type: ignore[dict-item]
     gl.MaxPool2dNchwcOp: define_max_pool_nchwc,  # type: ignore[dict-item]
     gl.MatmulPanelsOp: define_matmul_panels,  # type: ignore[dict-item]
 }

@@ -149,3 +149,19 @@ func.func @bad_padded_layout_direction(%x: tensor<1x2x8x8x16xf32>) {
   func.return
 }
 // CHECK: 'graph.layout_transform' op pads apply to NCHW -> NCHW<b>c only, not NCHW16c -> NCHW
+
+// -----
+
+func.func @bad_depthwise_weight(%x: tensor<1x2x8x8x16xf32>, %w: tensor<3x3x3x16xf32>) {
+  %y = graph.depthwise_conv2d_nchwc %x, %w {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>} : tensor<1x2x8x8x16xf32>, tensor<3x3x3x16xf32> -> tensor<1x2x8x8x16xf32>
+  func.return
+}
+// CHECK: 'graph.depthwise_conv2d_nchwc' op expects an NCHW<b>c input and a [C/b, KH, KW, b] weight matching its channel blocks, got (1, 2, 8, 8, 16) and (3, 3, 3, 16)
+
+// -----
+
+func.func @bad_grouped_result(%x: tensor<1x2x8x8x16xf32>, %w: tensor<2x3x3x16x16xf32>) {
+  %y = graph.grouped_conv2d_nchwc %x, %w {strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>} : tensor<1x2x8x8x16xf32>, tensor<2x3x3x16x16xf32> -> tensor<1x2x8x8x16xf32>
+  func.return
+}
+// CHECK: 'graph.grouped_conv2d_nchwc' op result shape (1, 2, 8, 8, 16) should be (1, 2, 4, 4, 16)
