@@ -78,6 +78,7 @@ _OFF = ("0", "false", "no", "off")
 # Folders of the source tree that the compiled code does not depend on.
 _NOT_CODE = {"tests", "docs", "benchmarks", "build", "dist", "__pycache__"}
 _MAX_FOLDER_FILES = 1000  # files of a model's folder searched for its external data
+_CHUNK = 1 << 20  # bytes hashed at a time
 DEPENDENCIES = ("xdsl", "llvmlite", "numpy", "onnx")  # the packages whose code shapes a compile
 
 
@@ -382,11 +383,14 @@ def model_digest(model: Any) -> str | None:
     if isinstance(model, (str, os.PathLike)):
         path = Path(model)
         try:
-            data = path.read_bytes()
+            h, external = _model_file_digest(path)
         except OSError:
             return None  # the import says what is wrong
-        h = hashlib.sha256(data)
-        if b"location" in data:  # external data entries name their files under the key "location"
+        if external:  # external data entries name their files under the key "location"
+            try:
+                data = path.read_bytes()
+            except OSError:
+                return None
             files = _named_files(path.parent, data)
             if files is None:
                 return None
@@ -417,6 +421,19 @@ def hash_imported(h: Any, imported: Any) -> None:
         h.update(data.data if data.dtype.kind != "V" else data.reshape(-1).view(np.uint8).data)  # ml_dtypes types
 
 
+def _model_file_digest(path: Path) -> tuple[Any, bool]:
+    """The sha256 of the file at `path`, read in chunks (a model's bytes are never all in memory
+    at once), and whether the bytes contain `location` (the key of external data entries)."""
+    key = b"location"
+    h, found, tail = hashlib.sha256(), False, b""
+    with open(path, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            h.update(chunk)
+            found = found or key in tail + chunk[:len(key) - 1] or key in chunk  # also across chunks
+            tail = chunk[1 - len(key):]
+    return h, found
+
+
 def _named_files(folder: Path, data: bytes) -> list[tuple[str, Path]] | None:
     """The files under `folder` whose relative path the model's bytes contain (its external
     data, and perhaps a few others); None for a folder too large to search."""
@@ -437,7 +454,7 @@ def _named_files(folder: Path, data: bytes) -> list[tuple[str, Path]] | None:
 def _file_digest(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
-        while chunk := f.read(1 << 22):
+        while chunk := f.read(_CHUNK):
             h.update(chunk)
     return h.hexdigest()
 

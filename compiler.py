@@ -171,6 +171,7 @@ def compile(  # noqa: A001 - the public name, as in TVM's relay.build / torch.co
 
             model = bind_inputs(load_model(model)[0], bind)
         imported = model if isinstance(model, ImportedModel) else import_onnx(model)
+        owned, model = imported is not model, None  # bind='s ModelProto is not needed past the import
         stats.seconds["import"] = time.perf_counter() - t0
 
         in_dtypes, out_dtypes = _signature_dtypes(imported)
@@ -181,7 +182,12 @@ def compile(  # noqa: A001 - the public name, as in TVM's relay.build / torch.co
         built = _CACHE.get(key) if after_pass is None else None
         stats.seconds["cache"] = time.perf_counter() - t0
         if built is None:
-            built = _build(imported, spec, options, stats, after_pass)
+            # A model imported here is this compile's own: the pipeline runs on its module and
+            # store in place, and `_build` frees what the native code no longer needs (a caller's
+            # ImportedModel is copied instead and stays as it was).
+            work = _Work.of(imported, owned)
+            del imported
+            built = _build(work, spec, options, stats, after_pass)
             _CACHE[key] = built
             while len(_CACHE) > CACHE_SIZE:
                 _CACHE.popitem(last=False)
@@ -237,34 +243,66 @@ def _tuning_stamp(tuning_db: Any, tgt: Target) -> str:
     return f"|tuning:{os.path.abspath(tuning_db)}:{st.st_size}:{st.st_mtime_ns}:{tgt}"
 
 
-def _build(imported: Any, spec: str, options: Any, stats: CompileStats, after_pass: PassCallback | None) -> _Built:
-    """Passes, translation and JIT: the uncached part of `compile`."""
+@dataclass
+class _Work:
+    """The module and weight store one build runs the pipeline on; `_build` clears the fields
+    as it goes, so that nothing it no longer needs stays alive through LLVM's code generation."""
+
+    module: Any
+    weights: Any
+
+    @classmethod
+    def of(cls, imported: Any, owned: bool) -> _Work:
+        """`imported`'s module and store itself when this compile `owned` it, else copies (a
+        clone of the module, a store sharing the arrays), so the caller's model is left as is."""
+        from ziggurat.weights import WeightStore
+
+        if owned:
+            return cls(imported.module, imported.weights)
+        return cls(imported.module.clone(), WeightStore(imported.weights))
+
+
+def _build(work: _Work, spec: str, options: Any, stats: CompileStats, after_pass: PassCallback | None) -> _Built:
+    """Passes, translation and JIT: the uncached part of `compile`.
+
+    Memory: what LLVM does not need is let go before it optimizes and generates code. After
+    translation the module's weight store is unbound, which frees the weights the code does not
+    read (originals that graph passes repacked or folded); each constant it reads moves into a
+    64-byte aligned buffer (runtime/executor.py `aligned`, so the executor copies nothing) and
+    its unaligned original is freed before the next one is copied. The xDSL module and the
+    llvmlite IR objects are dropped once the LLVM IR text exists (IR has parent links: the cycle
+    collector returns their memory; a `gc.collect()` here would cost 0.5 s on mobilenetv3_large).
+    """
     from ziggurat.backends.llvm.jit import jit_compile
     from ziggurat.backends.llvm.translate import translate_module
+    from ziggurat.runtime.executor import aligned
     from ziggurat.transforms.schedule.mark import scheduled_kernels
-    from ziggurat.weights import WeightStore
-    from ziggurat.transforms.graph.weight_binding import bind_weights
+    from ziggurat.transforms.graph.weight_binding import bind_weights, unbind_weights
 
-    module = imported.module.clone()
-    # Graph passes may add weights (folded constants, rewritten conv weights):
-    # they go into a copy of the store, bound to this module.
-    weights = WeightStore(imported.weights)
-    bind_weights(module, weights)
+    # Graph passes may add weights (folded constants, rewritten conv weights): they go into
+    # the store bound to this module.
+    bind_weights(work.module, work.weights)
     t0 = time.perf_counter()
-    run_passes(module, parse_pipeline(spec), after_pass=after_pass)
+    run_passes(work.module, parse_pipeline(spec), after_pass=after_pass)
     stats.seconds["passes"] = time.perf_counter() - t0
+    module = work.module
     tuned = tuple(scheduled_kernels(module))  # marked by apply-tuning
     kernels = sum(1 for f in module.ops if getattr(f, "sym_name", None) and f.sym_name.data != "main")  # type: ignore[attr-defined]
     plan = [module.attributes.get(f"plan.{k}_bytes") for k in ("arena", "unplanned")]
     calls = sum(isinstance(o, func.CallOp) for f in module.ops if getattr(f, "sym_name", None) and f.sym_name.data == "main" for o in f.walk())  # type: ignore[attr-defined]
-
-    t0 = time.perf_counter()
-    ir_module, info = translate_module(module, options)
-    stats.seconds["translate"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    jit = jit_compile(ir_module, options, info)
-    stats.seconds["llvm"] = time.perf_counter() - t0
-    constants = tuple(weights[name] for name in info.const_names)
     arena, unplanned = (a.value.data if a is not None else None for a in plan)  # type: ignore[attr-defined]
-    return _Built(jit, info.entry_symbol, info.arena_size, constants, kernels, calls, arena, unplanned, tuned)
+    del module, plan
 
+    t0 = time.perf_counter()
+    ir_module, info = translate_module(work.module, options)
+    unbind_weights(work.module)
+    work.module = None
+    stats.seconds["translate"] = time.perf_counter() - t0
+    store, work.weights = {name: work.weights[name] for name in info.const_names}, None
+    constants = tuple(aligned(store.pop(name)) for name in info.const_names)
+    t0 = time.perf_counter()
+    llvm_ir = str(ir_module)
+    del ir_module
+    jit = jit_compile(llvm_ir, options, info)
+    stats.seconds["llvm"] = time.perf_counter() - t0
+    return _Built(jit, info.entry_symbol, info.arena_size, constants, kernels, calls, arena, unplanned, tuned)

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ziggurat.errors import ModelLoadError
-from ziggurat.runtime.executor import CompiledModel, TensorSpec
+from ziggurat.runtime.executor import CompiledModel, TensorSpec, aligned
 from ziggurat.runtime.export import FORMAT
 
 # LLVM target features whose absence on the CPU means illegal instructions, and their /proc/cpuinfo flags.
@@ -51,7 +51,7 @@ def load(path: str | os.PathLike) -> CompiledModel:
     _check_cpu(so, meta.get("features", ""))
     try:
         with np.load(weights_path, allow_pickle=False) as f:
-            constants = [f[f"c{i}"] for i in range(n_const)]
+            constants = [aligned(f[f"c{i}"]) for i in range(n_const)]  # one unaligned copy alive at a time
     except (OSError, ValueError, KeyError) as err:
         raise ModelLoadError(f"cannot load exported model '{so}': '{weights_path}' is unreadable ({err}); "
                              "export the model again") from None

@@ -48,7 +48,8 @@ class ConvertLayoutPass(ModulePass):
     it, and where a value leaves it for an op that needs NCHW (flatten,
     global pooling, a model output). Weights and constant broadcast operands
     are transformed at compile time into new weight-store entries
-    (`<name>.OIHW16i16o`, `<name>.NCHW16c`); without a weight store (a bare
+    (`<name>.OIHW16i16o`, `<name>.NCHW16c`), and the original `graph.constant`
+    goes when only such copies read it; without a weight store (a bare
     text file) the pass emits `graph.layout_transform` on the constant.
     A padded conv whose NCHW input enters the region and feeds nothing else
     gets its padding from the transform instead (`graph.layout_transform`

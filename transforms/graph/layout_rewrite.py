@@ -191,6 +191,7 @@ class Rewriter:
     bl: dict[SSAValue, SSAValue] = field(default_factory=dict)  # NCHW value -> its blocked twin
     backs: list[LayoutTransformOp] = field(default_factory=list)
     weights: dict[tuple[SSAValue, str], SSAValue] = field(default_factory=dict)
+    repacked: list[graph.ConstantOp] = field(default_factory=list)  # constants read into repacked copies
 
     def insert(self, at: Operation, op: Operation, hint: str | None = None) -> SSAValue:
         Builder(InsertPoint.before(at)).insert(op)
@@ -199,8 +200,10 @@ class Rewriter:
         return op.results[0]
 
     def constant(self, at: Operation, ref: str, value: np.ndarray, like: SSAValue) -> SSAValue:
-        assert self.store is not None
-        name = self.store.add(ref, value.astype(np.float32))
+        """A new constant `ref` before `at`: `value`, repacked from the constant `like`."""
+        assert self.store is not None and isinstance(like.owner, graph.ConstantOp)
+        self.repacked.append(like.owner)
+        name = self.store.add(ref, value.astype(np.float32, copy=False))
         return self.insert(at, graph.ConstantOp(name, _tensor(like, value.shape)))
 
     def to_blocked(self, at: Operation, v: SSAValue, b: int) -> SSAValue:
@@ -328,8 +331,14 @@ class Rewriter:
         return new
 
     def finish(self) -> None:
-        """Erases the transforms back to NCHW that no op outside the region reads."""
+        """Erases the transforms back to NCHW that no op outside the region reads, and the constants
+        that only repacked copies replaced (else they would stay in the IR, dead, down to the
+        entry function's constant arguments and the weights the compiled model keeps)."""
         for back in reversed(self.backs):
             if not back.results[0].uses:
                 back.detach()
                 back.erase()
+        for const in dict.fromkeys(self.repacked):
+            if const.parent is not None and not const.results[0].uses:
+                const.detach()
+                const.erase()

@@ -34,6 +34,13 @@ def bind_weights(module: ModuleOp, store: WeightStore) -> None:
     _BOUND[module] = store
 
 
+def unbind_weights(module: ModuleOp) -> None:
+    """Forgets `module`'s store now, not when the module is collected: IR has parent links, so
+    a module dropped by the compiler lives until the cycle collector runs, and its store (the
+    weights the graph passes replaced among them) with it."""
+    _BOUND.pop(module, None)
+
+
 def bind_weights_file(module: ModuleOp, folder: str | os.PathLike) -> None:
     """Binds the store named by `module`'s `graph.weights_file`, a relative path read from `folder`
     (the folder of the .mlir file the module came from). Nothing to do without the attribute."""

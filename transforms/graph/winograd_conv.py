@@ -51,8 +51,12 @@ def rewrite(conv: graph.Conv2dOp, store: WeightStore) -> None:
     y = b.insert(WinogradOutputOp(m, conv.result.type)).result
     y.name_hint = conv.result.name_hint
     conv.result.replace_all_uses_with(y)
+    weight = conv.weight.owner
     conv.detach()
     conv.erase()
+    if isinstance(weight, graph.ConstantOp) and not weight.results[0].uses:  # only the transformed copy is read
+        weight.detach()
+        weight.erase()
 
 
 @dataclass(frozen=True)
@@ -67,7 +71,8 @@ class WinogradConvPass(ModulePass):
     `graph.winograd_input` (the 4x4 input tiles, stride 2, times `B^T . B`),
     a batched `graph.matmul` with the weight transformed at compile time
     (`G g G^T`, a new weight `<name>.winograd` of shape `[16, O, C]`), and
-    `graph.winograd_output` (`A^T . A`, back to NCHW). Other convolutions
+    `graph.winograd_output` (`A^T . A`, back to NCHW); the original weight's
+    `graph.constant` goes when nothing else reads it. Other convolutions
     are left for `convert-layout`. Per output pixel and input channel the
     multiplies drop from 9 to 4; the transforms add 3-4% of the direct
     conv's work. The float32 results differ from the direct conv by rounding
