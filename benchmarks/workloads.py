@@ -187,6 +187,33 @@ def eltwise_chain(n: int = 1 << 20):
     return "eltwise_chain6_1M", m, {"x": x, "z": z}, 6.0 * n
 
 
+def add_chain(nodes: int, shape: tuple[int, ...] = (1, 64)):
+    """`nodes` Adds in a chain, each of the previous result and alternately a
+    constant and the input: `x -> Add(c) -> Add(x) -> ...` (the compile-time
+    workload; it fuses into one long elementwise group). The reference is
+    `add_chain_reference`."""
+    rng = _rng(6)
+    const = rng.standard_normal(shape).astype(np.float32)
+    graph_nodes, prev = [], "x"
+    for i in range(nodes):
+        out = "y" if i == nodes - 1 else f"t{i}"
+        graph_nodes.append(helper.make_node("Add", [prev, "c" if i % 2 == 0 else "x"], [out], name=f"add{i}"))
+        prev = out
+    x = rng.standard_normal(shape).astype(np.float32)
+    m = _model(graph_nodes, [_vi("x", shape)], [_vi("y", shape)], [numpy_helper.from_array(const, "c")],
+               f"add_chain{nodes}")
+    return f"add_chain_{nodes}", m, {"x": x}, float(nodes * np.prod(shape))
+
+
+def add_chain_reference(nodes: int, x: np.ndarray, model: onnx.ModelProto) -> np.ndarray:
+    """What `add_chain(nodes)` computes for input `x`, in float32 step by step as the model does."""
+    const = numpy_helper.to_array(model.graph.initializer[0])
+    y = x
+    for i in range(nodes):
+        y = y + (const if i % 2 == 0 else x)
+    return y
+
+
 BUILDERS = {
     "matmul_512": lambda: matmul(512),
     "matmul_1024": lambda: matmul(1024),

@@ -19,9 +19,13 @@ Stages, from an imported model to code the LLVM backend takes:
   follows the vector width).
 * `TO_LOOP`: graph -> te -> naive loop nests, with the div/rem index math of
   reshapes simplified (`loop-simplify-index`). Workload keys (tuning records,
-  the cost oracle) are taken from the kernels it leaves.
+  the cost oracle) are taken from the kernels it leaves. From O1 on,
+  `TE_MODULE[level]` runs between its te and loop steps: kernels identical at
+  the te level (repeated layers: about half the kernels of the real models)
+  are lowered to loops once.
 * `MODULE[level]`: kernel dedupe (each distinct kernel is scheduled and
-  compiled once) and static memory planning.
+  compiled once; this second dedupe merges kernels that only become
+  identical as loops) and static memory planning.
 * `schedule_stage(level, target, tuning_db)` (`SCHEDULE[level]`): the tuning
   records' schedules (`apply-tuning`, only with a database), then the default
   schedule for every kernel still unscheduled.
@@ -48,6 +52,14 @@ GRAPH: dict[int, tuple[str, ...]] = {
 }
 
 TO_LOOP: tuple[str, ...] = ("convert-graph-to-te", "convert-te-to-loop", "loop-simplify-index")
+
+# Whole-module te passes, run after TO_LOOP's first step (convert-graph-to-te).
+TE_MODULE: dict[int, tuple[str, ...]] = {
+    0: (),
+    1: ("dedupe-kernels",),
+    2: ("dedupe-kernels",),
+    3: ("dedupe-kernels",),
+}
 
 MODULE: dict[int, tuple[str, ...]] = {
     0: (),
@@ -126,9 +138,10 @@ def graph_stage(level: int, target: Target | str | None = None, skip: Iterable[s
 
 
 def lowering_stage(level: int) -> str:
-    """graph -> loop (TO_LOOP) and the whole-module loop passes (MODULE) at `level`."""
+    """graph -> loop (TO_LOOP, with the whole-module te passes TE_MODULE after its te step) and the
+    whole-module loop passes (MODULE) at `level`."""
     _check_level(level)
-    return join(*TO_LOOP, *MODULE[level])
+    return join(TO_LOOP[0], *TE_MODULE[level], *TO_LOOP[1:], *MODULE[level])
 
 
 def schedule_stage(level: int, target: Target | str | None = None, tuning_db: str | None = None,

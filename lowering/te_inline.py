@@ -9,7 +9,7 @@ memory.
 from __future__ import annotations
 
 from xdsl.dialects import func
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import SSAValue
 
 from ziggurat.dialects import te
 
@@ -28,27 +28,40 @@ def _sole_read(value: SSAValue) -> te.ReadOp | None:
 
 
 def inline_compute(producer: te.ComputeOp, read: te.ReadOp) -> None:
-    """Replaces `read` by `producer`'s body evaluated at the read's indices."""
+    """Replaces `read` by `producer`'s body evaluated at the read's indices.
+
+    The body's ops are moved, not cloned: the caller erases `producer` next,
+    and a chain of n inlined computes then costs O(n), not O(n^2) clones.
+    """
     body = producer.body.block
-    mapping: dict[SSAValue, SSAValue] = dict(zip(body.args, read.indices))
     block = read.parent_block()
     assert block is not None
+    for arg, index in zip(body.args, read.indices):
+        hint = index.name_hint
+        arg.replace_all_uses_with(index)
+        index.name_hint = hint  # as a clone would leave it: the index keeps its own name
     value: SSAValue | None = None
-    for op in body.ops:
+    for op in list(body.ops):
         if isinstance(op, te.YieldOp):
-            value = mapping.get(op.value, op.value)
+            value = op.value
             break
-        clone: Operation = op.clone(value_mapper=mapping)
-        block.insert_op_before(clone, read)
+        body.detach_op(op)
+        block.insert_op_before(op, read)
     assert value is not None, "te bodies end with te.yield (verified)"
     read.result.replace_all_uses_with(value)
     block.erase_op(read)
 
 
 def inline_computes(kernel: func.FuncOp) -> int:
-    """Inlines every te.compute that exactly one read consumes; returns how many."""
+    """Inlines every te.compute that exactly one read consumes; returns how many.
+
+    Consumers go first (reverse block order): a producer's body then moves
+    into the read's block once, wherever earlier inlining put that read, so
+    every op moves once however long the chain (the result is the same as
+    inlining producers first: each body lands right before its read).
+    """
     count = 0
-    for op in list(kernel.body.block.ops):
+    for op in reversed(list(kernel.body.block.ops)):
         if not isinstance(op, te.ComputeOp):
             continue
         read = _sole_read(op.result)

@@ -30,3 +30,14 @@ def test_bench_row_and_table():
     assert name in table and "skipped: why" in table
     (line,) = geomean_lines([row])
     assert f"{np.exp(np.log(row['ratio'])):.2f}" in line
+
+
+def test_compile_time_benchmark_runs_one_case_in_a_worker():
+    from ziggurat.benchmarks.compile_time import chain_table, model_table, run_case
+
+    row = run_case("chain:20", "llvm", repeat=1)
+    assert isinstance(row, dict), row
+    assert row["total"] > 0 and {"import", "passes", "translate", "llvm", "cpu"} <= set(row)
+    assert "| 20 |" in chain_table([(20, row)])
+    table = model_table([("m", row), ("bad", "ShapeError: dynamic")])
+    assert "| m |" in table and "error: ShapeError" in table and "median / max" in table

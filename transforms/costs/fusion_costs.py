@@ -270,8 +270,8 @@ def make_price(peak_gflops: float, bandwidth_gbs: float, database: str, vector_w
 
     def price(ops: list[Operation]) -> float:
         try:
-            module, key = lower_kernel(kernel_of_ops(ops), vector_width)
-            if measure and oracle.database is not None and oracle.database.best(key, oracle.target) is None:
+            module, key = lower_kernel(kernel_of_ops(ops), vector_width, keyed=oracle.database is not None)
+            if measure and key is not None and oracle.database.best(key, oracle.target) is None:
                 from ziggurat.database import TuningRecord
                 from ziggurat.transforms.costs.layout_costs import time_kernel
 
@@ -393,7 +393,7 @@ def fuse_block_cost_guided(block: Block, max_size: int, allow_reduction_fusion: 
         return cache[key]
 
     duplicated: dict[Operation, str] = {}  # a consumer unit's last op -> its decision
-    layouts = _weight_layouts(block, price, store, width) if store is not None else {}
+    layouts = _weight_layouts(block, cached, store, width) if store is not None else {}
     g, units = _rule_units(block, max_size, allow_reduction_fusion)
     for _ in range(max_rounds):
         found = _duplications(g, units, cached, max_size)

@@ -48,9 +48,11 @@ def kernel_of_ops(ops: list[Operation], name: str = _KERNEL) -> func.FuncOp:
     return kernel
 
 
-def lower_kernel(kernel: func.FuncOp, vector_width: int = 16) -> tuple[builtin.ModuleOp, WorkloadKey]:
+def lower_kernel(kernel: func.FuncOp, vector_width: int = 16,
+                 keyed: bool = True) -> tuple[builtin.ModuleOp, WorkloadKey | None]:
     """A te kernel lowered and scheduled (te -> loop -> simplified index math -> default schedule -> innermost
-    vectorization) in a module of its own, with its workload key (the unscheduled loop text)."""
+    vectorization) in a module of its own, with its workload key (the unscheduled loop text; None with
+    `keyed=False`, for a caller without a database to look it up in: printing is a tenth of the work)."""
     from ziggurat.dialects import make_context
     from ziggurat.lowering import pipelines
     from ziggurat.lowering.convert_te_to_loop import ConvertTeToLoopPass
@@ -71,7 +73,7 @@ def lower_kernel(kernel: func.FuncOp, vector_width: int = 16) -> tuple[builtin.M
     module = builtin.ModuleOp([kernel])
     for p in pipelines.instantiate(to_loop, known):
         p.apply(ctx, module)
-    key = WorkloadKey.from_text(str(module), kernel.sym_name.data)
+    key = WorkloadKey.from_text(str(module), kernel.sym_name.data) if keyed else None
     for p in pipelines.instantiate(schedule, known):
         p.apply(ctx, module)
     return module, key

@@ -39,6 +39,9 @@ class _Group:
         g = self
         while g.parent is not None:
             g = g.parent
+        node = self
+        while node.parent is not None and node.parent is not g:  # path compression: a long chain
+            node.parent, node = g, node.parent  # of merges is climbed once, not once per member
         return g
 
 
@@ -66,6 +69,10 @@ class FusionGraph:
         consumers = [j for j, _ in self.outs[i]]
         if not consumers or None in consumers:
             return  # an output (or dead): the root post-dominates it
+        # Deepest first: each `_lca` then climbs from where the last one stopped, so a value read
+        # along a chain of n ops (a constant added at every step) costs O(n), not O(n^2).
+        # The common post-dominator of a set does not depend on the order it is taken in.
+        consumers.sort(key=lambda j: -self.depth[j])  # type: ignore[index]
         lca: int | None = consumers[0]
         for j in consumers[1:]:
             lca = self._lca(lca, j)

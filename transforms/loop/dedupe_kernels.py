@@ -7,9 +7,10 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import builtin, func
-from xdsl.dialects.builtin import SymbolRefAttr
+from xdsl.dialects.builtin import StringAttr, SymbolRefAttr
 from xdsl.passes import ModulePass
 
+from ziggurat.dialects import graph
 from ziggurat.errors import CompileError
 
 
@@ -28,8 +29,11 @@ class DedupeKernelsPass(ModulePass):
     """Keeps one copy of each set of structurally identical kernel functions.
 
     **Input:** a module of kernel functions called by the model function
-    (`entry`) with `func.call`, at the te or loop level (identical layers,
-    such as the two encoder layers of a transformer, give identical kernels).
+    (`entry`), at the te level (with `graph.call_kernel`) or the loop level
+    (with `func.call`); identical layers, such as the two encoder layers of a
+    transformer, give identical kernels. The default pipelines run it at both
+    levels: at the te level each distinct kernel is lowered to loops once, and
+    at the loop level kernels merge that only became identical as loops.
 
     **Output:** kernels are keyed by `structural_hash` (the printed function
     with its symbol name normalized); calls to a duplicate call the first
@@ -71,3 +75,5 @@ class DedupeKernelsPass(ModulePass):
         for call in op.walk():
             if isinstance(call, func.CallOp) and call.callee.string_value() in renamed:
                 call.callee = SymbolRefAttr(renamed[call.callee.string_value()])
+            elif isinstance(call, graph.CallKernelOp) and call.callee.data in renamed:
+                call.callee = StringAttr(renamed[call.callee.data])
