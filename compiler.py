@@ -34,25 +34,43 @@ from ziggurat.target import Target
 PassCallback = Callable[[ModulePass, builtin.ModuleOp, float], None]
 
 
+# Passes that end a stage of the default pipelines (lowering/pipelines.py): `compile` verifies the IR
+# after these (and before lowering, and after the last pass) instead of after every pass, which cost
+# 2-3.5 s of a CNN's compile; `verify=True` (ziggurat-opt, `after_pass`) still verifies each pass.
+STAGE_ENDS = frozenset({"convert-te-to-loop", "plan-memory", "loop-vectorize-innermost"})
+
+
 def run_passes(
     module: builtin.ModuleOp,
     passes: list[ModulePass],
     ctx: Context | None = None,
-    verify: bool = True,
+    verify: bool | str = True,
     after_pass: PassCallback | None = None,
 ) -> None:
-    """Applies `passes` in order, verifying after each; names the pass on failure."""
+    """Applies `passes` in order, verifying after each (`verify=True`), only at stage ends
+    (`verify="stages"`: after the passes of `STAGE_ENDS`, the last pass before `convert-graph-to-te`
+    and the last pass), or never; names the pass, or the passes since the last check, on failure."""
     ctx = ctx or make_context()
-    for p in passes:
+    since = 0
+    for k, p in enumerate(passes):
         start = time.perf_counter()
+        last = k == len(passes) - 1
+        check = verify is True or (verify == "stages" and (
+            last or p.name in STAGE_ENDS or passes[k + 1].name == "convert-graph-to-te"))
         try:
             p.apply(ctx, module)
-            if verify:
+            if check:
                 module.verify()
         except ZigguratError:
             raise
         except VerifyException as err:
-            raise CompileError(f"the IR is invalid after pass '{p.name}': {str(err).splitlines()[0]}") from None
+            names = [q.name for q in passes[since:k + 1]]
+            where = (f"pass '{p.name}'" if len(names) == 1 else
+                     f"one of the passes {', '.join(repr(n) for n in names)} (verified at stage ends; "
+                     "`ziggurat compile --print-after all` verifies after each)")
+            raise CompileError(f"the IR is invalid after {where}: {str(err).splitlines()[0]}") from None
+        if check:
+            since = k + 1
         if after_pass is not None:
             after_pass(p, module, time.perf_counter() - start)
 
@@ -283,7 +301,8 @@ def _build(work: _Work, spec: str, options: Any, stats: CompileStats, after_pass
     # the store bound to this module.
     bind_weights(work.module, work.weights)
     t0 = time.perf_counter()
-    run_passes(work.module, parse_pipeline(spec), after_pass=after_pass)
+    run_passes(work.module, parse_pipeline(spec), verify=True if after_pass is not None else "stages",
+               after_pass=after_pass)
     stats.seconds["passes"] = time.perf_counter() - t0
     module = work.module
     tuned = tuple(scheduled_kernels(module))  # marked by apply-tuning

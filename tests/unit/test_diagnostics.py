@@ -151,3 +151,43 @@ def test_list_passes_shows_each_pass_with_its_options_and_defaults(capsys) -> No
     assert lines[at + 1].split() == ["options:", "min-extent=16"]
     hw = next(i for i, line in enumerate(lines) if line.split()[:1] == ["apply-tuning"])
     assert 'database=""' in lines[hw + 1] and 'target="llvm"' in lines[hw + 1]
+
+
+def test_compile_verifies_at_stage_ends_and_names_the_passes_since_the_last_check():
+    """`compile` verifies after the stages (not every pass); an invalid IR names the passes since the
+    last check, and `verify=True` (ziggurat-opt, --print-after) names the one pass."""
+    from dataclasses import dataclass
+
+    from xdsl.dialects import builtin
+    from xdsl.passes import ModulePass
+
+    from ziggurat.compiler import run_passes
+    from ziggurat.dialects import graph
+    from ziggurat.errors import CompileError
+    from ziggurat.registry import parse_pipeline
+
+    @dataclass(frozen=True)
+    class BreakShapes(ModulePass):
+        name = "break-shapes"
+
+        def apply(self, ctx, op: builtin.ModuleOp) -> None:
+            from xdsl.rewriter import Rewriter
+
+            for o in list(op.walk()):
+                if isinstance(o, graph.ReluOp):  # the function now returns a 2x2 tensor: invalid
+                    Rewriter.replace_op(o, graph.ReshapeOp(o.input, builtin.TensorType(builtin.f32, [2, 2])))
+
+    text = """
+    func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+      %y = graph.relu %x : tensor<4xf32>
+      func.return %y : tensor<4xf32>
+    }"""
+    from xdsl.parser import Parser
+
+    from ziggurat.dialects import make_context
+
+    passes = [*parse_pipeline("cse"), BreakShapes(), *parse_pipeline("dce")]
+    with pytest.raises(CompileError, match=r"one of the passes 'cse', 'break-shapes', 'dce' \(verified at stage ends"):
+        run_passes(Parser(make_context(), text).parse_module(), passes, verify="stages")
+    with pytest.raises(CompileError, match=r"the IR is invalid after pass 'break-shapes'"):
+        run_passes(Parser(make_context(), text).parse_module(), passes, verify=True)
