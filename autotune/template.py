@@ -82,10 +82,11 @@ def _divisors(n: int, cap: int) -> list[int]:
 
 def default_knobs(fn: func.FuncOp, width: int = 16) -> list[dict[str, Any]]:
     """The default schedule's plans (`plan.default_plan`), one dict per reduction nest, in template
-    form: on 8-lane targets the 2-D register block (rows x 2 vectors) where it applies, else the
-    one-vector block or the dot-product tile. `fn` is left unchanged."""
+    form, read from the nests as the default schedule sees them (padded inputs copied, `replay.prepare`):
+    the 2-D register block (rows x 2 vectors) where it applies, else the one-vector block or the
+    dot-product tile. `fn` is left unchanged."""
     out = []
-    for name, nest, _ in reduce_nests(prepare(fn.clone(), width) if width < 16 else fn, width):
+    for name, nest, _ in reduce_nests(prepare(fn.clone()), width):
         p = default_plan(nest, width)
         assert p is not None  # reduce_nests lists the nests the default plans
         out.append(p.to_knobs(name))

@@ -165,6 +165,12 @@ def plan_parts(nest: ReduceNest) -> tuple[list[int], list[int], int] | None:
     return free, used, kc
 
 
+def register_budget(width: int) -> tuple[int, tuple[int, ...]]:
+    """(most accumulators, row factors) of a register block: 16 registers at 8 lanes (AVX2: `MAX_ACC`,
+    `ROWS`), 32 at 16 (AVX-512: `MAX_ACC_WIDE`, `ROWS_WIDE`)."""
+    return (MAX_ACC_WIDE, ROWS_WIDE) if width >= 16 else (MAX_ACC, ROWS)
+
+
 def plan_vector(nest: ReduceNest, width: int, free: list[int], kc: int) -> BlockPlan:
     """The one-vector block: the loop of `free` with the largest factor of `BLOCKING` dividing it
     (none when no factor divides any), B packed where it is a plain matmul's k-blocked operand."""
@@ -227,7 +233,7 @@ def plan_shared(nest: ReduceNest, width: int, used: list[int]) -> BlockPlan | No
     if not used:
         return None
     d = max(used)
-    max_acc, rows = (MAX_ACC_WIDE, ROWS_WIDE) if width >= 16 else (MAX_ACC, ROWS)
+    max_acc, rows = register_budget(width)
     trips = nest.spatial[d].trip_count
     u = next((u for u in rows if trips % u == 0 and u <= max_acc), 1)
     if u < 2:
@@ -274,14 +280,9 @@ def default_plan(nest: ReduceNest, width: int, pack_a: bool = False) -> BlockPla
     if parts is None:
         return plan_dot(nest, width)
     free, used, kc = parts
-    if width < 16:
-        narrow = plan_narrow(nest, width, free, used, kc, pack_a)
-        if narrow is not None:
-            return narrow
-    else:
-        wide = plan_narrow(nest, width, free, used, kc, pack_a, MAX_ACC_WIDE, ROWS_WIDE)
-        if wide is not None:
-            return wide
+    narrow = plan_narrow(nest, width, free, used, kc, pack_a, *register_budget(width))
+    if narrow is not None:
+        return narrow
     if not free:
         shared = plan_shared(nest, width, used)
         if shared is not None:

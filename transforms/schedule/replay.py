@@ -82,11 +82,10 @@ def _finish_default(module: builtin.ModuleOp, name: str, fn: func.FuncOp, target
     old.erase()
 
 
-def prepare(fn: func.FuncOp, width: int) -> func.FuncOp:
+def prepare(fn: func.FuncOp) -> func.FuncOp:
     """`fn` as loop-default-schedule sees its reduction nests: every clamped, zero-selected read
     (a padded conv input) reads a zero-padded copy (`pad_clamped_reads`), so the register block has
-    no per-row tests (at 16 lanes too since the 2-D blocks: resnet_small 1.22 -> 1.00x onnxruntime on
-    the Zen 4 host). `width` is kept for the callers. Changes `fn` in place; returns it."""
+    no per-row tests. Changes `fn` in place; returns it."""
     for top in [o for o in fn.body.block.ops if isinstance(o, loop.ForOp)]:
         nest = match_reduce_nest(top)
         if nest is not None and nest.update.block_name.data != "qgemm":
@@ -148,7 +147,7 @@ def apply_template(module: builtin.ModuleOp, name: str, trace: dict[str, Any], t
     knobs = trace.get("template")
     if not isinstance(knobs, list):
         raise ScheduleError(f"a template trace is {{'template': [knobs per nest]}}, got {trace!r:.80}")
-    fn = prepare(kernel_of(module, name).clone(), vector_width)
+    fn = prepare(kernel_of(module, name).clone())
     nests = {block: (nest, kind) for block, nest, kind in reduce_nests(fn, vector_width)}
     for k in knobs:
         nest, kind = nests.pop(k.get("block"), (None, None))
