@@ -111,7 +111,7 @@ class ConvertLayoutPass(ModulePass):
         for f in list(op.ops):
             if not isinstance(f, func.FuncOp) or not f.body.blocks:
                 continue
-            members = find_members(list(f.body.block.ops), self.block, depthwise=store is not None)
+            members = find_members(list(f.body.block.ops), self.block, grouped=store is not None)
             if not members:
                 continue
             regions = regions_of(members)

@@ -51,29 +51,22 @@ def input_block(channels: int, block: int) -> int:
     return max(d for d in range(1, min(channels, block) + 1) if channels % d == 0)
 
 
-def is_depthwise(op: Operation) -> bool:
-    """A conv2d with one filter per channel: groups = C_in = C_out."""
-    g = op.groups.value.data  # type: ignore[attr-defined]
-    return g > 1 and g == _shape(op.input)[1] == _shape(op.result)[1]  # type: ignore[attr-defined]
-
-
-def block_grouped(op: Operation, block: int) -> bool:
-    """A grouped conv2d whose groups sit inside channel blocks: C_in = C_out, group width > 1 dividing `block`."""
+def block_local(op: Operation, block: int) -> bool:
+    """A grouped conv2d whose groups sit inside channel blocks (C_in = C_out, the group width
+    dividing `block`), so each output block reads only its own input block: depthwise (width 1)
+    or RegNet's width 8."""
     g = op.groups.value.data  # type: ignore[attr-defined]
     c = _shape(op.input)[1]  # type: ignore[attr-defined]
-    width = c // g if g > 1 else 0
-    return width > 1 and c == _shape(op.result)[1] and block % width == 0  # type: ignore[attr-defined]
+    return g > 1 and c == _shape(op.result)[1] and block % (c // g) == 0  # type: ignore[attr-defined]
 
 
-def conv_eligible(op: Operation, block: int, depthwise: bool = True) -> bool:
-    """A conv2d that the blocked layout can compute: no groups (or depthwise, or groups inside channel
-    blocks, where `depthwise`: such weights are repacked from the weight store), a constant weight,
-    C_out a multiple of `block` or above it (the last block padded: at most half of it wasted)."""
-    grouped = op.groups.value.data != 1 if isinstance(op, graph.Conv2dOp) else False
-    if not isinstance(op, graph.Conv2dOp) or (grouped and not (depthwise and (is_depthwise(op)
-                                                                           or block_grouped(op, block)))):
+def conv_eligible(op: Operation, block: int, grouped: bool = True) -> bool:
+    """A conv2d that the blocked layout can compute: a constant weight, no groups (or, with `grouped`:
+    the weight store is there to repack them, groups inside channel blocks, `block_local`), C_out a
+    multiple of `block` or above it (the last block padded: at most half of it wasted)."""
+    if not isinstance(op, graph.Conv2dOp) or not isinstance(op.weight.owner, graph.ConstantOp):
         return False
-    if not isinstance(op.weight.owner, graph.ConstantOp):
+    if op.groups.value.data != 1 and not (grouped and block_local(op, block)):
         return False
     c = _shape(op.result)[1]
     return c % block == 0 or c > block
@@ -101,14 +94,14 @@ def _channel_broadcast(v: SSAValue, out: tuple[int, ...]) -> bool:
     return len(_shape(v)) <= 4 and s[0] == 1 and s[2] == 1 and s[3] == 1 and s[1] in (1, out[1])
 
 
-def find_members(ops: list[Operation], block: int, depthwise: bool = True) -> list[Operation]:
+def find_members(ops: list[Operation], block: int, grouped: bool = True) -> list[Operation]:
     """The ops that go to the blocked layout, in program order: eligible convs, and the
     elementwise ops, residual adds and max pools that consume (transitively) their results."""
     members: list[Operation] = []
     blocked: set[SSAValue] = set()
     for op in ops:
         ok = False
-        if conv_eligible(op, block, depthwise):
+        if conv_eligible(op, block, grouped):
             ok = True
         elif isinstance(op, graph.UnaryOp) and op.input in blocked:
             ok = True
@@ -261,8 +254,8 @@ class Rewriter:
             return self.constant(at, f"{w.owner.ref.data}.{layout}", weight_array(self.store[w.owner.ref.data], bi, bo), w)
         return self.insert(at, LayoutTransformOp(w, "OIHW", layout, _tensor(w, shape)))
 
-    def depthwise(self, op: graph.Conv2dOp) -> Operation:
-        """The blocked twin of a depthwise conv (or one whose groups sit inside channel blocks):
+    def block_local(self, op: graph.Conv2dOp) -> Operation:
+        """The blocked twin of a grouped conv whose groups sit inside channel blocks (`block_local`):
         input and result in NCHW<block>c, the weight repacked at compile time from the store."""
         b, pads = self.block, _ints(op.pads)
         if self.padded_boundary(op):
@@ -271,7 +264,7 @@ class Rewriter:
             x = self.to_blocked(op, op.input, b)
         w = op.weight
         assert isinstance(w.owner, graph.ConstantOp) and self.store is not None
-        dw = is_depthwise(op)
+        dw = op.groups.value.data == _shape(op.input)[1]  # group width 1: one filter per channel
         key = (w, f"DW{b}" if dw else f"G{b}")
         if key not in self.weights:
             pack = depthwise_weight_array if dw else grouped_weight_array
@@ -294,8 +287,8 @@ class Rewriter:
         (erased at the end when only blocked ops read it); returns the twin."""
         b = self.block
         res = op.results[0]
-        if isinstance(op, graph.Conv2dOp) and (is_depthwise(op) or op.groups.value.data != 1):
-            new = self.depthwise(op)
+        if isinstance(op, graph.Conv2dOp) and op.groups.value.data != 1:
+            new = self.block_local(op)
         elif isinstance(op, graph.Conv2dOp):
             twin = self.bl.get(op.input)
             # a blocked input keeps its (possibly padded) blocks; a plain one gets a divisor of C
