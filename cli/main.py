@@ -129,12 +129,17 @@ def cmd_compile(args: argparse.Namespace) -> int:
     return 0
 
 
+def _is_positional(inputs: dict[str, np.ndarray]) -> bool:
+    """Whether an .npz was written positionally (np.savez(f, a, b): arr_0, arr_1, ...)."""
+    return list(inputs) == [f"arr_{i}" for i in range(len(inputs))]
+
+
 def _positional_inputs(inputs: dict[str, np.ndarray], names: Sequence[str], path: str) -> list[np.ndarray]:
     """The arrays of an .npz in the model's input order: by name, or by position when the file was
-    written positionally (np.savez(f, a, b): arr_0, arr_1, ...). Other names are an error."""
+    written positionally (`_is_positional`). Other names are an error."""
     if set(inputs) == set(names):
         return [inputs[n] for n in names]
-    if list(inputs) == [f"arr_{i}" for i in range(len(inputs))]:
+    if _is_positional(inputs):
         return list(inputs.values())
     missing, extra = [n for n in names if n not in inputs], sorted(set(inputs) - set(names))
     raise ZigguratError(f"'{path}' does not name the model's inputs: missing {missing}, unknown {extra}; "
@@ -224,10 +229,9 @@ def cmd_profile(args: argparse.Namespace) -> int:
     if args.threads is not None:
         target = target.with_threads(args.threads)
     inputs = None
-    if args.inputs:
-        from ziggurat.frontends.onnx import import_onnx  # the input names, before compiling
-
-        inputs = _positional_inputs(_load_npz(args.inputs), import_onnx(args.model).input_names, args.inputs)
+    if args.inputs:  # by position, or by name (the compiled model checks the names)
+        arrays = _load_npz(args.inputs)
+        inputs = list(arrays.values()) if _is_positional(arrays) else arrays
     prof = profile_model(args.model, inputs, target=str(target), rounds=args.rounds, warmup=args.warmup,
                          opt_level=args.opt_level, pipeline=args.pipeline, tuning_db=args.tuning_db)
     if args.trace:

@@ -161,6 +161,11 @@ class CompiledModel:
             array = array.astype(spec.dtype)
         return np.ascontiguousarray(array)
 
+    def prepare(self, *args: Any, **kwargs: Any) -> list[np.ndarray]:
+        """The inputs as `__call__` takes them (in input order, by name, or one mapping by name),
+        checked and made the C-contiguous arrays of the model's dtypes that `run_native` takes."""
+        return [self._check(s, v) for s, v in zip(self.inputs, self._gather(args, kwargs))]
+
     def __call__(self, *args: Any, **kwargs: Any) -> list[np.ndarray]:
         if not kwargs and len(args) == len(self._in_keys):
             for i, (a, key) in enumerate(zip(args, self._in_keys)):
@@ -173,7 +178,7 @@ class CompiledModel:
                     self._bind(i, r)
                 self._entry(self._args_ptr)
                 return results
-        values = [self._check(s, v) for s, v in zip(self.inputs, self._gather(args, kwargs))]
+        values = self.prepare(*args, **kwargs)
         results = [np.empty(s.shape, dtype=s.dtype) for s in self.outputs]
         for i, a in enumerate(values):
             self._bind(i, a)

@@ -47,7 +47,6 @@ prof.rows[0].kernel, prof.rows[0].seconds, prof.coverage   # 'fused_conv2d_add_r
 from __future__ import annotations
 
 import ctypes
-import math
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -341,12 +340,10 @@ def _work(module: Any, kernel: str) -> tuple[float, float]:
 
     from ziggurat.errors import ZigguratError
     from ziggurat.transforms.costs.cost_oracle import count_work
+    from ziggurat.transforms.loop.plan_memory import memref_nbytes
 
     fn = next(f for f in module.ops if getattr(f, "sym_name", None) is not None and f.sym_name.data == kernel)
-    nbytes = 0
-    for t in fn.function_type.inputs.data:
-        if isinstance(t, MemRefType):
-            nbytes += math.prod(t.get_shape()) * max(1, getattr(t.element_type, "bitwidth", 64) // 8)
+    nbytes = sum(memref_nbytes(t) for t in fn.function_type.inputs.data if isinstance(t, MemRefType))
     try:
         flops = count_work(module, kernel).flops
     except (ZigguratError, KeyError, ValueError, AttributeError):
@@ -371,26 +368,6 @@ def random_inputs(specs: Sequence[TensorSpec], seed: int = 0) -> list[np.ndarray
         else:
             a = rng.integers(0, 2, s.shape).astype(s.dtype)
         out.append(np.ascontiguousarray(a))
-    return out
-
-
-def _prepared(model: CompiledModel, inputs: Any) -> list[np.ndarray]:
-    """`inputs` (a sequence in input order, or a mapping by input name) as the arrays run_native takes."""
-    if inputs is None:
-        return random_inputs(model.inputs)
-    if isinstance(inputs, Mapping):
-        missing = [n for n in model.input_names if n not in inputs]
-        if missing:
-            raise InputError(f"missing input(s) {missing}; the model's inputs are {model.input_names}")
-        inputs = [inputs[n] for n in model.input_names]
-    if len(inputs) != len(model.inputs):
-        raise InputError(f"the model takes {len(model.inputs)} input(s) {model.input_names}, got {len(inputs)}")
-    out = []
-    for spec, value in zip(model.inputs, inputs):
-        a = np.asarray(value)
-        if a.shape != spec.shape:
-            raise InputError(f"input '{spec.name}' must have shape {spec.shape}, got {a.shape}")
-        out.append(np.ascontiguousarray(a, dtype=spec.dtype))
     return out
 
 
@@ -421,7 +398,8 @@ def profile_model(model: Any, inputs: Any = None, target: str = "llvm", rounds: 
     timed = ziggurat.compile(model, after_pass=rec, profile=True, **kw)
     plain = ziggurat.compile(model, **kw)
     sites = _call_sites(rec, timed.info["profile_sites"], _onnx_nodes(model))
-    ins = _prepared(plain, inputs)
+    ins = random_inputs(plain.inputs) if inputs is None else (
+        plain.prepare(inputs) if isinstance(inputs, Mapping) else plain.prepare(*inputs))
     outs_plain = [np.empty(s.shape, s.dtype) for s in plain.outputs]
     outs_timed = [np.empty(s.shape, s.dtype) for s in timed.outputs]
     live = counters(timed)

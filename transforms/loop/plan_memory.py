@@ -16,7 +16,8 @@ from ziggurat.errors import CompileError
 ALIGN = 64
 
 
-def _nbytes(t: MemRefType) -> int:
+def memref_nbytes(t: MemRefType) -> int:
+    """The bytes of a static memref (at least one per element)."""
     width = getattr(t.element_type, "bitwidth", 32)
     return t.element_count() * max(1, width // 8)
 
@@ -64,7 +65,7 @@ def live_intervals(entry: func.FuncOp) -> list[Interval]:
         value: SSAValue = op.result
         uses = [top(u.operation) for u in value.uses]
         start, end = (min(uses), max(uses)) if uses else (position[op], position[op])
-        intervals.append(Interval(op, _aligned(_nbytes(op.result.type)), start, end))  # type: ignore[arg-type]
+        intervals.append(Interval(op, _aligned(memref_nbytes(op.result.type)), start, end))  # type: ignore[arg-type]
     return intervals
 
 
