@@ -1,7 +1,8 @@
 """The persistent compile cache: compiled models on disk, shared by every process.
 
-`ziggurat.compile` looks a model up here before it imports anything, and after
-a miss stores what it built. A hit costs a hash of the model file, one file
+`ziggurat.compile` looks a model up here (after its in-process cache, which
+files builds under the same `compile_key`) before it imports anything, and
+after a miss stores what it built. A hit costs a hash of the model file, one file
 read and a link of object code: no ONNX import, no passes, no LLVM
 optimization or code generation, and the same machine code as the first
 compile (`backends/llvm/jit.py`: `JITModule.object_code`, `load_object`).
@@ -157,25 +158,10 @@ class DiskCache:
 
     def key(self, model: Any, bind: dict[str, Any] | None, pipeline: str, target: Any, options: Any,
             tuning_db: Any = None) -> CacheKey | None:
-        """The key of compiling `model` (path, bytes, ModelProto or ImportedModel); None when
-        this compile must not use the cache (instrumented build, a model that cannot be keyed)."""
+        """`compile_key`, or None for an instrumented build (never stored on disk)."""
         if getattr(options, "profile", False):
             return None
-        model_part = model_digest(model)
-        bind_part = _bind_digest(bind)
-        plugins = _plugin_stamp()
-        if model_part is None or bind_part is None or plugins is None:
-            return None
-        h = hashlib.sha256(MAGIC + code_stamp())
-        for part in (model_part, bind_part, pipeline, repr(target), str(target), repr(options), plugins):
-            h.update(f"|{part}".encode())
-        if tuning_db is not None:
-            try:
-                h.update(_file_digest(Path(tuning_db)).encode())
-            except OSError:
-                return None
-        threads = getattr(options, "num_threads", "?")
-        return CacheKey(h.hexdigest(), _label(model), f"{target} (cpu {getattr(options, 'cpu', '?')}, {threads} thread(s))")
+        return compile_key(model, bind, pipeline, target, options, tuning_db)
 
     def path(self, key: CacheKey) -> Path:
         return self.folder / f"{key.digest}{SUFFIX}"
@@ -321,6 +307,29 @@ class DiskCache:
 
 
 # ------------------------------------------------------------------ what the key hashes
+
+
+def compile_key(model: Any, bind: dict[str, Any] | None, pipeline: str, target: Any, options: Any,
+                tuning_db: Any = None) -> CacheKey | None:
+    """The key of compiling `model` (path, bytes, ModelProto or ImportedModel), computed before
+    importing it; the compiler's in-process cache and the disk cache both file builds under it.
+    None for a model that cannot be keyed (external data that cannot be listed, an unreadable
+    plugin or tuning database)."""
+    model_part = model_digest(model)
+    bind_part = _bind_digest(bind)
+    plugins = _plugin_stamp()
+    if model_part is None or bind_part is None or plugins is None:
+        return None
+    h = hashlib.sha256(MAGIC + code_stamp())
+    for part in (model_part, bind_part, pipeline, repr(target), str(target), repr(options), plugins):
+        h.update(f"|{part}".encode())
+    if tuning_db is not None:
+        try:
+            h.update(_file_digest(Path(tuning_db)).encode())
+        except OSError:
+            return None
+    threads = getattr(options, "num_threads", "?")
+    return CacheKey(h.hexdigest(), _label(model), f"{target} (cpu {getattr(options, 'cpu', '?')}, {threads} thread(s))")
 
 
 @cache

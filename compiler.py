@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -91,16 +90,11 @@ class _Built:
     tuned_kernels: tuple[str, ...] = ()
 
 
-# Process-level cache of compiled models, keyed by `_cache_key` (a sha256 of
-# everything the generated code depends on); least recently used first out.
-_CACHE: OrderedDict[str, _Built] = OrderedDict()
+# Process-level cache of compiled models (the build and the signature), keyed by the digest of
+# `cache.compile_key` that the disk cache uses too (the model's bytes and everything the generated
+# code depends on), looked up before the model is imported; least recently used first out.
+_CACHE: OrderedDict[str, tuple[_Built, list[Any], list[Any]]] = OrderedDict()
 CACHE_SIZE = 16
-
-
-def _cache_key(imported: Any, spec: str, options: Any) -> str:
-    h = hashlib.sha256(f"|{spec}|{options!r}|".encode())
-    disk_cache.hash_imported(h, imported)
-    return h.hexdigest()
 
 
 def clear_cache() -> None:
@@ -169,12 +163,18 @@ def compile(  # noqa: A001 - the public name, as in TVM's relay.build / torch.co
     options = LLVMOptions.for_target(tgt, profile=profile)
     stamp = spec + _tuning_stamp(tuning_db, tgt)
     t0 = time.perf_counter()
-    disk = disk_cache.DiskCache.default() if after_pass is None and disk_cache.enabled(cache) else None
-    disk_key = disk.key(model, bind, stamp, tgt, options, tuning_db) if disk else None
-    hit = disk.load(disk_key, options) if disk and disk_key else None
-    if disk:
-        stats.seconds["disk_cache"] = time.perf_counter() - t0
-    if hit is not None:
+    # One key for both caches, from the model as given: a hit imports nothing.
+    key = disk_cache.compile_key(model, bind, stamp, tgt, options, tuning_db) if after_pass is None else None
+    disk = (disk_cache.DiskCache.default() if key is not None and not options.profile and disk_cache.enabled(cache)
+            else None)
+    found = _CACHE.get(key.digest) if key is not None else None
+    hit = disk.load(key, options) if found is None and disk is not None else None  # type: ignore[arg-type]
+    stats.seconds["cache"] = time.perf_counter() - t0
+    if found is not None:
+        _CACHE.move_to_end(key.digest)  # type: ignore[union-attr]
+        built, inputs, outputs = found
+        stats.cache_hit, stats.cache = True, "memory"
+    elif hit is not None:
         built, inputs, outputs = _Built(**hit.built), hit.inputs, hit.outputs
         stats.cache_hit, stats.cache = True, "disk"
     else:
@@ -195,27 +195,20 @@ def compile(  # noqa: A001 - the public name, as in TVM's relay.build / torch.co
         in_dtypes, out_dtypes = _signature_dtypes(imported)
         inputs = [TensorSpec(n, tuple(s), d) for n, s, d in zip(imported.input_names, imported.input_shapes, in_dtypes)]
         outputs = [TensorSpec(n, tuple(s), d) for n, s, d in zip(imported.output_names, imported.output_shapes, out_dtypes)]
-        t0 = time.perf_counter()
-        key = _cache_key(imported, stamp, options)
-        built = _CACHE.get(key) if after_pass is None else None
-        stats.seconds["cache"] = time.perf_counter() - t0
-        if built is None:
-            # A model imported here is this compile's own: the pipeline runs on its module and
-            # store in place, and `_build` frees what the native code no longer needs (a caller's
-            # ImportedModel is copied instead and stays as it was).
-            work = _Work.of(imported, owned)
-            del imported
-            built = _build(work, spec, options, stats, after_pass)
-            _CACHE[key] = built
-            while len(_CACHE) > CACHE_SIZE:
-                _CACHE.popitem(last=False)
-        else:
-            _CACHE.move_to_end(key)
-            stats.cache_hit, stats.cache = True, "memory"
-        if disk and disk_key:
-            t0 = time.perf_counter()
-            disk.store(disk_key, built, inputs, outputs)
-            stats.seconds["disk_cache"] += time.perf_counter() - t0
+        # A model imported here is this compile's own: the pipeline runs on its module and
+        # store in place, and `_build` frees what the native code no longer needs (a caller's
+        # ImportedModel is copied instead and stays as it was).
+        work = _Work.of(imported, owned)
+        del imported
+        built = _build(work, spec, options, stats, after_pass)
+    if disk is not None and hit is None and (found is None or not disk.path(key).exists()):  # type: ignore[arg-type]
+        t0 = time.perf_counter()  # a build, or a memory hit the disk does not hold (yet, or any more)
+        disk.store(key, built, inputs, outputs)  # type: ignore[arg-type]
+        stats.seconds["cache"] += time.perf_counter() - t0
+    if key is not None and found is None:
+        _CACHE[key.digest] = (built, inputs, outputs)
+        while len(_CACHE) > CACHE_SIZE:
+            _CACHE.popitem(last=False)
     stats.kernels, stats.kernel_calls = built.kernels, built.kernel_calls
     stats.tuned_kernels = list(built.tuned_kernels)
     stats.arena_bytes, stats.unplanned_bytes = built.arena_bytes, built.unplanned_bytes
