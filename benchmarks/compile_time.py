@@ -28,9 +28,10 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 from pathlib import Path
+
+from ziggurat.benchmarks.fresh_process import run_worker
 
 DEFAULT_MODELS = Path(__file__).resolve().parents[2] / "shared" / "models" / "real"
 SPLIT = ("import", "passes", "translate", "llvm")
@@ -66,12 +67,11 @@ def run_case(case: str, target: str, repeat: int) -> dict[str, float] | str:
     """The medians over `repeat` fresh processes, or the error text of a failed compile."""
     runs = []
     for _ in range(repeat):
-        proc = subprocess.run([sys.executable, "-m", "ziggurat.benchmarks.compile_time", "--worker", case,
-                               "--target", target], capture_output=True, text=True,
-                              env={**os.environ, "ZIGGURAT_CACHE": "0"})
-        if proc.returncode != 0:
-            return (proc.stderr.strip().splitlines() or ["failed"])[-1][:160]
-        runs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+        r = run_worker("ziggurat.benchmarks.compile_time", [case, "--target", target],
+                       {**os.environ, "ZIGGURAT_CACHE": "0"})
+        if "error" in r:
+            return r["error"]
+        runs.append(r)
     return {k: statistics.median(r.get(k, 0.0) for r in runs) for k in runs[0]}
 
 

@@ -34,10 +34,11 @@ import argparse
 import json
 import os
 import resource
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from ziggurat.benchmarks.fresh_process import run_worker
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "models"
 MODELS = (
@@ -126,11 +127,7 @@ def worker(kind: str, folder: str) -> dict:
 
 
 def _run_worker(kind: str, folder: str, env: dict[str, str]) -> dict:
-    proc = subprocess.run([sys.executable, "-m", "ziggurat.benchmarks.memory", "--worker", kind, folder],
-                          capture_output=True, text=True, env=env)
-    if proc.returncode != 0:
-        return {"error": (proc.stderr.strip().splitlines() or ["failed"])[-1][:160]}
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_worker("ziggurat.benchmarks.memory", [kind, folder], env)
 
 
 def baseline() -> dict:
