@@ -33,12 +33,6 @@ from ziggurat.target import Target
 PassCallback = Callable[[ModulePass, builtin.ModuleOp, float], None]
 
 
-# Passes that end a stage of the default pipelines (lowering/pipelines.py): `compile` verifies the IR
-# after these (and before lowering, and after the last pass) instead of after every pass, which cost
-# 2-3.5 s of a CNN's compile; `verify=True` (ziggurat-opt, `after_pass`) still verifies each pass.
-STAGE_ENDS = frozenset({"convert-te-to-loop", "plan-memory", "loop-vectorize-innermost"})
-
-
 def run_passes(
     module: builtin.ModuleOp,
     passes: list[ModulePass],
@@ -47,15 +41,16 @@ def run_passes(
     after_pass: PassCallback | None = None,
 ) -> None:
     """Applies `passes` in order, verifying after each (`verify=True`), only at stage ends
-    (`verify="stages"`: after the passes of `STAGE_ENDS`, the last pass before `convert-graph-to-te`
-    and the last pass), or never; names the pass, or the passes since the last check, on failure."""
+    (`verify="stages"`: after the passes of `pipelines.STAGE_ENDS`, the last pass before lowering
+    and the last pass; verifying every pass cost 2-3.5 s of a CNN's compile), or never; names the
+    pass, or the passes since the last check, on failure."""
     ctx = ctx or make_context()
     since = 0
     for k, p in enumerate(passes):
         start = time.perf_counter()
         last = k == len(passes) - 1
         check = verify is True or (verify == "stages" and (
-            last or p.name in STAGE_ENDS or passes[k + 1].name == "convert-graph-to-te"))
+            last or p.name in pipelines.STAGE_ENDS or passes[k + 1].name == pipelines.TO_LOOP[0]))
         try:
             p.apply(ctx, module)
             if check:
