@@ -67,6 +67,7 @@ from typing import Any
 import numpy as np
 
 from ziggurat.errors import CompileError
+from ziggurat.runtime.signature import dtype_from_name, dtype_name
 
 MAGIC = b"ZGCACHE1"
 PREFIX = struct.Struct("<8sQII")  # magic, header bytes, CRC-32 of the header, CRC-32 of the payload
@@ -172,7 +173,7 @@ class DiskCache:
         """The entry of `key` linked into this process (compiled for `options`), or None.
         A damaged entry is removed; one whose code cannot be linked here is a miss."""
         from ziggurat.backends.llvm.jit import load_object
-        from ziggurat.runtime.executor import TensorSpec
+        from ziggurat.runtime.signature import TensorSpec
 
         path = self.path(key)
         try:
@@ -187,10 +188,10 @@ class DiskCache:
                 sections = header["sections"]
                 obj = _section(buf, sections["object"]).tobytes()
                 llvm_ir = zlib.decompress(_section(buf, sections["llvm_ir"])).decode()
-                constants = tuple(_section(buf, (c["offset"], c["nbytes"])).view(_dtype(c["dtype"])).reshape(c["shape"])
+                constants = tuple(_section(buf, (c["offset"], c["nbytes"])).view(dtype_from_name(c["dtype"])).reshape(c["shape"])
                                   for c in header["constants"])
-                inputs = [TensorSpec(s["name"], tuple(s["shape"]), _dtype(s["dtype"])) for s in header["inputs"]]
-                outputs = [TensorSpec(s["name"], tuple(s["shape"]), _dtype(s["dtype"])) for s in header["outputs"]]
+                inputs = [TensorSpec.from_json(s) for s in header["inputs"]]
+                outputs = [TensorSpec.from_json(s) for s in header["outputs"]]
                 fields = {k: tuple(v) if isinstance(v, list) else v for k, v in header["built"].items()}
                 externals = [str(name) for name in header["externals"]]
             except (_Damaged, OSError, ValueError, KeyError, TypeError, IndexError, AttributeError, ImportError,
@@ -543,7 +544,7 @@ def _layout(key: CacheKey, jit: Any, constants: Any, inputs: list[Any], outputs:
         if not array.flags.c_contiguous:
             array = np.ascontiguousarray(array)
         start, nbytes = add(array.reshape(-1).view(np.uint8))
-        table.append({"offset": start, "nbytes": nbytes, "dtype": _dtype_name(array.dtype), "shape": list(array.shape)})
+        table.append({"offset": start, "nbytes": nbytes, "dtype": dtype_name(array.dtype), "shape": list(array.shape)})
     header = {
         "key": key.digest,
         "model": key.label,
@@ -553,37 +554,12 @@ def _layout(key: CacheKey, jit: Any, constants: Any, inputs: list[Any], outputs:
         "sections": sections,
         "externals": list(jit.externals),
         "built": fields,
-        "inputs": [_spec(s) for s in inputs],
-        "outputs": [_spec(s) for s in outputs],
+        "inputs": [s.to_json() for s in inputs],
+        "outputs": [s.to_json() for s in outputs],
         "constants": table,
         "payload_bytes": offset,
     }
     return header, pieces
-
-
-def _dtype_name(dtype: np.dtype) -> str:
-    """`dtype` as the header writes it: numpy's `str` ('<f4'), or `ml_dtypes.NAME` for the types
-    numpy cannot name (bfloat16 is '<V2' to numpy, float8_e5m2 '<f1'); ValueError for others."""
-    try:
-        if np.dtype(dtype.str) == dtype:
-            return dtype.str
-    except TypeError:
-        pass
-    if dtype.type.__module__.split(".")[0] == "ml_dtypes":
-        return f"ml_dtypes.{dtype.name}"
-    raise ValueError(f"dtype {dtype} has no name the cache can read back")
-
-
-def _dtype(name: str) -> np.dtype:
-    if name.startswith("ml_dtypes."):
-        import ml_dtypes
-
-        return np.dtype(getattr(ml_dtypes, name.partition(".")[2]))
-    return np.dtype(name)
-
-
-def _spec(s: Any) -> dict[str, Any]:
-    return {"name": s.name, "shape": [int(d) for d in s.shape], "dtype": _dtype_name(np.dtype(s.dtype))}
 
 
 def _framed(header: dict[str, Any], pieces: list[Any]) -> list[Any]:

@@ -125,6 +125,8 @@ def compile(  # noqa: A001 - the public name, as in TVM's relay.build / torch.co
     bind: dict[str, Any] | None = None,
     profile: bool = False,
     cache: bool | None = None,
+    cast_inputs: bool = False,
+    memory_limit: int | str | None = None,
 ):
     """Compiles an ONNX model (path, bytes or ModelProto) for `target`.
 
@@ -145,8 +147,12 @@ def compile(  # noqa: A001 - the public name, as in TVM's relay.build / torch.co
     which returns their counters; see runtime/profile.py). `cache` (default:
     on unless `ZIGGURAT_CACHE=0`) looks the model up in the persistent disk
     cache before importing it, and stores the build after a miss (cache.py;
-    not with `after_pass` or `profile`). Returns a
-    `ziggurat.runtime.executor.CompiledModel`.
+    not with `after_pass` or `profile`). `cast_inputs=True` makes the model
+    convert arrays of another dtype instead of refusing them (see
+    `CompiledModel`). `memory_limit` (bytes, or a size such as '4G'; default:
+    `limits.default_memory_limit()`) refuses, before allocating them, external
+    data, weights, tensors and an arena larger than it (docs/reliability.md).
+    Returns a `ziggurat.runtime.executor.CompiledModel`.
     """
     from ziggurat.backends.llvm.translate import LLVMOptions
     from ziggurat.runtime.executor import CompiledModel, TensorSpec
@@ -190,6 +196,8 @@ def compile(  # noqa: A001 - the public name, as in TVM's relay.build / torch.co
         in_dtypes, out_dtypes = _signature_dtypes(imported)
         inputs = [TensorSpec(n, tuple(s), d) for n, s, d in zip(imported.input_names, imported.input_shapes, in_dtypes)]
         outputs = [TensorSpec(n, tuple(s), d) for n, s, d in zip(imported.output_names, imported.output_shapes, out_dtypes)]
+        outputs += [TensorSpec(f"{c.node}.index_check", (2 * len(c.bounds),), d, c)
+                    for c, d in zip(imported.checks, out_dtypes[len(outputs):], strict=True)]
         # A model imported here is this compile's own: the pipeline runs on its module and
         # store in place, and `_build` frees what the native code no longer needs (a caller's
         # ImportedModel is copied instead and stays as it was).
@@ -207,6 +215,7 @@ def compile(  # noqa: A001 - the public name, as in TVM's relay.build / torch.co
     stats.kernels, stats.kernel_calls = built.kernels, built.kernel_calls
     stats.tuned_kernels = list(built.tuned_kernels)
     stats.arena_bytes, stats.unplanned_bytes = built.arena_bytes, built.unplanned_bytes
+    _check_arena(built, memory_limit)
     return CompiledModel(
         built.jit.address(built.entry_symbol),
         inputs,
@@ -214,11 +223,22 @@ def compile(  # noqa: A001 - the public name, as in TVM's relay.build / torch.co
         built.constants,
         built.arena_size,
         keepalive=built.jit,
+        cast_inputs=cast_inputs,
         info={"stats": stats, "target": str(tgt), "num_threads": tgt.num_threads, "pipeline": spec, "llvm_ir": built.jit.llvm_ir,
               "llvm_options": options, "entry_symbol": built.entry_symbol,
               **({"profile_sites": list(built.jit.info.profile_sites),
                   "profile_counters": built.jit.address(f"{options.prefix}_profile")} if profile else {})},
     )
+
+
+def _check_arena(built: _Built, memory_limit: int | str | None) -> None:
+    """Refuses a model whose arena (allocated per call in flight) would not fit the memory limit."""
+    from ziggurat.limits import over_budget, resolve_memory_limit
+
+    limit = resolve_memory_limit(memory_limit)
+    if built.arena_size > limit:
+        raise over_budget("the arena of the model's intermediates", built.arena_size, limit,
+                          "Compile it for smaller input shapes, or raise the limit.")
 
 
 def _signature_dtypes(imported: Any) -> tuple[list[np.dtype], list[np.dtype]]:

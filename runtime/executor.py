@@ -5,18 +5,27 @@ The generated entry function has the signature `void entry(void **args)`;
 (weights) and the arena for intermediates. The executor keeps the constant
 and arena pointers in a preallocated array and only writes the input and
 output slots per call. It needs numpy and ctypes alone, no xDSL or llvmlite.
+
+Thread safety: one `CompiledModel` may be called from several threads at once.
+Each call in flight takes its own argument array and arena from a pool (a new
+one when all are busy; an idle one is reused), so concurrent calls never share
+intermediates; ctypes releases the GIL for the native call, so they also run
+in parallel. Memory: one arena per call in flight.
 """
 
 from __future__ import annotations
 
 import ctypes
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ziggurat.errors import InputError
+from ziggurat.runtime.signature import IndexCheck, TensorSpec
+
+__all__ = ["CompiledModel", "IndexCheck", "TensorSpec", "aligned", "aligned_copy", "aligned_empty", "data_address",
+           "is_aligned"]
 
 ALIGN = 64
 _BYTE = ctypes.c_char
@@ -58,13 +67,35 @@ def aligned(array: np.ndarray) -> np.ndarray:
     return array if is_aligned(array) else aligned_copy(array)
 
 
-@dataclass(frozen=True)
-class TensorSpec:
-    """Name, static shape and dtype of a model input or output."""
+class _Call:
+    """What one native call writes besides its inputs and outputs: the argument array (constant
+    slots filled once), the arena for intermediates and the outputs of the index checks. Each call
+    in flight holds its own (`CompiledModel` keeps the idle ones in a pool), so calls from several
+    threads never share an arena."""
 
-    name: str
-    shape: tuple[int, ...]
-    dtype: np.dtype
+    __slots__ = ("args", "ptr", "arena", "checks", "bound")
+
+    def __init__(self, n_args: int, constants: Sequence[np.ndarray], base: int, arena_bytes: int,
+                 checks: Sequence[TensorSpec], check_base: int):
+        self.args = (ctypes.c_void_p * n_args)()
+        for i, c in enumerate(constants):
+            self.args[base + i] = c.ctypes.data
+        self.arena = aligned_empty(arena_bytes) if arena_bytes > 0 else None
+        if self.arena is not None:
+            self.args[n_args - 1] = self.arena.ctypes.data
+        self.checks = [np.empty(s.shape, s.dtype) for s in checks]
+        for i, c in enumerate(self.checks, check_base):
+            self.args[i] = c.ctypes.data
+        self.ptr = ctypes.cast(self.args, ctypes.c_void_p)
+        # The array last bound to each input and output slot: a call with the same array objects
+        # (a serving loop with preallocated buffers) writes no addresses. Holding the array keeps
+        # its address valid (numpy refuses to resize an array something else refers to).
+        self.bound: list[Any] = [None] * check_base
+
+    def bind(self, slot: int, array: np.ndarray) -> None:
+        if self.bound[slot] is not array:
+            self.args[slot] = data_address(array)
+            self.bound[slot] = array
 
 
 class CompiledModel:
@@ -72,8 +103,14 @@ class CompiledModel:
 
     `m(x)`, `m(x1, x2)`, `m(**{"input.1": x})` and `m({"input.1": x})` all
     work. The result is a list of arrays in graph-output order; their names
-    are `m.output_names`. Calls are not thread-safe: intermediates live in
-    one arena per model.
+    are `m.output_names`. Inputs are strict: an array of another dtype, rank or
+    shape, or an unknown or missing name, is refused with `InputError`
+    (`cast_inputs=True` converts arrays of another dtype instead, where numpy's
+    'same_kind' casting allows it; Python lists and scalars are always
+    converted that way). Calls are thread-safe (see the module docstring).
+    Outputs whose spec carries an `IndexCheck` are the run-time bounds checks
+    of the model's data-dependent indices: they are not returned; an index out
+    of bounds raises `InputError` after the call.
     """
 
     def __init__(
@@ -85,33 +122,30 @@ class CompiledModel:
         arena_bytes: int,
         keepalive: Any = None,
         info: Mapping[str, Any] | None = None,
+        cast_inputs: bool = False,
     ):
         self.inputs = list(inputs)
-        self.outputs = list(outputs)
+        self.outputs = [s for s in outputs if s.check is None]
+        self.checks = [s for s in outputs if s.check is not None]
+        if [s.check for s in outputs[len(self.outputs):]].count(None):
+            raise ValueError("the outputs of index checks must follow the model's outputs")
         self.info = dict(info or {})
+        self.cast_inputs = cast_inputs
         self._keepalive = keepalive
         self._entry = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(entry_address)
         # Constants start on 64-byte boundaries (no vector load of a kernel splits a cache line);
         # one already aligned and contiguous (the compiler's, a disk cache entry's) is used in place.
         self._constants = [aligned(c) for c in constants]
         self.arena_bytes = arena_bytes
-        self._arena = aligned_empty(arena_bytes) if arena_bytes > 0 else None
-        n = len(self.inputs) + len(self.outputs) + len(self._constants) + (1 if self._arena is not None else 0)
-        self._args = (ctypes.c_void_p * n)()
-        base = len(self.inputs) + len(self.outputs)
-        for i, c in enumerate(self._constants):
-            self._args[base + i] = c.ctypes.data
-        if self._arena is not None:
-            self._args[n - 1] = self._arena.ctypes.data
-        self._args_ptr = ctypes.cast(self._args, ctypes.c_void_p)
-        # Fast path of __call__: positional float32 C-contiguous arrays of the right shapes.
+        self._out_base = len(self.inputs)
+        self._check_base = self._out_base + len(self.outputs)
+        base = self._check_base + len(self.checks)
+        n = base + len(self._constants) + (1 if arena_bytes > 0 else 0)
+        self._new_call = lambda: _Call(n, self._constants, base, arena_bytes, self.checks, self._check_base)
+        self._idle: list[_Call] = [self._new_call()]  # list.pop/append are atomic: a lock-free pool
+        # Fast path of __call__: positional C-contiguous arrays of the right shapes and dtypes.
         self._in_keys = [(s.shape, s.dtype) for s in self.inputs]
         self._out_specs = [(s.shape, s.dtype) for s in self.outputs]
-        self._out_base = len(self.inputs)
-        # The array last bound to each input and output slot: a call with the same array objects
-        # (a serving loop with preallocated buffers) writes no addresses. Holding the array keeps
-        # its address valid (numpy refuses to resize an array something else refers to).
-        self._bound: list[Any] = [None] * base
 
     @property
     def constants(self) -> list[np.ndarray]:
@@ -135,11 +169,12 @@ class CompiledModel:
         return [s.name for s in self.outputs]
 
     def _gather(self, args: tuple, kwargs: dict) -> list[Any]:
+        by_name = bool(kwargs)
         if len(args) == 1 and isinstance(args[0], Mapping) and not kwargs:
-            kwargs, args = dict(args[0]), ()
+            kwargs, args, by_name = dict(args[0]), (), True
         if args and kwargs:
             raise InputError("pass inputs either positionally or by name, not both")
-        if kwargs:
+        if by_name:
             unknown = sorted(set(kwargs) - set(self.input_names))
             if unknown:
                 raise InputError(f"unknown input(s) {unknown}; the model's inputs are {self.input_names}")
@@ -156,8 +191,13 @@ class CompiledModel:
         if array.shape != spec.shape:
             raise InputError(f"input '{spec.name}' must have shape {spec.shape}, got {array.shape}")
         if array.dtype != spec.dtype:
+            converts = self.cast_inputs or not isinstance(value, np.ndarray | np.generic)
+            if not converts:
+                raise InputError(f"input '{spec.name}' must be {spec.dtype}, got {array.dtype}; convert it "
+                                 f"(x.astype(np.{spec.dtype})), or compile with cast_inputs=True to convert silently")
             if not np.can_cast(array.dtype, spec.dtype, casting="same_kind"):
-                raise InputError(f"input '{spec.name}' must be {spec.dtype}, got {array.dtype}")
+                raise InputError(f"input '{spec.name}' must be {spec.dtype}, got {array.dtype} (not convertible "
+                                 "without changing its kind)")
             array = array.astype(spec.dtype)
         return np.ascontiguousarray(array)
 
@@ -167,41 +207,34 @@ class CompiledModel:
         return [self._check(s, v) for s, v in zip(self.inputs, self._gather(args, kwargs))]
 
     def __call__(self, *args: Any, **kwargs: Any) -> list[np.ndarray]:
-        if not kwargs and len(args) == len(self._in_keys):
-            for i, (a, key) in enumerate(zip(args, self._in_keys)):
-                if type(a) is not np.ndarray or (a.shape, a.dtype) != key or not a.flags.c_contiguous:
-                    break
-                self._bind(i, a)
-            else:
-                results = [np.empty(shape, dtype) for shape, dtype in self._out_specs]
-                for i, r in enumerate(results, self._out_base):
-                    self._bind(i, r)
-                self._entry(self._args_ptr)
-                return results
-        values = self.prepare(*args, **kwargs)
-        results = [np.empty(s.shape, dtype=s.dtype) for s in self.outputs]
-        for i, a in enumerate(values):
-            self._bind(i, a)
-        for i, r in enumerate(results, self._out_base):
-            self._bind(i, r)
-        self._entry(self._args_ptr)
+        values: Sequence[Any] = args
+        if kwargs or len(args) != len(self._in_keys) or any(
+                type(a) is not np.ndarray or (a.shape, a.dtype) != key or not a.flags.c_contiguous
+                for a, key in zip(args, self._in_keys)):
+            values = self.prepare(*args, **kwargs)
+        results = [np.empty(shape, dtype) for shape, dtype in self._out_specs]
+        self.run_native(values, results)
         return results
-
-    def _bind(self, slot: int, array: np.ndarray) -> None:
-        if self._bound[slot] is not array:
-            self._args[slot] = data_address(array)
-            self._bound[slot] = array
 
     def run_native(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
         """The native call alone, on prepared C-contiguous arrays of the right shapes and dtypes
         (unchecked): for timing, and for serving loops that reuse their buffers (the same array
-        objects as the last call cost no address lookups)."""
-        bound = self._bound
-        for i, a in enumerate(inputs):
-            if bound[i] is not a:
-                self._bind(i, a)
-        base = self._out_base
-        for i, r in enumerate(outputs, base):
-            if bound[i] is not r:
-                self._bind(i, r)
-        self._entry(self._args_ptr)
+        objects as the last call cost no address lookups). Raises `InputError` when an index
+        check fails."""
+        try:
+            call = self._idle.pop()
+        except IndexError:
+            call = self._new_call()
+        try:
+            bound = call.bound
+            for i, a in enumerate(inputs):
+                if bound[i] is not a:
+                    call.bind(i, a)
+            for i, r in enumerate(outputs, self._out_base):
+                if bound[i] is not r:
+                    call.bind(i, r)
+            self._entry(call.ptr)
+            for spec, values in zip(self.checks, call.checks):
+                spec.check.verify(values.reshape(-1))  # type: ignore[union-attr]
+        finally:
+            self._idle.append(call)

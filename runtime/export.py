@@ -7,7 +7,7 @@
   `emit_shared_library`); only the entry function `<prefix>_entry(void **)`
   is exported; it needs libm, and libgomp when the model runs threads;
 * `path.json`: the target (CPU, features, triple, LLVM version) and the
-  model's signature: inputs and outputs (name, shape, dtype), the entry
+  model's signature (runtime/signature.py: inputs, outputs and index checks), the entry
   symbol, the arena size and the constants' count;
 * `path.weights.npz`: the constant buffers (weights), in argument order.
 
@@ -50,8 +50,8 @@ def export_model(model: Any, path: str | os.PathLike) -> Path:
     meta.update({
         "format": FORMAT,
         "entry": entry,
-        "inputs": [_spec_json(s) for s in model.inputs],
-        "outputs": [_spec_json(s) for s in model.outputs],
+        "inputs": [s.to_json() for s in model.inputs],
+        "outputs": [s.to_json() for s in model.outputs + model.checks],
         "arena_bytes": int(model.arena_bytes),
         "constants": len(model.constants),
         "target": model.info.get("target", ""),
@@ -61,6 +61,3 @@ def export_model(model: Any, path: str | os.PathLike) -> Path:
     np.savez(str(out) + ".weights.npz", **{f"c{i}": c for i, c in enumerate(model.constants)})
     return out
 
-
-def _spec_json(s: Any) -> dict[str, Any]:
-    return {"name": s.name, "shape": list(s.shape), "dtype": np.dtype(s.dtype).str}

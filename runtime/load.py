@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 
 from ziggurat.errors import ModelLoadError
-from ziggurat.runtime.executor import CompiledModel, TensorSpec, aligned
+from ziggurat.runtime.executor import CompiledModel, aligned
+from ziggurat.runtime.signature import TensorSpec
 from ziggurat.runtime.export import FORMAT
 
 # LLVM target features whose absence on the CPU means illegal instructions, and their /proc/cpuinfo flags.
@@ -30,8 +31,9 @@ _CPUINFO_FLAG = {"+avx": "avx", "+avx2": "avx2", "+fma": "fma", "+f16c": "f16c",
 
 
 
-def load(path: str | os.PathLike) -> CompiledModel:
-    """The `CompiledModel` of a library written by `CompiledModel.export(path)`."""
+def load(path: str | os.PathLike, cast_inputs: bool = False) -> CompiledModel:
+    """The `CompiledModel` of a library written by `CompiledModel.export(path)` (`cast_inputs`: see
+    `CompiledModel`)."""
     so = Path(path)
     meta_path, weights_path = Path(str(so) + ".json"), Path(str(so) + ".weights.npz")
     for p in (so, meta_path, weights_path):
@@ -42,10 +44,10 @@ def load(path: str | os.PathLike) -> CompiledModel:
         meta = json.loads(meta_path.read_text())
         if meta.get("format") != FORMAT:
             raise ValueError(f"format is {meta.get('format')!r}, expected {FORMAT!r}")
-        inputs = [_spec(s) for s in meta["inputs"]]
-        outputs = [_spec(s) for s in meta["outputs"]]
+        inputs = [TensorSpec.from_json(s) for s in meta["inputs"]]
+        outputs = [TensorSpec.from_json(s) for s in meta["outputs"]]
         entry, arena, n_const = str(meta["entry"]), int(meta["arena_bytes"]), int(meta["constants"])
-    except (ValueError, KeyError, TypeError) as err:
+    except (ValueError, KeyError, TypeError, AttributeError) as err:
         raise ModelLoadError(f"cannot load exported model '{so}': '{meta_path}' is malformed ({err}); "
                              "export the model again") from None
     _check_cpu(so, meta.get("features", ""))
@@ -61,11 +63,8 @@ def load(path: str | os.PathLike) -> CompiledModel:
     except (OSError, AttributeError) as err:
         raise ModelLoadError(f"cannot load exported model '{so}': {err}") from None
     info = {"target": meta.get("target", ""), "num_threads": meta.get("num_threads"), "exported": str(so)}
-    return CompiledModel(address, inputs, outputs, constants, arena, keepalive=lib, info=info)  # type: ignore[arg-type]
-
-
-def _spec(d: dict[str, Any]) -> TensorSpec:
-    return TensorSpec(str(d["name"]), tuple(int(x) for x in d["shape"]), np.dtype(str(d["dtype"])))
+    return CompiledModel(address, inputs, outputs, constants, arena, keepalive=lib, info=info,
+                         cast_inputs=cast_inputs)  # type: ignore[arg-type]
 
 
 def _check_cpu(so: Path, features: str) -> None:

@@ -13,6 +13,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import ziggurat
+from ziggurat.errors import InputError
 from ziggurat.cli.main import main as ziggurat_main
 from ziggurat.errors import InputError, UnsupportedOpError, ZigguratError
 from ziggurat.target import Target
@@ -68,9 +69,15 @@ def test_reused_and_new_buffers_rebind(compiled):
         np.testing.assert_allclose(compiled(x)[0], reference(x), rtol=1e-5, atol=1e-6)
 
 
-def test_float64_inputs_are_cast(compiled):
+def test_float64_inputs_are_refused_unless_cast_inputs(compiled):
     x = np.ones((2, 4))
-    np.testing.assert_allclose(compiled(x)[0], reference(x.astype(np.float32)), rtol=1e-5)
+    with pytest.raises(InputError, match="must be float32, got float64"):
+        compiled(x)
+    compiled.cast_inputs = True
+    try:
+        np.testing.assert_allclose(compiled(x)[0], reference(x.astype(np.float32)), rtol=1e-5)
+    finally:
+        compiled.cast_inputs = False
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,94 @@
+"""A compiled model's signature: its inputs, its outputs and its run-time index checks.
+
+`TensorSpec` names one input or output (name, static shape, dtype). An output
+whose spec carries an `IndexCheck` is not the model's: the entry function
+writes into it the smallest and the largest value of one node's run-time
+indices (frontends/onnx/index_checks.py adds the two reductions), and the
+executor compares them with the node's bounds after each call, raising
+`InputError` naming the node, the input and the offending index.
+
+The compiler, the disk cache (cache.py) and the exported library's `.json`
+(runtime/export.py) all write a signature with `to_json` and read it back with
+`from_json`. numpy alone: no xDSL, no llvmlite.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ziggurat.errors import InputError
+
+
+@dataclass(frozen=True)
+class IndexCheck:
+    """The bounds of one node's run-time indices: its output holds the minimum of each index
+    coordinate, then the maximum of each (`2 * len(bounds)` values). A coordinate `j` is legal in
+    `[-bounds[j], bounds[j])` (ONNX: negative indices count from the end)."""
+
+    node: str  # the node's label (its ONNX name, or '<node #i>')
+    op: str  # its op type
+    input: str  # the name of its indices input
+    bounds: tuple[int, ...]  # the size of the data axis each index coordinate addresses
+
+    def verify(self, values: np.ndarray) -> None:
+        """Raises `InputError` when `values` (the check's output) holds an index out of bounds."""
+        k = len(self.bounds)
+        for j, size in enumerate(self.bounds):
+            low, high = int(values[j]), int(values[k + j])
+            if low < -size or high >= size:
+                bad = low if low < -size else high
+                where = f" (coordinate {j} of each index tuple)" if k > 1 else ""
+                raise InputError(
+                    f"{self.op} node '{self.node}': input '{self.input}' holds the index {bad}{where}, out of range "
+                    f"[{-size}, {size - 1}] for an axis of size {size}. Pass indices within the data's shape "
+                    "(negative ones count from the end).")
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """Name, static shape and dtype of a model input or output (`check`: see `IndexCheck`)."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    check: IndexCheck | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "shape": [int(d) for d in self.shape],
+                               "dtype": dtype_name(np.dtype(self.dtype))}
+        if self.check is not None:
+            c = self.check
+            out["check"] = {"node": c.node, "op": c.op, "input": c.input, "bounds": list(c.bounds)}
+        return out
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> TensorSpec:
+        c = d.get("check")
+        check = None if c is None else IndexCheck(str(c["node"]), str(c["op"]), str(c["input"]),
+                                                  tuple(int(b) for b in c["bounds"]))
+        return cls(str(d["name"]), tuple(int(x) for x in d["shape"]), dtype_from_name(str(d["dtype"])), check)
+
+
+def dtype_name(dtype: np.dtype) -> str:
+    """`dtype` as a signature writes it: numpy's `str` ('<f4'), or `ml_dtypes.NAME` for the types
+    numpy cannot name (bfloat16 is '<V2' to numpy, float8_e5m2 '<f1'); ValueError for others."""
+    try:
+        if np.dtype(dtype.str) == dtype:
+            return dtype.str
+    except TypeError:
+        pass
+    if dtype.type.__module__.split(".")[0] == "ml_dtypes":
+        return f"ml_dtypes.{dtype.name}"
+    raise ValueError(f"dtype {dtype} has no name a signature can read back")
+
+
+def dtype_from_name(name: str) -> np.dtype:
+    """The dtype `dtype_name` wrote as `name`."""
+    if name.startswith("ml_dtypes."):
+        import ml_dtypes
+
+        return np.dtype(getattr(ml_dtypes, name.partition(".")[2]))
+    return np.dtype(name)
