@@ -1,34 +1,61 @@
-"""The tuning record database: append-only JSON lines that survive a kill.
+"""The tuning record database: append-only JSON lines, safe under concurrent writers, a full disk and kill -9.
 
 One line per measurement. A record holds the workload key (a structural hash
 plus a readable name), the target string, the candidate's trace (any JSON
 value), the measured costs in seconds, an error code and message, timestamps
 and the versions of ziggurat, llvmlite and xdsl that produced it.
 
-Durability: the file is opened with `O_APPEND`; each record is one `write()`
-of a whole line followed by `os.fsync`, so a kill at any moment loses at most
-the record being written. On load, a truncated or corrupt line is skipped and
-counted in `JSONDatabase.skipped` (a warning, never an error); the next append
-starts on a fresh line so a torn tail cannot swallow a good record.
+Guarantees (POSIX; `tests/unit/test_autotune_database_concurrency.py` checks each):
+
+* Several writers, processes or threads, on one file: each append (one `write()`
+  of a whole line, then `os.fsync`) holds an exclusive `fcntl.flock` on the file
+  and reads hold a shared one, so records never interleave or tear each other
+  and a reader never sees a record half written. Two `ziggurat tune` runs may share
+  a database. Each `JSONDatabase` instance has its own lock (its own open file),
+  and a thread lock makes one instance safe to share between threads.
+* Records other processes appended are read in by `refresh()` (and by every
+  `commit`, before it writes), so `has_measured` sees them; the tuner refreshes
+  before choosing each batch, so two tuners do not repeat what the other measured.
+* kill -9 at any moment loses at most the record being written, and only if
+  its `commit` had not returned: a record whose `commit` returned is synced.
+  The lock dies with the process (no stale lock files).
+* A failed write (full disk `ENOSPC`, a quota `EDQUOT`, a file size limit
+  `EFBIG`, an I/O error) raises `TuningDatabaseError` naming the file; the
+  partly written line is cut off again (`ftruncate`), the records already
+  written are intact, and the record is not indexed.
+* A torn or corrupt line (a writer killed inside `write()`, a short write that
+  could not be cut off, damage by hand) is skipped on load and counted in
+  `JSONDatabase.skipped`: a warning, never an error. Whether the file's tail
+  is torn is decided under the lock when appending, so the next record always
+  starts on a fresh line and a torn tail cannot swallow a good record.
+
+Where `fcntl` is missing (Windows, untested), the database works unlocked and
+says so (a `RuntimeWarning`): one writer at a time there. Network file systems whose
+`flock` is not shared between machines give no cross-machine guarantee.
 
 ```python
 from ziggurat.autotune import JSONDatabase, TuningRecord, WorkloadKey
 
 db = JSONDatabase("records.jsonl")
 key = WorkloadKey.from_text(kernel_mlir, name="dense_0")
+db.refresh()                          # records other processes appended since we opened
 if not db.has_measured(key, trace):
     db.commit(TuningRecord(key, "llvm", trace, costs=[1.2e-4, 1.1e-4]))
-best = db.best(key, "llvm")           # lowest mean cost among "ok" records
+best = db.best(key, "llvm")           # lowest median cost among "ok" records
 ```
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
+import threading
 import time
+import warnings
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -36,6 +63,11 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from ziggurat.errors import TuningDatabaseError
+
+try:
+    import fcntl
+except ImportError:  # Windows: no flock; the database works unlocked (JSONDatabase warns)
+    fcntl = None  # type: ignore[assignment]
 
 VALIDATION = "validation "  # message prefix of the records of a final re-measurement round
 DEFAULT_TRACE = "default"  # the trace of a kernel's default schedule (autotune/space.py)
@@ -174,29 +206,112 @@ class Database(Protocol):
     def __len__(self) -> int: ...
 
 
+def _pread(fd: int, n: int, offset: int) -> bytes:
+    if hasattr(os, "pread"):
+        return os.pread(fd, n, offset)
+    os.lseek(fd, offset, os.SEEK_SET)  # Windows; appends ignore the position (O_APPEND)
+    return os.read(fd, n)
+
+
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # write errors that more room on the disk cures
+LOCK_TIMEOUT_S = 120.0  # how long to wait for another process's lock before giving up with a clear error
+
+
 class JSONDatabase:
     """Append-only JSON-lines file; the whole file is indexed in memory on open.
 
-    `skipped` counts lines that could not be read back (a torn last line after
-    a kill, or corruption); they are ignored, never fatal.
+    `skipped` counts lines that could not be read back (a torn line after a
+    kill, or corruption); they are ignored, never fatal. `refresh()` reads the
+    records other processes appended since; `commit` does so too before it
+    writes. See the module docstring for the locking and failure guarantees.
+    A file that cannot be opened for writing is opened read-only: it loads, and
+    `commit` raises `TuningDatabaseError`.
     """
 
-    def __init__(self, path: str | os.PathLike, fsync: bool = True):
+    def __init__(self, path: str | os.PathLike, fsync: bool = True, lock_timeout: float = LOCK_TIMEOUT_S):
         self.path = Path(path)
         self.fsync = fsync
+        self.lock_timeout = lock_timeout
         self.skipped = 0
+        self.read_only = False
         self._records: list[TuningRecord] = []
         self._measured: set[tuple[str, str]] = set()
-        self._needs_newline = False
-        if self.path.exists():
-            self._load()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._offset = 0  # bytes of the file read and indexed (up to a torn tail, which is re-read)
+        self._torn_tail = False  # the bytes from _offset on are an unterminated line, counted in skipped
+        self._mutex = threading.RLock()  # threads sharing this instance; flock only excludes other files
+        self._fd = -1
+        if fcntl is None:
+            warnings.warn(f"tuning database '{self.path}': no file locking on this platform (fcntl is missing); "
+                          "let one process at a time write to it", RuntimeWarning, stacklevel=2)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        except OSError as err:
+            if err.errno not in (errno.EACCES, errno.EPERM, errno.EROFS) or not self.path.is_file():
+                raise TuningDatabaseError(f"cannot open tuning database '{self.path}': {err.strerror or err}") from None
+            try:
+                self._fd = os.open(self.path, os.O_RDONLY)
+            except OSError as err2:
+                raise TuningDatabaseError(f"cannot open tuning database '{self.path}': "
+                                          f"{err2.strerror or err2}") from None
+            self.read_only = True
+        self.refresh()
 
-    def _load(self) -> None:
-        data = self.path.read_bytes()
-        self._needs_newline = bool(data) and not data.endswith(b"\n")
-        for line in data.split(b"\n"):
+    @contextmanager
+    def _locked(self, exclusive: bool) -> Iterator[None]:
+        """Holds this instance's thread lock and a shared or exclusive flock on the file."""
+        with self._mutex:
+            if self._fd < 0:
+                raise TuningDatabaseError(f"tuning database '{self.path}' is closed")
+            if fcntl is None:
+                yield
+                return
+            mode = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
+            deadline, pause = time.monotonic() + self.lock_timeout, 0.001
+            while True:
+                try:
+                    fcntl.flock(self._fd, mode | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise TuningDatabaseError(
+                            f"tuning database '{self.path}': another process has held its lock for over "
+                            f"{self.lock_timeout:.0f} s (a hung or stopped tuner?); end it and retry") from None
+                    time.sleep(pause)
+                    pause = min(2 * pause, 0.01)
+                except OSError as err:
+                    raise TuningDatabaseError(f"cannot lock tuning database '{self.path}': "
+                                              f"{err.strerror or err}") from None
+            try:
+                yield
+            finally:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def _read_new(self) -> int:
+        """Indexes the lines appended since the last read (the lock is held); returns the records added.
+
+        A tail without its newline is torn (writers hold the exclusive lock while they write, so it is
+        not one in progress): it counts in `skipped` and is read again next time, in case a writer that
+        does not lock finished it."""
+        size = os.fstat(self._fd).st_size
+        if size < self._offset:  # truncated behind our back: start over
+            self._records.clear()
+            self._measured.clear()
+            self._offset, self._torn_tail, self.skipped = 0, False, 0
+        chunks, pos = [], self._offset
+        while pos < size:
+            chunk = _pread(self._fd, min(size - pos, 1 << 24), pos)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            pos += len(chunk)
+        data = b"".join(chunks)
+        if self._torn_tail:  # counted last time; counted again below if it is still a bad line
+            self.skipped -= 1
+            self._torn_tail = False
+        end = data.rfind(b"\n") + 1
+        added = 0
+        for line in data[:end].split(b"\n"):
             if not line.strip():
                 continue
             try:
@@ -205,27 +320,76 @@ class JSONDatabase:
                 self.skipped += 1
                 continue
             self._index(rec)
+            added += 1
+        if data[end:].strip():
+            self.skipped += 1
+            self._torn_tail = True
+        self._offset += end if self._torn_tail else len(data)
+        return added
+
+    def refresh(self) -> int:
+        """Reads in the records other processes (or other instances) appended since the last read;
+        returns how many. Cheap when nothing is new (an fstat under a shared lock)."""
+        try:
+            with self._locked(exclusive=False):
+                return self._read_new()
+        except OSError as err:
+            raise TuningDatabaseError(f"cannot read tuning database '{self.path}': {err.strerror or err}") from None
 
     def _index(self, rec: TuningRecord) -> None:
         self._records.append(rec)
         self._measured.add((rec.workload.hash, rec.trace_hash))
 
+    def _failed(self, err: OSError) -> TuningDatabaseError:
+        reason = err.strerror or str(err)
+        if err.errno in NO_SPACE:
+            advice = (f"free space on the disk holding '{self.path}' (or raise the file size or quota limit) "
+                      "and run again")
+        else:
+            advice = "check the disk and the file's permissions"
+        return TuningDatabaseError(f"cannot append to tuning database '{self.path}': {reason}. "
+                                   f"The records already written are intact; {advice}.")
+
     def commit(self, record: TuningRecord) -> None:
-        """Appends one record with one write() and fsync; raises TuningDatabaseError on I/O failure."""
+        """Appends one record (one write() and fsync, under the exclusive lock) after reading in what
+        other writers appended; raises TuningDatabaseError on I/O failure, leaving the file as it was."""
         line = (_canonical(record.to_json()) + "\n").encode()
-        if self._needs_newline:  # a torn tail from a killed writer: end it so it stays one bad line
-            line = b"\n" + line
+        if self.read_only:
+            raise TuningDatabaseError(f"cannot append to tuning database '{self.path}': it was opened read-only "
+                                      "(no write permission, or a read-only file system)")
+        with self._locked(exclusive=True):
+            try:
+                self._read_new()
+                size = os.fstat(self._fd).st_size
+            except OSError as err:
+                raise self._failed(err) from None
+            if size and self._last_byte(size) != b"\n":  # a torn tail: end it so it stays one bad line
+                line = b"\n" + line
+            try:
+                view = memoryview(line)
+                while view:  # a short write (disk filling up) is retried; the next write() says why it stops
+                    n = os.write(self._fd, view)
+                    if n <= 0:
+                        raise OSError(errno.EIO, f"write() wrote nothing ({len(view)} bytes left)")
+                    view = view[n:]
+                if self.fsync:
+                    os.fsync(self._fd)
+            except OSError as err:
+                try:  # cut the partial line off again; if that fails too, the next append starts a fresh line
+                    os.ftruncate(self._fd, size)
+                except OSError:
+                    pass
+                raise self._failed(err) from None
+            if self._torn_tail:  # our leading newline ended the torn line; it stays counted in skipped
+                self._torn_tail = False
+            self._offset = size + len(line)
+            self._index(record)
+
+    def _last_byte(self, size: int) -> bytes:
         try:
-            written = os.write(self._fd, line)
-            if written != len(line):
-                raise OSError(f"short write ({written} of {len(line)} bytes)")
-            if self.fsync:
-                os.fsync(self._fd)
-        except OSError as err:
-            raise TuningDatabaseError(f"cannot append to tuning database '{self.path}': {err}. "
-                                      "Check the disk and the file's permissions.") from None
-        self._needs_newline = False
-        self._index(record)
+            return _pread(self._fd, 1, size - 1)
+        except OSError:
+            return b""
 
     def has_measured(self, workload: WorkloadKey, trace: Any) -> bool:
         """Whether this candidate of this workload has a record (any outcome)."""
@@ -283,9 +447,10 @@ class JSONDatabase:
         return iter(list(self._records))
 
     def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        with self._mutex:
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
 
     def __enter__(self) -> JSONDatabase:
         return self

@@ -5,6 +5,8 @@
   holds the default schedule, so the best record is never worse than it. A
   rerun with the same database resumes: recorded candidates are neither
   measured again nor lost (the cost model is retrained on them first).
+  Two tuners may share a database (it locks; `database.py`): each reads the
+  other's new records before choosing a batch and skips what it measured.
 * `tune_model(onnx, trials, db)` runs the pipeline up to the schedule
   (`lowering/pipelines.py` `graph_stage` and `lowering_stage`: graph passes,
   TO_LOOP, MODULE with dedupe-kernels),
@@ -85,6 +87,7 @@ class Task:
     trials: int = 0
     stale: int = 0
     history: list[float] = field(default_factory=list)
+    known: int = 0  # records of the database (all workloads) this task has looked at
 
 
 @dataclass
@@ -124,6 +127,28 @@ class Tuner:
         self.runner = runner or LocalRunner(**opts)
         self.timing = {"search": 0.0, "build": 0.0, "run": 0.0, "model": 0.0}  # wall seconds per phase
 
+    def _refresh(self) -> None:
+        """Reads in the records other processes appended to the database since (JSONDatabase.refresh)."""
+        refresh = getattr(self.db, "refresh", None)
+        if refresh is not None:
+            refresh()
+
+    def _catch_up(self, t: Task) -> None:
+        """Refreshes the database and takes the best and default costs of task `t` from the records
+        another tuner appended since (its cost model is not retrained on them)."""
+        self._refresh()
+        if len(self.db) == t.known:
+            return
+        new = self.db.records()[t.known:] if len(self.db) > t.known else self.db.records()
+        t.known = len(self.db)
+        for r in new:
+            if r.workload.hash != t.key.hash or r.target != self.target_key or not r.ok:
+                continue
+            if r.cost < t.best_cost:
+                t.best_cost, t.best_trace = r.cost, r.trace
+            if r.trace == DEFAULT_TRACE and not np.isfinite(t.default_cost):
+                t.default_cost = r.cost
+
     def close(self) -> None:
         self.builder.close()
         self.runner.close()
@@ -143,7 +168,7 @@ class Tuner:
         search = EvolutionarySearch(space, model, self.db, key, rng)
         shapes, outs = _signature(next(f for f in space.module.ops if isinstance(f, func.FuncOp)
                                        and f.sym_name.data == name))
-        t = Task(name, text, key, calls, space, search, model, shapes, outs)
+        t = Task(name, text, key, calls, space, search, model, shapes, outs, known=len(self.db))
         feats, costs = [], []
         for r in self.db.records(key):
             if r.target != self.target_key:
@@ -175,6 +200,7 @@ class Tuner:
         """Measures up to `n` new candidates of task `t`; returns how many were measured."""
         batch = []
         t0 = time.perf_counter()
+        self._catch_up(t)  # another tuner on this database: what it measured is not measured again
         if not self.db.has_measured(t.key, DEFAULT_TRACE):
             batch.append(t.space.default())
         batch += t.search.next_batch(n - len(batch))
@@ -223,6 +249,7 @@ class Tuner:
         times in turn, as one validation round (records with message `validation <round>`); the
         database's `best` then picks among them. One measurement taken during a load spike (this
         machine is shared) can no longer crown a candidate. Returns the measurements taken."""
+        self._refresh()  # finalists found by another tuner on this database compete too
         recs = [r for r in self.db.records(t.key) if r.target == self.target_key and r.ok
                 and not r.message.startswith(VALIDATION)]
         seen, finalists = set(), []
