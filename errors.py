@@ -57,3 +57,8 @@ class TuningError(ZigguratError):
 
 class TuningDatabaseError(TuningError):
     """A tuning record database that cannot be read or appended to."""
+
+
+class MemoryLimitError(ZigguratError):
+    """A model, file or tensor that needs more memory than the memory budget
+    allows (ziggurat/limits.py), or a memory limit that cannot be read."""

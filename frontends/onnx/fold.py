@@ -62,9 +62,11 @@ def fold_node(ctx: ConversionContext, node: onnx.NodeProto) -> list[np.ndarray] 
     arrays = [_known(ctx, name) for name in names]
     if any(a is None for a in arrays):
         return None
-    if not has_reference_impl(node.op_type, ctx.opset):
+    own = _OWN_FOLDS.get(node.op_type)
+    if own is None and not has_reference_impl(node.op_type, ctx.opset):
         return None
-    outputs = _as_declared(ctx, node, evaluate(ctx, node, dict(zip(names, arrays))))  # type: ignore[arg-type]
+    results = own(ctx, node, *arrays) if own is not None else evaluate(ctx, node, dict(zip(names, arrays)))
+    outputs = _as_declared(ctx, node, results)  # type: ignore[arg-type]
     if any(np.asarray(o).size > MAX_FOLDED_ELEMENTS for o in outputs):
         return None
     return outputs
@@ -115,6 +117,33 @@ def _generate(ctx: ConversionContext, node: onnx.NodeProto, names: list[str]) ->
     if any(np.asarray(o).size > MAX_FOLDED_ELEMENTS for o in outputs):
         raise ctx.unsupported(f"its output has more than {MAX_FOLDED_ELEMENTS} elements")
     return outputs
+
+
+def _gather_elements(ctx: ConversionContext, node: onnx.NodeProto, data: np.ndarray,
+                     indices: np.ndarray) -> list[np.ndarray]:
+    """GatherElements on constants, with np.take_along_axis. onnx.reference's
+    own (np.choose) takes at most 63 choices and falls back to a wrong 2-D
+    path beyond, so a (1, 512) table gathered along axis 1 failed ("cannot
+    reshape array of size 1 into shape (1,128)"). Refuses (ShapeError) a
+    rank-0 table, indices of another rank or larger than the table off the
+    axis, and indices outside [-n, n) for the axis' size n."""
+    rank = data.ndim
+    axis = attributes(node).get("axis", 0)
+    if rank == 0 or indices.ndim != rank or not -rank <= axis < rank:
+        raise ctx.shape_error(f"indices of shape {indices.shape} and axis {axis} do not fit data of shape {data.shape}")
+    axis %= rank
+    if any(indices.shape[d] > data.shape[d] for d in range(rank) if d != axis):
+        raise ctx.shape_error(f"indices shape {indices.shape} does not fit data shape {data.shape} at axis {axis}")
+    size = data.shape[axis]
+    table = np.where(indices < 0, indices + size, indices).astype(np.int64)
+    if table.size and (table.min() < 0 or table.max() >= size):
+        raise ctx.shape_error(f"indices leave [-{size}, {size}) along axis {axis}")
+    view = data[tuple(slice(None) if d == axis else slice(0, n) for d, n in enumerate(indices.shape))]
+    return [np.take_along_axis(view, table, axis)]
+
+
+_OWN_FOLDS = {"GatherElements": _gather_elements}
+"""Ops folded here rather than by onnx.reference (whose version is wrong for them)."""
 
 
 @lru_cache(maxsize=None)

@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import onnx
@@ -124,9 +124,13 @@ from ziggurat.frontends.onnx.convert_tensor import (
 )
 from ziggurat.frontends.onnx.expand import function_body, has_function_body
 from ziggurat.frontends.onnx.fold import fold_node, has_reference_impl
+from ziggurat.frontends.onnx.index_checks import add_index_check
 from ziggurat.frontends.onnx.loader import ModelSource, load_model
+from ziggurat.frontends.onnx.validate import check_value_sizes, validate_model
+from ziggurat.limits import resolve_memory_limit
 from ziggurat.frontends.onnx.sequence_io import element_name
 from ziggurat.frontends.onnx.specialize import note_needed
+from ziggurat.runtime.signature import IndexCheck
 from ziggurat.weights import WeightStore
 
 Converter = Callable[[ConversionContext, onnx.NodeProto], Sequence[Value]]
@@ -225,21 +229,31 @@ class ImportedModel:
     input_shapes: list[Shape]
     output_shapes: list[Shape]
     opset: int
+    checks: list[IndexCheck] = field(default_factory=list)
+    """Run-time index checks (frontends/onnx/index_checks.py): `main` returns their values after
+    the outputs, in this order."""
 
 
-def import_onnx(model_or_path: ModelSource) -> ImportedModel:
+def import_onnx(model_or_path: ModelSource, memory_limit: int | str | None = None) -> ImportedModel:
     """Imports an ONNX model given as a `ModelProto`, a path or serialized bytes.
 
-    Raises ModelLoadError for a file that cannot be read or is not valid ONNX,
+    Raises ModelLoadError for a file that cannot be read or is not valid ONNX
+    (frontends/onnx/validate.py lists the checks made before anything else),
     UnsupportedOpError for an op without a converter, and ShapeError for
-    dynamic or inconsistent shapes and unsupported element types. Warns ShapeMismatchWarning
+    dynamic or inconsistent shapes and unsupported element types. Raises
+    MemoryLimitError where the model's files, weights or a tensor of static
+    shape need more bytes than `memory_limit` (bytes or e.g. '4G'; None:
+    limits.default_memory_limit()). Warns ShapeMismatchWarning
     where a computed shape differs from the model's shape information.
     """
-    model, label = load_model(model_or_path)
+    limit = resolve_memory_limit(memory_limit)
+    model, label = load_model(model_or_path, memory_limit=limit)
+    validate_model(model, label, memory_limit=limit)
     opset = _default_opset(model, label)
     _check_supported(model.graph, opset)
     _check_valid(model, label)
     shapes, types = _inferred(model)
+    check_value_sizes(model.graph, shapes, types, label, memory_limit=limit)
     return _import_graph(model.graph, opset, shapes, types)
 
 
@@ -504,6 +518,7 @@ def _import_graph(graph: onnx.GraphProto, opset: int, inferred: dict[str, Shape]
         ctx.bind(info.name, arg)
 
     sizes = {info.name: math.prod(shape) for info, shape in zip(inputs, input_shapes)}
+    checks: list[tuple[SSAValue, IndexCheck]] = []  # index_checks.py: returned after the outputs
     for index, node in enumerate(graph.node):
         ctx.begin_node(node, _node_label(node, index))
         ctx.runtime_reads.clear()
@@ -512,6 +527,8 @@ def _import_graph(graph: onnx.GraphProto, opset: int, inferred: dict[str, Shape]
         except (UnsupportedOpError, ShapeError) as err:
             note_needed(err, graph, index, _sources(ctx, ctx.runtime_reads), sizes)
             raise
+        if (check := add_index_check(ctx, node)) is not None:
+            checks.append(check)
     ctx.begin_node(None)
 
     output_names: list[str] = []
@@ -530,19 +547,23 @@ def _import_graph(graph: onnx.GraphProto, opset: int, inferred: dict[str, Shape]
         _check_output_type(info, value)
         results.append(_computed(ctx, ctx.value(info.name)))
         output_names.append(info.name)
+    shapes = [shape_of(result) for result in results]
+    results += [value for value, _ in checks]
     ctx.builder.insert(func.ReturnOp(*results))
     _erase_dead_ops(block)
 
     main = func.FuncOp("main", (block.arg_types, [r.type for r in results]), Region(block))
     input_names = [info.name for info in inputs]
     main.attributes["graph.input_names"] = ArrayAttr([StringAttr(n) for n in input_names])
-    main.attributes["graph.output_names"] = ArrayAttr([StringAttr(n) for n in output_names])
+    main.attributes["graph.output_names"] = ArrayAttr([StringAttr(n) for n in output_names] +
+                                                      [StringAttr(f"{c.node}.index_check") for _, c in checks])
     return ImportedModel(
         module=ModuleOp([main]),
         weights=ctx.weights,
         input_names=input_names,
         output_names=output_names,
         input_shapes=input_shapes,
-        output_shapes=[shape_of(result) for result in results],
+        output_shapes=shapes,
         opset=opset,
+        checks=[c for _, c in checks],
     )
