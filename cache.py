@@ -67,7 +67,7 @@ from typing import Any
 import numpy as np
 
 from ziggurat.errors import CompileError
-from ziggurat.runtime.signature import dtype_from_name, dtype_name
+from ziggurat.signature import dtype_from_name, dtype_name
 
 MAGIC = b"ZGCACHE1"
 PREFIX = struct.Struct("<8sQII")  # magic, header bytes, CRC-32 of the header, CRC-32 of the payload
@@ -173,7 +173,7 @@ class DiskCache:
         """The entry of `key` linked into this process (compiled for `options`), or None.
         A damaged entry is removed; one whose code cannot be linked here is a miss."""
         from ziggurat.backends.llvm.jit import load_object
-        from ziggurat.runtime.signature import TensorSpec
+        from ziggurat.signature import TensorSpec
 
         path = self.path(key)
         try:

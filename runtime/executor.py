@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ziggurat.errors import InputError
-from ziggurat.runtime.signature import IndexCheck, TensorSpec
+from ziggurat.signature import IndexCheck, TensorSpec
 
 __all__ = ["CompiledModel", "IndexCheck", "TensorSpec", "aligned", "aligned_copy", "aligned_empty", "data_address",
            "is_aligned"]
@@ -208,10 +208,13 @@ class CompiledModel:
 
     def __call__(self, *args: Any, **kwargs: Any) -> list[np.ndarray]:
         values: Sequence[Any] = args
-        if kwargs or len(args) != len(self._in_keys) or any(
-                type(a) is not np.ndarray or (a.shape, a.dtype) != key or not a.flags.c_contiguous
-                for a, key in zip(args, self._in_keys)):
+        if kwargs or len(args) != len(self._in_keys):
             values = self.prepare(*args, **kwargs)
+        else:
+            for a, key in zip(args, self._in_keys):
+                if type(a) is not np.ndarray or (a.shape, a.dtype) != key or not a.flags.c_contiguous:
+                    values = self.prepare(*args)
+                    break
         results = [np.empty(shape, dtype) for shape, dtype in self._out_specs]
         self.run_native(values, results)
         return results

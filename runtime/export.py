@@ -7,7 +7,7 @@
   `emit_shared_library`); only the entry function `<prefix>_entry(void **)`
   is exported; it needs libm, and libgomp when the model runs threads;
 * `path.json`: the target (CPU, features, triple, LLVM version) and the
-  model's signature (runtime/signature.py: inputs, outputs and index checks), the entry
+  model's signature (signature.py: inputs, outputs and index checks), the entry
   symbol, the arena size and the constants' count;
 * `path.weights.npz`: the constant buffers (weights), in argument order.
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from ziggurat.errors import ModelLoadError
 from ziggurat.runtime.executor import CompiledModel, aligned
-from ziggurat.runtime.signature import TensorSpec
+from ziggurat.signature import TensorSpec
 from ziggurat.runtime.export import FORMAT
 
 # LLVM target features whose absence on the CPU means illegal instructions, and their /proc/cpuinfo flags.

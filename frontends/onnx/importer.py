@@ -130,7 +130,7 @@ from ziggurat.frontends.onnx.validate import check_value_sizes, validate_model
 from ziggurat.limits import resolve_memory_limit
 from ziggurat.frontends.onnx.sequence_io import element_name
 from ziggurat.frontends.onnx.specialize import note_needed
-from ziggurat.runtime.signature import IndexCheck
+from ziggurat.signature import IndexCheck
 from ziggurat.weights import WeightStore
 
 Converter = Callable[[ConversionContext, onnx.NodeProto], Sequence[Value]]

@@ -8,7 +8,7 @@ onnxruntime raises. So for each such node whose indices are known only at run
 time, the importer adds the smallest and the largest value of each index
 coordinate (two `graph.reduce` ops, fused by the graph passes like any other)
 as one extra output of `main`. The executor compares them with the node's
-bounds after every call (runtime/signature.py `IndexCheck`) and raises
+bounds after every call (signature.py `IndexCheck`) and raises
 `InputError` naming the node, the input and the offending index. Indices known
 at import time are checked by the converters instead, at compile time.
 
@@ -35,7 +35,7 @@ from xdsl.ir import SSAValue
 
 from ziggurat.dialects import graph
 from ziggurat.frontends.onnx.context import ConversionContext, attributes, element_type, like, shape_of
-from ziggurat.runtime.signature import IndexCheck
+from ziggurat.signature import IndexCheck
 
 CHECKED_OPS = ("Gather", "GatherElements", "GatherND", "Scatter", "ScatterElements", "ScatterND")
 """The op types (default domain) whose input 1 is a tensor of indices into input 0."""
