@@ -127,6 +127,7 @@ def compile(  # noqa: A001 - the public name, as in TVM's relay.build / torch.co
     cache: bool | None = None,
     cast_inputs: bool = False,
     memory_limit: int | str | None = None,
+    check_indices: bool = True,
 ):
     """Compiles an ONNX model (path, bytes or ModelProto) for `target`.
 
@@ -152,6 +153,9 @@ def compile(  # noqa: A001 - the public name, as in TVM's relay.build / torch.co
     `CompiledModel`). `memory_limit` (bytes, or a size such as '4G'; default:
     `limits.default_memory_limit()`) refuses, before allocating them, external
     data, weights, tensors and an arena larger than it (docs/reliability.md).
+    `check_indices=False` leaves out the run-time bounds checks of
+    data-dependent indices (an index out of range then reads the nearest
+    element instead of raising `InputError`; frontends/onnx/index_checks.py).
     Returns a `ziggurat.runtime.executor.CompiledModel`.
     """
     from ziggurat.backends.llvm.translate import LLVMOptions
@@ -162,7 +166,7 @@ def compile(  # noqa: A001 - the public name, as in TVM's relay.build / torch.co
     spec = pipelines.default_pipeline(opt_level, tgt, graph=pipeline,
                                       tuning_db=None if tuning_db is None else str(tuning_db))
     options = LLVMOptions.for_target(tgt, profile=profile)
-    stamp = spec + _tuning_stamp(tuning_db, tgt)
+    stamp = spec + _tuning_stamp(tuning_db, tgt) + ("" if check_indices else "|unchecked-indices")
     t0 = time.perf_counter()
     # One key for both caches, from the model as given: a hit imports nothing.
     key = disk_cache.compile_key(model, bind, stamp, tgt, options, tuning_db) if after_pass is None else None
@@ -188,8 +192,9 @@ def compile(  # noqa: A001 - the public name, as in TVM's relay.build / torch.co
             from ziggurat.frontends.onnx.loader import load_model
             from ziggurat.frontends.onnx.specialize import bind_inputs
 
-            model = bind_inputs(load_model(model)[0], bind)
-        imported = model if isinstance(model, ImportedModel) else import_onnx(model)
+            model = bind_inputs(load_model(model, memory_limit)[0], bind)
+        imported = (model if isinstance(model, ImportedModel)
+                    else import_onnx(model, memory_limit=memory_limit, check_indices=check_indices))
         owned, model = imported is not model, None  # bind='s ModelProto is not needed past the import
         stats.seconds["import"] = time.perf_counter() - t0
 

@@ -234,7 +234,8 @@ class ImportedModel:
     the outputs, in this order."""
 
 
-def import_onnx(model_or_path: ModelSource, memory_limit: int | str | None = None) -> ImportedModel:
+def import_onnx(model_or_path: ModelSource, memory_limit: int | str | None = None,
+                check_indices: bool = True) -> ImportedModel:
     """Imports an ONNX model given as a `ModelProto`, a path or serialized bytes.
 
     Raises ModelLoadError for a file that cannot be read or is not valid ONNX
@@ -245,6 +246,8 @@ def import_onnx(model_or_path: ModelSource, memory_limit: int | str | None = Non
     shape need more bytes than `memory_limit` (bytes or e.g. '4G'; None:
     limits.default_memory_limit()). Warns ShapeMismatchWarning
     where a computed shape differs from the model's shape information.
+    `check_indices=False` leaves out the run-time bounds checks of
+    data-dependent indices (frontends/onnx/index_checks.py).
     """
     limit = resolve_memory_limit(memory_limit)
     model, label = load_model(model_or_path, memory_limit=limit)
@@ -254,7 +257,7 @@ def import_onnx(model_or_path: ModelSource, memory_limit: int | str | None = Non
     _check_valid(model, label)
     shapes, types = _inferred(model)
     check_value_sizes(model.graph, shapes, types, label, memory_limit=limit)
-    return _import_graph(model.graph, opset, shapes, types)
+    return _import_graph(model.graph, opset, shapes, types, check_indices)
 
 
 def _node_label(node: onnx.NodeProto, index: int) -> str:
@@ -503,7 +506,7 @@ def _erase_dead_ops(block: Block) -> None:
 
 
 def _import_graph(graph: onnx.GraphProto, opset: int, inferred: dict[str, Shape],
-                  types: dict[str, Attribute] | None = None) -> ImportedModel:
+                  types: dict[str, Attribute] | None = None, check_indices: bool = True) -> ImportedModel:
     initializers = {tensor.name: numpy_helper.to_array(tensor) for tensor in graph.initializer}
     inputs = [info for info in graph.input if info.name not in initializers]
     input_types = [_input_type(info) for info in inputs]
@@ -527,7 +530,7 @@ def _import_graph(graph: onnx.GraphProto, opset: int, inferred: dict[str, Shape]
         except (UnsupportedOpError, ShapeError) as err:
             note_needed(err, graph, index, _sources(ctx, ctx.runtime_reads), sizes)
             raise
-        if (check := add_index_check(ctx, node)) is not None:
+        if check_indices and (check := add_index_check(ctx, node)) is not None:
             checks.append(check)
     ctx.begin_node(None)
 

@@ -242,3 +242,11 @@ def test_constant_indices_need_no_run_time_check():
     x = np.arange(8, dtype=np.float32).reshape(4, 2)
     assert m.checks == []
     np.testing.assert_array_equal(m(x)[0], x[[3, 0]])
+
+
+def test_check_indices_false_leaves_the_checks_out():
+    model = _index_model("Gather", [3], axis=0)
+    m = ziggurat.compile(model, cache=False, check_indices=False)
+    assert m.checks == []
+    np.testing.assert_array_equal(m(np.array([1, -1, 0]))[0], DATA[[1, -1, 0]])
+    np.testing.assert_array_equal(m(np.array([9, 0, 0]))[0], DATA[[3, 0, 0]])  # clamped: never outside the buffer
