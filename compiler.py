@@ -86,7 +86,7 @@ class _Built:
 
 
 # Process-level cache of compiled models (the build and the signature), keyed by the digest of
-# `cache.compile_key` that the disk cache uses too (the model's bytes and everything the generated
+# `cache_key.compile_key` that the disk cache uses too (the model's bytes and everything the generated
 # code depends on), looked up before the model is imported; least recently used first out.
 _CACHE: OrderedDict[str, tuple[_Built, list[Any], list[Any]]] = OrderedDict()
 CACHE_SIZE = 16

@@ -20,6 +20,7 @@ from onnx import TensorProto, helper, numpy_helper
 import ziggurat
 import ziggurat.runtime
 from ziggurat import cache as disk_cache
+from ziggurat import cache_key
 from ziggurat.backends.llvm.options import LLVMOptions
 from ziggurat.cli.main import main as cli_main
 from ziggurat.compiler import clear_cache
@@ -176,17 +177,17 @@ def test_the_key_follows_model_weights_target_options_pipeline_and_code(tmp_path
         "tuning db": key_of(a, tuning_db=db1),
         "tuning db content": key_of(a, tuning_db=db2),
     }
-    monkeypatch.setattr(disk_cache, "code_stamp", lambda: b"another version of the code")
+    monkeypatch.setattr(cache_key, "code_stamp", lambda: b"another version of the code")
     variants["code"] = key_of(a)
     assert len(set(variants.values()) | {base}) == len(variants) + 1, variants
 
 
 def test_the_code_stamp_covers_the_package_sources_only():
-    root = Path(disk_cache.__file__).resolve().parent
-    files = {Path(p).relative_to(root).as_posix() for p in disk_cache._source_files(str(root))}
-    assert {"cache.py", "compiler.py", "backends/llvm/jit.py", "lowering/pipelines.py"} <= files
+    root = Path(cache_key.__file__).resolve().parent
+    files = {Path(p).relative_to(root).as_posix() for p in cache_key._source_files(str(root))}
+    assert {"cache.py", "cache_key.py", "compiler.py", "backends/llvm/jit.py", "lowering/pipelines.py"} <= files
     assert not [f for f in files if f.startswith(("tests/", "docs/", "benchmarks/", ".venv/"))]
-    assert disk_cache.code_stamp() == disk_cache.code_stamp()
+    assert cache_key.code_stamp() == cache_key.code_stamp()
 
 
 def test_external_data_files_are_part_of_the_key(tmp_path):
