@@ -45,6 +45,11 @@ def type_name(data_type: int) -> str:
     return onnx.TensorProto.DataType.Name(data_type) if is_known_type(data_type) else str(data_type)
 
 
+def packed_bits(data_type: int) -> int | None:
+    """The bits of one element of a sub-byte type (4-, 2- and 6-bit types share bytes), else None."""
+    return _BITS.get(data_type)
+
+
 def tensor_nbytes(data_type: int, count: int, packed: bool = False) -> int | None:
     """Bytes of `count` elements of `data_type`: as raw data (`packed`: 4-, 2-
     and 6-bit types share bytes) or as a numpy array (one byte each); None

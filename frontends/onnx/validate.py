@@ -35,7 +35,7 @@ from xdsl.ir import Attribute
 
 import ziggurat.dtypes as dtypes
 from ziggurat.errors import ModelLoadError
-from ziggurat.frontends.onnx.loader import graph_tensors, is_known_type, tensor_nbytes, type_name
+from ziggurat.frontends.onnx.loader import graph_tensors, is_known_type, packed_bits, tensor_nbytes, type_name
 from ziggurat.limits import over_budget, resolve_memory_limit
 
 _DEFAULT_DOMAINS = ("", "ai.onnx")
@@ -44,6 +44,12 @@ _AUTO_PADS = frozenset({"NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"})
 _POSITIVE = {("SpaceToDepth", "blocksize"), ("DepthToSpace", "blocksize"), ("LRN", "size")}
 """(op type, attribute) pairs whose value must be >= 1."""
 _REPAIR = "Fix the attribute and re-export the model."
+_COMPLEX = frozenset({onnx.TensorProto.COMPLEX64, onnx.TensorProto.COMPLEX128})
+_FLAGS = frozenset({"keepdims", "transA", "transB", "ceil_mode", "count_include_pad", "select_last_index",
+                    "exclusive", "reverse", "noop_with_empty_axes", "upper", "largest", "sorted", "fmod",
+                    "allowzero", "onesided", "new_axis", "saturate"})
+"""Integer attributes of default-domain ops that ONNX defines as flags: 0 or 1, nothing else
+(converters read them as truthy; onnxruntime compares with 1)."""
 _SORT = "Re-export the model, or sort its nodes topologically and check it with onnx.checker.check_model."
 
 
@@ -166,13 +172,28 @@ def _check_tensor(tensor: onnx.TensorProto, what: str) -> None:
         )
     if any(d < 0 for d in tensor.dims):
         raise _Invalid(f"{what} has negative dims {list(tensor.dims)}. Re-export the model, or fix the tensor.")
-    if tensor.HasField("raw_data") and tensor.data_location != onnx.TensorProto.EXTERNAL:
+    if tensor.data_location == onnx.TensorProto.EXTERNAL:
+        return
+    if tensor.HasField("raw_data"):
         expected = tensor_nbytes(tensor.data_type, math.prod(tensor.dims), packed=True)
         if expected is not None and len(tensor.raw_data) != expected:
             raise _Invalid(
                 f"{what} holds {len(tensor.raw_data)} bytes of raw data, but its dims {list(tensor.dims)} of "
                 f"{type_name(tensor.data_type)} need {expected}. The model is corrupt; re-export it."
             )
+        return
+    try:
+        field = onnx.helper.tensor_dtype_to_field(tensor.data_type)
+    except (KeyError, ValueError):
+        return
+    count, n = len(getattr(tensor, field)), math.prod(tensor.dims)
+    bits = packed_bits(tensor.data_type)
+    expected = math.ceil(n * bits / 8) if bits else 2 * n if tensor.data_type in _COMPLEX else n
+    if count != expected:
+        raise _Invalid(
+            f"{what} holds {count} values in {field}, but its dims {list(tensor.dims)} of "
+            f"{type_name(tensor.data_type)} need {expected}. The model is corrupt; re-export it."
+        )
 
 
 # -- structure and attributes -------------------------------------------------
@@ -263,6 +284,10 @@ def _ints(node: onnx.NodeProto, name: str) -> list[int] | None:
 
 
 def _check_attributes(node: onnx.NodeProto, here: str, shapes: dict[str, list[int | None]]) -> None:
+    if node.domain in _DEFAULT_DOMAINS:
+        for attr in node.attribute:
+            if attr.name in _FLAGS and attr.type == onnx.AttributeProto.INT and attr.i not in (0, 1):
+                raise _Invalid(f"{here}: {attr.name}={attr.i} must be 0 or 1. {_REPAIR}")
     for op, name in _POSITIVE:
         value = _ints(node, name) if node.op_type == op and node.domain in _DEFAULT_DOMAINS else None
         if value is not None and any(v < 1 for v in value):
