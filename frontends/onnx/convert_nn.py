@@ -245,7 +245,8 @@ def _scaled(ctx: ConversionContext, name: str, factor: float) -> SSAValue:
     if array is not None:
         return ctx.add_constant(array * np.float32(factor), f"{name}.scaled")
     c = ctx.value(name)
-    factor_value = ctx.add_constant(np.array([factor], np.float32), f"{ctx.node_label}.beta")
+    # as many dims as C (a rank-0 C times a [1] factor would be [1], not C's type)
+    factor_value = ctx.add_constant(np.full((1,) * len(shape_of(c)), factor, np.float32), f"{ctx.node_label}.beta")
     return ctx.emit(graph.MulOp(c, factor_value, c.type))
 
 

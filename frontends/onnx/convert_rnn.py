@@ -25,11 +25,14 @@ ACTIVATIONS: dict[str, type[graph.UnaryOp]] = {"Sigmoid": graph.SigmoidOp, "Tanh
 
 def direction_part(ctx: ConversionContext, name: str, d: int, shape: Sequence[int]) -> SSAValue:
     """Entry `d` of the leading (direction) dim of `name`, reshaped to `shape`."""
+    full = ctx.shape(name)
+    if not full or full[0] <= d or int(np.prod(full[1:])) != int(np.prod(shape)):
+        raise ctx.shape_error(f"input '{name}' has shape {tuple(full)}; expected (directions, ...) "
+                              f"with {int(np.prod(shape))} elements per direction, i.e. {tuple(shape)}")
     array = ctx.constant(name)
     if array is not None:
         return ctx.add_constant(np.ascontiguousarray(array[d]).reshape(shape).astype(np.float32), f"{name}.{d}")
     x = ctx.value(name)
-    full = shape_of(x)
     part = slice_value(ctx, x, [d] + [0] * (len(full) - 1), [1] * len(full), [1, *full[1:]])
     return ctx.reshape(part, shape)
 

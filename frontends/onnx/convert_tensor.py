@@ -178,9 +178,18 @@ def empty_like(ctx: ConversionContext, name: str, shape: Sequence[int]) -> np.nd
 
 
 def slice_window(n: int, start: int, end: int, step: int) -> tuple[int, int, int]:
-    """ONNX Slice clamping on one dim of size n: (first index, step, count)."""
-    window = range(n)[slice(start, end, step)]
-    return (window.start if len(window) else 0), step, len(window)
+    """ONNX Slice clamping on one dim of size n: (first index, step, count).
+
+    Python slicing is not quite it: a negative start that stays negative after
+    adding n clamps to 0 for a negative step too (ONNX: [0, n-1]), where
+    Python takes nothing (`range(1)[-2::-1]` is empty, Slice gives [0])."""
+    start, end = start + n if start < 0 else start, end + n if end < 0 else end
+    if step > 0:
+        start, end = min(max(start, 0), n), min(max(end, 0), n)
+    else:
+        start, end = min(max(start, 0), n - 1), min(max(end, -1), n - 1)
+    count = max(0, -(-(end - start) // step)) if n else 0
+    return (start if count else 0), step, count
 
 
 def convert_slice(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
@@ -363,8 +372,9 @@ def convert_reduce(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Val
 
 
 def scalar(ctx: ConversionContext, value: float, label: str) -> SSAValue:
-    """A one-element float32 constant."""
-    return ctx.add_constant(np.array([value], np.float32), f"{ctx.node_label}.{label}")
+    """A rank-0 float32 constant: it broadcasts against any shape without
+    changing it (a [1] constant made a rank-0 operand's result [1])."""
+    return ctx.add_constant(np.array(value, np.float32), f"{ctx.node_label}.{label}")
 
 
 def convert_layer_norm(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
