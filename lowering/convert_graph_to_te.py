@@ -13,7 +13,8 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from ziggurat.dialects import graph
 from ziggurat.dtypes import signless_tensor
-from ziggurat.errors import CompileError
+from ziggurat.errors import CompileError, ZigguratError
+from ziggurat.lowering.locations import at, name_source, op_names, set_kernel_nodes
 from ziggurat.lowering.te_inline import inline_computes
 from ziggurat.lowering.topi import COMPUTE_DEFS
 
@@ -30,6 +31,14 @@ def _unique_name(base: str, taken: set[str]) -> str:
     return name
 
 
+def _compute(op: Operation, b: Builder, lookup) -> SSAValue:
+    """`op`'s compute definition; an error it raises names `op` and its source node."""
+    try:
+        return COMPUTE_DEFS[type(op)](op, b, lookup)
+    except ZigguratError as err:
+        raise name_source(err, op) from None
+
+
 def build_kernel(op: Operation, name: str) -> tuple[func.FuncOp, list[SSAValue]]:
     """A te function computing `op`'s result from its distinct operands."""
     operands: list[SSAValue] = []
@@ -41,7 +50,7 @@ def build_kernel(op: Operation, name: str) -> tuple[func.FuncOp, list[SSAValue]]
         arg.name_hint = f"in{i}"
     mapping = dict(zip(operands, block.args))
     b = Builder(InsertPoint.at_end(block))
-    result = COMPUTE_DEFS[type(op)](op, b, mapping.__getitem__)
+    result = _compute(op, b, mapping.__getitem__)
     b.insert(func.ReturnOp(result))
     kernel = func.FuncOp(name, (list(block.arg_types), [signless_tensor(op.results[0].type)]), Region(block))
     return kernel, operands
@@ -57,7 +66,7 @@ def build_fused_kernel(fused: graph.FusedOp, name: str) -> func.FuncOp:
     body = fused.body.block
     if len(fused.outputs) != 1:
         raise CompileError(
-            f"convert-graph-to-te: graph.fused at {fused.location} has {len(fused.outputs)} results; "
+            f"convert-graph-to-te: graph.fused{at(fused)} has {len(fused.outputs)} results; "
             "only single-result groups lower to a kernel call"
         )
     block = Block(arg_types=[signless_tensor(v.type) for v in fused.inputs])
@@ -73,9 +82,9 @@ def build_fused_kernel(fused: graph.FusedOp, name: str) -> func.FuncOp:
         if type(gop) not in COMPUTE_DEFS:
             raise CompileError(
                 f"convert-graph-to-te: no compute definition for '{gop.name}' inside graph.fused "
-                f"(at {gop.location}); add one to lowering/topi.py or do not fuse the op"
+                f"{at(gop)}; add one to lowering/topi.py or do not fuse the op"
             )
-        mapping[gop.results[0]] = COMPUTE_DEFS[type(gop)](gop, b, mapping.__getitem__)
+        mapping[gop.results[0]] = _compute(gop, b, mapping.__getitem__)
     kernel = func.FuncOp(name, (list(block.arg_types), [signless_tensor(r.type) for r in fused.outputs]), Region(block))
     inline_computes(kernel)
     return kernel
@@ -140,7 +149,7 @@ class ConvertGraphToTePass(ModulePass):
             for gop in list(model.body.block.ops):  # ops inside graph.fused go with their group
                 if gop.dialect_name() != "graph" and any(isinstance(r.type, builtin.TensorType) for r in gop.results):
                     raise CompileError(
-                        f"convert-graph-to-te: '{gop.name}' (at {gop.location}) is not a graph op; "
+                        f"convert-graph-to-te: '{gop.name}'{at(gop)} is not a graph op; "
                         "lower its dialect to graph ops first (a plugin dialect's lowering pass goes "
                         "before convert-graph-to-te, see docs/tutorial.md)"
                     )
@@ -148,6 +157,7 @@ class ConvertGraphToTePass(ModulePass):
                     continue
                 if isinstance(gop, graph.FusedOp):
                     fused = build_fused_kernel(gop, _unique_name(_fused_name(gop), taken))
+                    set_kernel_nodes(fused, op_names(gop))
                     op.body.block.add_op(fused)
                     call = graph.CallKernelOp(fused.sym_name.data, list(gop.inputs), gop.outputs[0].type)
                     rewriter.replace_op(gop, call)
@@ -155,10 +165,11 @@ class ConvertGraphToTePass(ModulePass):
                 if type(gop) not in COMPUTE_DEFS:
                     raise CompileError(
                         f"convert-graph-to-te: no compute definition for '{gop.name}' "
-                        f"(at {gop.location}); "
+                        f"{at(gop)}; "
                         "add one to lowering/topi.py or decompose the op first"
                     )
                 kernel, operands = build_kernel(gop, _unique_name(gop.name.split(".")[1], taken))
+                set_kernel_nodes(kernel, op_names(gop))
                 op.body.block.add_op(kernel)
                 call = graph.CallKernelOp(kernel.sym_name.data, operands, gop.results[0].type)
                 rewriter.replace_op(gop, call)

@@ -15,7 +15,8 @@ from xdsl.rewriter import InsertPoint
 
 from ziggurat.dialects import graph, loop, te
 from ziggurat.dtypes import scalar_type
-from ziggurat.errors import CompileError
+from ziggurat.errors import CompileError, ZigguratError
+from ziggurat.lowering.locations import SOURCE_NODES, name_source
 
 COMBINE = {
     "add": arith.AddfOp,
@@ -167,7 +168,10 @@ def lower_kernel(kernel: func.FuncOp) -> func.FuncOp:
         else:
             raise CompileError(f"convert-te-to-loop: unexpected '{op.name}' at the top of te kernel @{kernel.sym_name.data}")
     b.insert(func.ReturnOp())
-    return func.FuncOp(kernel.sym_name.data, ([*in_types, *out_types], []), Region(block))
+    new = func.FuncOp(kernel.sym_name.data, ([*in_types, *out_types], []), Region(block))
+    if SOURCE_NODES in kernel.attributes:
+        new.attributes[SOURCE_NODES] = kernel.attributes[SOURCE_NODES]
+    return new
 
 
 def lower_model(model: func.FuncOp) -> func.FuncOp:
@@ -257,7 +261,10 @@ class ConvertTeToLoopPass(ModulePass):
     def apply(self, ctx: Context, op: builtin.ModuleOp) -> None:
         for f in [f for f in op.ops if isinstance(f, func.FuncOp)]:
             if _is_te_kernel(f):
-                new = lower_kernel(f)
+                try:
+                    new = lower_kernel(f)
+                except ZigguratError as err:
+                    raise name_source(err, f) from None
             elif _is_model(f):
                 new = lower_model(f)
             else:

@@ -16,12 +16,13 @@ from typing import Any
 import numpy as np
 import onnx
 from xdsl.builder import Builder
-from xdsl.dialects.builtin import TensorType, f32
+from xdsl.dialects.builtin import LocationAttr, TensorType, UnknownLoc, f32
 from xdsl.ir import Attribute, Operation, SSAValue
 
 import ziggurat.dtypes as dtypes
 from ziggurat.dialects import graph
 from ziggurat.errors import ModelLoadError, ShapeError, UnsupportedOpError
+from ziggurat.lowering.locations import name_loc
 from ziggurat.weights import WeightStore
 
 Value = SSAValue | np.ndarray
@@ -84,6 +85,7 @@ class ConversionContext:
         self.opset = opset
         self.node: onnx.NodeProto | None = None
         self.node_label = ""
+        self.location: LocationAttr = UnknownLoc()  # loc("<node_label>") of the current node
         self._values: dict[str, Value] = {}
         self.value_types: dict[str, Attribute] = {}  # element types from ONNX type inference, by name
         self._materialized: dict[tuple[str, Shape], SSAValue] = {}
@@ -93,8 +95,10 @@ class ConversionContext:
     # -- bindings ------------------------------------------------------------
 
     def begin_node(self, node: onnx.NodeProto | None, label: str = "") -> None:
-        """Makes `node` the one whose errors the helpers below report."""
+        """Makes `node` the one whose errors the helpers below report and whose name
+        the ops emitted for it carry as their location."""
         self.node, self.node_label = node, label
+        self.location = name_loc(label) if node is not None else UnknownLoc()
 
     def bind(self, name: str, value: Value) -> None:
         self._values[name] = value
@@ -159,7 +163,9 @@ class ConversionContext:
     # -- building ------------------------------------------------------------
 
     def emit(self, op: Operation) -> SSAValue:
-        """Appends `op` and returns its single result."""
+        """Appends `op`, located at the current node (`loc("<node name>")`), and returns its
+        single result."""
+        op.location = self.location
         self.builder.insert(op)
         return op.results[0]
 

@@ -254,7 +254,8 @@ def make_price(peak_gflops: float, bandwidth_gbs: float, database: str, vector_w
     """Seconds of one kernel of the given ops, from the cost oracle; with `measure`, a kernel
     without a record is first timed once on this machine and recorded (see FuseOpsPass)."""
     from ziggurat.transforms.costs.cost_oracle import oracle_from_options
-    from ziggurat.errors import CompileError
+    from ziggurat.errors import CompileError, ZigguratError
+    from ziggurat.lowering.locations import name_source
     from ziggurat.transforms.costs.kernels import kernel_of_ops, lower_kernel
 
     db_path = database
@@ -280,6 +281,8 @@ def make_price(peak_gflops: float, bandwidth_gbs: float, database: str, vector_w
             return oracle.cost(module, "kernel", key).time
         except CompileError:
             return float("inf")  # a group that cannot be lowered is never chosen
+        except ZigguratError as err:  # a schedule error: name the group's source (ONNX) nodes
+            raise name_source(err, ops) from None
 
     return price
 
@@ -336,6 +339,7 @@ def _weight_layouts(block: Block, price: Callable[[list[Operation]], float], sto
         after, what, name, shape, array, make = best
         c = graph.ConstantOp(store.add(name, array(store[ref])), TensorType(elt, shape))
         alt = make(op.operands[0], c.results[0])
+        c.location = alt.location = op.location  # the same source node
         block.insert_op_before(c, op)
         block.insert_op_before(alt, op)
         alt.results[0].name_hint = op.results[0].name_hint

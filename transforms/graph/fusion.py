@@ -15,6 +15,7 @@ from xdsl.traits import IsTerminator
 
 from ziggurat.dialects import graph
 from ziggurat.dialects.graph import PatternKind, pattern_kind
+from ziggurat.lowering.locations import fused_loc
 
 K = PatternKind
 
@@ -215,6 +216,7 @@ def outline_group(ops: list[Operation]) -> graph.FusedOp | None:
         op.operands = [mapping.get(v, v) for v in op.operands]
     block.add_op(graph.YieldOp(outputs))
     fused = graph.FusedOp(inputs, [v.type for v in outputs], Region(block))
+    fused.location = fused_loc(op.location for op in ops)  # loc(fused["a", "b"]): its members' source nodes
     for r, v in zip(fused.results, outputs):
         r.name_hint = v.name_hint
         v.replace_uses_with_if(r, lambda u: u.operation.parent_block() is not block)

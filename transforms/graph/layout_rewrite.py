@@ -26,6 +26,7 @@ from ziggurat.dialects.graph_layout import (
     blocked_shape,
     padded_blocked_shape,
 )
+from ziggurat.lowering.locations import carry
 from ziggurat.weights import WeightStore
 
 DECISION_ATTR = "graph.layout_decision"
@@ -187,6 +188,7 @@ class Rewriter:
     repacked: list[graph.ConstantOp] = field(default_factory=list)  # constants read into repacked copies
 
     def insert(self, at: Operation, op: Operation, hint: str | None = None) -> SSAValue:
+        carry(op, at)  # made for `at`: its source node
         Builder(InsertPoint.before(at)).insert(op)
         if hint:
             op.results[0].name_hint = hint
@@ -314,6 +316,7 @@ class Rewriter:
             new = type(op)(lhs, rhs, _tensor(res, blocked_shape(out, f"NCHW{b}c")))
         twin = self.insert(op, new, res.name_hint)
         back = LayoutTransformOp(twin, f"NCHW{b}c", "NCHW", res.type)
+        carry(back, op)
         Builder(InsertPoint.after(new)).insert(back)
         back.results[0].name_hint = res.name_hint
         res.replace_all_uses_with(back.results[0])

@@ -14,6 +14,7 @@ from xdsl.rewriter import InsertPoint
 from ziggurat.dialects import graph
 from ziggurat.dialects.graph_winograd import WinogradInputOp, WinogradOutputOp, transform_weight
 from ziggurat.errors import CompileError
+from ziggurat.lowering.locations import carry
 from ziggurat.weights import WeightStore
 from ziggurat.transforms.graph.weight_binding import weights_of
 
@@ -50,6 +51,10 @@ def rewrite(conv: graph.Conv2dOp, store: WeightStore) -> None:
     m = b.insert(graph.MatmulOp(u, v, TensorType(f32, [16, o, tiles]))).results[0]
     y = b.insert(WinogradOutputOp(m, conv.result.type)).result
     y.name_hint = conv.result.name_hint
+    made = v.owner
+    while made is not conv and made is not None:  # the new ops compute the conv's source node
+        carry(made, conv)  # type: ignore[arg-type]
+        made = made.next_op  # type: ignore[union-attr]
     conv.result.replace_all_uses_with(y)
     weight = conv.weight.owner
     conv.detach()

@@ -12,12 +12,25 @@ from xdsl.passes import ModulePass
 
 from ziggurat.dialects import graph
 from ziggurat.errors import CompileError
+from ziggurat.lowering.locations import SOURCE_NODES, kernel_nodes, set_kernel_nodes
+
+
+def _without_source_nodes(f: func.FuncOp) -> str:
+    """`str(f)` as if `f` had no `graph.source_nodes` (its attributes keep their order)."""
+    saved = dict(f.attributes)
+    del f.attributes[SOURCE_NODES]
+    try:
+        return str(f)
+    finally:
+        f.attributes.clear()
+        f.attributes.update(saved)
 
 
 def structural_hash(f: func.FuncOp) -> str:
-    """sha256 of the printed function with its own symbol name normalized."""
+    """sha256 of the printed function with its own symbol name normalized, without the
+    names of its source nodes (`graph.source_nodes`: two layers' kernels differ in them)."""
     name = f.sym_name.data
-    text = str(f)
+    text = str(f) if SOURCE_NODES not in f.attributes else _without_source_nodes(f)
     header = f"func.func @{name}("
     if not text.startswith(header):
         raise CompileError(f"dedupe-kernels: unexpected form of @{name}; expected it to print as '{header}...'")
@@ -62,6 +75,7 @@ class DedupeKernelsPass(ModulePass):
     def apply(self, ctx: Context, op: builtin.ModuleOp) -> None:
         first: dict[str, str] = {}
         renamed: dict[str, str] = {}
+        kept: dict[str, tuple[func.FuncOp, list[str]]] = {}  # kept kernel -> it, the source nodes of all merged
         for f in list(op.ops):
             if not isinstance(f, func.FuncOp) or f.sym_name.data == self.entry or not f.body.blocks:
                 continue
@@ -69,9 +83,14 @@ class DedupeKernelsPass(ModulePass):
             keep = first.setdefault(key, f.sym_name.data)
             if keep != f.sym_name.data:
                 renamed[f.sym_name.data] = keep
+                kept[keep][1].extend(kernel_nodes(f))
                 op.body.block.erase_op(f)
+            else:
+                kept[keep] = (f, list(kernel_nodes(f)))
         if not renamed:
             return
+        for f, nodes in kept.values():  # the kept kernel computes the source nodes of all it stands for
+            set_kernel_nodes(f, nodes)
         for call in op.walk():
             if isinstance(call, func.CallOp) and call.callee.string_value() in renamed:
                 call.callee = SymbolRefAttr(renamed[call.callee.string_value()])

@@ -12,6 +12,7 @@ from xdsl.dialects.builtin import UnitAttr
 from xdsl.passes import ModulePass
 
 from ziggurat.errors import CompileError, ScheduleError
+from ziggurat.lowering.locations import SOURCE_NODES
 from ziggurat.target import Target
 from ziggurat.transforms.schedule.mark import SCHEDULED
 from ziggurat.transforms.schedule.replay import apply_trace
@@ -28,8 +29,9 @@ def record_target(target: str | Target) -> str:
 
 def kernel_text(module: builtin.ModuleOp, name: str) -> str:
     """A module holding only kernel `name` of `module`: the text workload keys are made of."""
-    fn = next(f for f in module.ops if isinstance(f, func.FuncOp) and f.sym_name.data == name)
-    return str(builtin.ModuleOp([fn.clone()]))
+    fn = next(f for f in module.ops if isinstance(f, func.FuncOp) and f.sym_name.data == name).clone()
+    fn.attributes.pop(SOURCE_NODES, None)  # the kernel's source nodes are no part of its workload
+    return str(builtin.ModuleOp([fn]))
 
 
 def kernel_names(module: builtin.ModuleOp) -> list[str]:
@@ -153,6 +155,8 @@ class ApplyTuningPass(ModulePass):
         for old in [f for f in module.ops if isinstance(f, func.FuncOp) and f.sym_name.data in tuned]:
             new = tuned[old.sym_name.data]
             new.attributes[SCHEDULED] = UnitAttr()
+            if SOURCE_NODES in old.attributes:
+                new.attributes[SOURCE_NODES] = old.attributes[SOURCE_NODES]
             module.body.block.insert_op_before(new, old)
             old.detach()
             old.erase()
