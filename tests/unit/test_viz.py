@@ -230,7 +230,7 @@ def make_doc_images(folder: Path = ROOT / "docs" / "images", measure: bool = Tru
             continue
         viz = extract(str(path), target="llvm -num-cores=1", measure=measure)
         viz.model = f"../shared/models/{model}/model.onnx"
-        out = write(viz, folder / name, "png", 1400, 1100)
+        out = write(viz, folder / name, "png", 1400, 1000)
         shrink_png(out, 300_000)
         made.append(out)
     return made
