@@ -148,8 +148,10 @@ def test_executor_fast_and_checked_paths_agree():
     fast = m(x)[0]  # fast path: float32, C-contiguous, right shape
     np.testing.assert_allclose(fast, two_dense_reference(x, wt), rtol=1e-5, atol=1e-5)
     wide = np.zeros((2, 32), np.float32)
-    wide[:, ::2] = x  # a strided view and float64 take the checked path
-    for other in (wide[:, ::2], x.astype(np.float64), np.asfortranarray(x), {"x": x}):
+    wide[:, ::2] = x  # a strided view, a Fortran-order copy and a mapping take the checked path
+    for other in (wide[:, ::2], np.asfortranarray(x), {"x": x}):
         np.testing.assert_array_equal(m(other)[0], fast)  # the same kernel on the same values
+    m.cast_inputs = True  # float64 converts only when asked (strict inputs by default)
+    np.testing.assert_array_equal(m(x.astype(np.float64))[0], fast)
     first, second = m(x)[0], m(x)[0]
     assert first is not second and np.array_equal(first, second)  # fresh outputs per call
