@@ -7,8 +7,9 @@ is drawn, so LLVM never runs). From the last graph-level module it builds a
 `VizGraph`:
 
 * one `Vertex` per graph op (inside `graph.fused` regions too), with the ONNX
-  node whose output it computes (result name hints, as runtime/profile.py
-  matches them); ONNX nodes that no op computes (a Conv folded into its
+  nodes it computes (its location, `loc("<node>")` or a fused location, that
+  the importer gives each op and the passes keep; else its result's name hint,
+  as runtime/profile.py matches them); ONNX nodes that no op computes (a Conv folded into its
   BatchNormalization, Shape and Constant nodes folded at compile time) are
   listed on the first vertex downstream of them, as `folded`;
 * one `Kernel` per top-level graph op that `convert-graph-to-te` makes a kernel
@@ -212,6 +213,9 @@ def _build(module: Any, nodes: list[Any]) -> tuple[list[Vertex], list[Edge], lis
     main = entry(module)
     if main is None:
         raise ZigguratError("ziggurat viz: the compiled module has no @main function")
+    from ziggurat.lowering.locations import loc_names
+
+    by_name = {name: i for i, node in enumerate(nodes) for name in (node.name or None, f"<node #{i}>") if name}
     by_hint: dict[str, int] = {}
     for i, node in enumerate(nodes):
         for out in node.output:
@@ -246,8 +250,8 @@ def _build(module: Any, nodes: list[Any]) -> tuple[list[Vertex], list[Edge], lis
         vx = Vertex(vid, "op", op.name.split(".", 1)[1], _type_text(res.type) if res is not None else "",
                     kernel=kernel, layout=layouts.get(res))
         hint = res.name_hint if res is not None else None
-        if hint is not None and hint in by_hint:
-            k = by_hint[hint]
+        located = [by_name[n] for n in loc_names(op.location) if n in by_name]  # the importer's loc("<node>")
+        for k in dict.fromkeys(located or ([by_hint[hint]] if hint in by_hint else [])):
             vx.nodes.append(node_label(nodes[k]))
             node_vertices.setdefault(k, []).append(vid)
         if isinstance(op, graph.MatmulOp) and op.transpose_b is not None and op.transpose_b.value.data:
