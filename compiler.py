@@ -159,10 +159,14 @@ def compile(  # noqa: A001 - the public name, as in TVM's relay.build / torch.co
     Returns a `ziggurat.runtime.executor.CompiledModel`.
     """
     from ziggurat.backends.llvm.translate import LLVMOptions
-    from ziggurat.runtime.executor import CompiledModel, TensorSpec
+    from ziggurat.runtime.executor import CompiledModel
 
     stats = CompileStats()
     tgt = Target.parse(target)
+    if not tgt.is_native:  # another architecture (aarch64 on x86): exported, never run here (cross.py)
+        from ziggurat.cross import cross_compile
+
+        return cross_compile(model, tgt, opt_level, pipeline, after_pass, tuning_db, bind, memory_limit, check_indices)
     spec = pipelines.default_pipeline(opt_level, tgt, graph=pipeline,
                                       tuning_db=None if tuning_db is None else str(tuning_db))
     options = LLVMOptions.for_target(tgt, profile=profile)
@@ -183,31 +187,8 @@ def compile(  # noqa: A001 - the public name, as in TVM's relay.build / torch.co
         built, inputs, outputs = _Built(**hit.built), hit.inputs, hit.outputs
         stats.cache_hit, stats.cache = True, "disk"
     else:
-        from ziggurat.frontends.onnx import ImportedModel, import_onnx
-
-        t0 = time.perf_counter()
-        if bind:
-            if isinstance(model, ImportedModel):
-                raise CompileError("bind= applies to an ONNX model (path, bytes or ModelProto), not an imported one")
-            from ziggurat.frontends.onnx.loader import load_model
-            from ziggurat.frontends.onnx.specialize import bind_inputs
-
-            model = bind_inputs(load_model(model, memory_limit)[0], bind)
-        imported = (model if isinstance(model, ImportedModel)
-                    else import_onnx(model, memory_limit=memory_limit, check_indices=check_indices))
-        owned, model = imported is not model, None  # bind='s ModelProto is not needed past the import
-        stats.seconds["import"] = time.perf_counter() - t0
-
-        in_dtypes, out_dtypes = _signature_dtypes(imported)
-        inputs = [TensorSpec(n, tuple(s), d) for n, s, d in zip(imported.input_names, imported.input_shapes, in_dtypes)]
-        outputs = [TensorSpec(n, tuple(s), d) for n, s, d in zip(imported.output_names, imported.output_shapes, out_dtypes)]
-        outputs += [TensorSpec(f"{c.node}.index_check", (2 * len(c.bounds),), d, c)
-                    for c, d in zip(imported.checks, out_dtypes[len(outputs):], strict=True)]
-        # A model imported here is this compile's own: the pipeline runs on its module and
-        # store in place, and `_build` frees what the native code no longer needs (a caller's
-        # ImportedModel is copied instead and stays as it was).
-        work = _Work.of(imported, owned)
-        del imported
+        work, inputs, outputs = _import_model(model, bind, memory_limit, check_indices, stats)
+        model = None
         built = _build(work, spec, options, stats, after_pass)
     if disk is not None and hit is None and (found is None or not disk.path(key).exists()):  # type: ignore[arg-type]
         t0 = time.perf_counter()  # a build, or a memory hit the disk does not hold (yet, or any more)
@@ -234,6 +215,37 @@ def compile(  # noqa: A001 - the public name, as in TVM's relay.build / torch.co
               **({"profile_sites": list(built.jit.info.profile_sites),
                   "profile_counters": built.jit.address(f"{options.prefix}_profile")} if profile else {})},
     )
+
+
+def _import_model(model: Any, bind: dict[str, Any] | None, memory_limit: int | str | None, check_indices: bool,
+                  stats: CompileStats) -> tuple[_Work, list[Any], list[Any]]:
+    """Imports `model` (ONNX, after `bind`): the module and store a build runs on, and the signature
+    (the inputs, then the outputs followed by the outputs of the index checks)."""
+    from ziggurat.frontends.onnx import ImportedModel, import_onnx
+    from ziggurat.runtime.executor import TensorSpec
+
+    t0 = time.perf_counter()
+    if bind:
+        if isinstance(model, ImportedModel):
+            raise CompileError("bind= applies to an ONNX model (path, bytes or ModelProto), not an imported one")
+        from ziggurat.frontends.onnx.loader import load_model
+        from ziggurat.frontends.onnx.specialize import bind_inputs
+
+        model = bind_inputs(load_model(model, memory_limit)[0], bind)
+    imported = (model if isinstance(model, ImportedModel)
+                else import_onnx(model, memory_limit=memory_limit, check_indices=check_indices))
+    owned, model = imported is not model, None  # bind='s ModelProto is not needed past the import
+    stats.seconds["import"] = time.perf_counter() - t0
+
+    in_dtypes, out_dtypes = _signature_dtypes(imported)
+    inputs = [TensorSpec(n, tuple(s), d) for n, s, d in zip(imported.input_names, imported.input_shapes, in_dtypes)]
+    outputs = [TensorSpec(n, tuple(s), d) for n, s, d in zip(imported.output_names, imported.output_shapes, out_dtypes)]
+    outputs += [TensorSpec(f"{c.node}.index_check", (2 * len(c.bounds),), d, c)
+                for c, d in zip(imported.checks, out_dtypes[len(outputs):], strict=True)]
+    # A model imported here is this compile's own: the pipeline runs on its module and
+    # store in place, and `_build` frees what the native code no longer needs (a caller's
+    # ImportedModel is copied instead and stays as it was).
+    return _Work.of(imported, owned), inputs, outputs
 
 
 def _check_arena(built: _Built, memory_limit: int | str | None) -> None:
@@ -305,6 +317,31 @@ def _build(work: _Work, spec: str, options: Any, stats: CompileStats, after_pass
     collector returns their memory; a `gc.collect()` here would cost 0.5 s on mobilenetv3_large).
     """
     from ziggurat.backends.llvm.jit import jit_compile
+
+    low = _lower(work, spec, options, stats, after_pass)
+    t0 = time.perf_counter()
+    jit = jit_compile(low.llvm_ir, options, low.info)
+    stats.seconds["llvm"] += time.perf_counter() - t0
+    return _Built(jit, low.info.entry_symbol, low.info.arena_size, low.constants, low.kernels, low.kernel_calls,
+                  low.arena_bytes, low.unplanned_bytes, low.tuned_kernels)
+
+
+@dataclass
+class _Lowered:
+    """A model lowered to LLVM IR text, with what calling it needs (`_lower`)."""
+
+    llvm_ir: str
+    info: Any  # backends.llvm.options.ModuleInfo
+    constants: tuple[np.ndarray, ...]
+    kernels: int
+    kernel_calls: int
+    arena_bytes: int | None
+    unplanned_bytes: int | None
+    tuned_kernels: tuple[str, ...]
+
+
+def _lower(work: _Work, spec: str, options: Any, stats: CompileStats, after_pass: PassCallback | None) -> _Lowered:
+    """Passes and translation to LLVM IR text (what `_build` JIT-compiles and cross.py exports)."""
     from ziggurat.backends.llvm.translate import translate_module
     from ziggurat.runtime.executor import aligned
     from ziggurat.transforms.schedule.mark import scheduled_kernels
@@ -335,6 +372,5 @@ def _build(work: _Work, spec: str, options: Any, stats: CompileStats, after_pass
     t0 = time.perf_counter()
     llvm_ir = str(ir_module)
     del ir_module
-    jit = jit_compile(llvm_ir, options, info)
     stats.seconds["llvm"] = time.perf_counter() - t0
-    return _Built(jit, info.entry_symbol, info.arena_size, constants, kernels, calls, arena, unplanned, tuned)
+    return _Lowered(llvm_ir, info, constants, kernels, calls, arena, unplanned, tuned)

@@ -13,8 +13,16 @@ string leaves out:
 * `-mattr=+a,+b` alone: LLVM's generic `x86-64` CPU with exactly those
   features, so `-mattr=+avx2,+fma` on an AVX-512 host gives AVX2 code.
 
+`-mtriple=aarch64-linux-gnu` makes it a foreign target (docs/targets.md):
+64-bit Arm with NEON, 4 f32 lanes and 32 vector registers, LLVM's `generic`
+AArch64 CPU with `+neon` unless `-mcpu` (an `AARCH64_CPU_ISA` name, e.g.
+`cortex-a72`, `neoverse-n1`) or `-mattr` say otherwise. The host is never
+asked for a foreign target's facts; `is_native` tells the two apart (code for
+a foreign target is exported and cross-linked, never JIT-compiled here).
+
 The thread count comes from `-num-cores`, else the `ZIGGURAT_NUM_THREADS`
-environment variable, else the number of CPUs.
+environment variable, else the number of CPUs (1 for a foreign target: this
+machine's CPU count says nothing about the board's; give `-num-cores=4`).
 
 `host_cpu()` is the only place that asks the machine (LLVM's host CPU name and
 feature string), and only the default target reads it. The environment
@@ -30,6 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import platform
 import shlex
 from dataclasses import dataclass
 from functools import cache
@@ -39,6 +48,57 @@ from ziggurat.errors import ZigguratError
 KINDS = ("llvm",)
 
 GENERIC_CPU = "x86-64"
+
+# The architectures ziggurat generates code for (the first part of an LLVM triple).
+ARCHES = ("x86_64", "aarch64")
+_ARCH_ALIASES = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}
+AARCH64_GENERIC_CPU = "generic"
+
+# AArch64 CPU names -> the features ziggurat records for them (all have NEON: 4 f32 lanes, 32 registers;
+# the vector code uses NEON only, SVE included). Each name is one LLVM 22 knows.
+_A_DOT = ("neon", "fullfp16", "dotprod")
+_A_V9 = _A_DOT + ("sve", "sve2", "bf16", "i8mm")
+AARCH64_CPU_ISA: dict[str, tuple[str, ...]] = {
+    "generic": ("neon",),
+    "cortex-a53": ("neon",),
+    "cortex-a55": _A_DOT,
+    "cortex-a57": ("neon",),
+    "cortex-a72": ("neon",),
+    "cortex-a73": ("neon",),
+    "cortex-a76": _A_DOT,
+    "cortex-a78": _A_DOT,
+    "cortex-x1": _A_DOT,
+    "cortex-a710": _A_V9,
+    "neoverse-n1": _A_DOT,
+    "neoverse-v1": _A_DOT + ("sve", "bf16", "i8mm"),
+    "neoverse-n2": _A_V9,
+    "neoverse-v2": _A_V9,
+    "apple-m1": _A_DOT,
+    "apple-m2": _A_DOT + ("bf16", "i8mm"),
+    "a64fx": ("neon", "fullfp16", "sve"),
+}
+# Further AArch64 CPU names LLVM 22 knows (accepted with -mattr, as for x86).
+LLVM_AARCH64_CPUS = frozenset(AARCH64_CPU_ISA) | frozenset("""
+    cortex-a35 cortex-a65 cortex-a75 cortex-a77 cortex-a510 cortex-a520 cortex-a715 cortex-a720 cortex-x2
+    cortex-x3 cortex-x4 neoverse-n3 neoverse-v3 neoverse-e1 apple-a14 apple-m3 apple-m4 ampere1 ampere1a
+    ampere1b carmel thunderx2t99 thunderx3t110 tsv110 kryo exynos-m3 falkor saphira oryon-1 grace
+""".split())
+
+
+def triple_arch(triple: str) -> str:
+    """The architecture of an LLVM triple (`aarch64-linux-gnu` -> `aarch64`); ZigguratError for one
+    ziggurat does not generate code for."""
+    arch = _ARCH_ALIASES.get(triple.split("-", 1)[0].lower())
+    if arch is None:
+        raise ZigguratError(f"unsupported target triple '-mtriple={triple}': ziggurat generates code for "
+                            f"{' and '.join(ARCHES)} (e.g. -mtriple=aarch64-linux-gnu); WebAssembly and a C "
+                            "target are not done yet (docs/targets.md)")
+    return arch
+
+
+def host_arch() -> str:
+    """This machine's architecture, as `triple_arch` names it."""
+    return _ARCH_ALIASES.get(platform.machine().lower(), platform.machine().lower())
 
 # LLVM x86 CPU names -> the instruction sets ziggurat reads from them (a target given by
 # -mcpu alone). tests/unit/test_target.py checks each entry against the code LLVM emits.
@@ -65,6 +125,64 @@ CPU_ISA: dict[str, tuple[str, ...]] = {
     "znver4": _V4 + ("avx512vnni", "avx512bf16"),
     "znver5": _V4 + ("avx512vnni", "avx512bf16"),
 }
+
+
+# The 64-bit x86 CPU names LLVM 22 (llvmlite 0.50) knows, checked before LLVM sees one: an unknown name
+# makes LLVM print a warning for every target machine it builds, and a 32-bit CPU (i686, pentium4, ...)
+# aborts the process ("64-bit code requested on a subtarget that doesn't support it").
+# tests/unit/test_first_hour_cli.py checks each against LLVM.
+LLVM_X86_64_CPUS = frozenset("""
+    x86-64 x86-64-v2 x86-64-v3 x86-64-v4 generic nocona core2 penryn bonnell atom silvermont slm goldmont
+    goldmont-plus tremont nehalem corei7 westmere sandybridge corei7-avx ivybridge core-avx-i haswell
+    core-avx2 broadwell skylake skylake-avx512 skx cascadelake cooperlake cannonlake icelake-client
+    rocketlake icelake-server tigerlake sapphirerapids alderlake raptorlake meteorlake arrowlake arrowlake-s
+    lunarlake gracemont pantherlake wildcatlake sierraforest grandridge graniterapids graniterapids-d
+    emeraldrapids clearwaterforest diamondrapids novalake knl knm k8 athlon64 athlon-fx opteron k8-sse3
+    athlon64-sse3 opteron-sse3 amdfam10 barcelona btver1 btver2 bdver1 bdver2 bdver3 bdver4 znver1 znver2
+    znver3 znver4 znver5
+""".split())
+
+
+def _check_cpu(cpu: str | None, mattr: str | None, arch: str = "x86_64") -> None:
+    """Refuses a `-mcpu` that ziggurat has no facts for (without `-mattr`) or that LLVM does not know."""
+    import difflib
+
+    if arch == "aarch64":
+        _check_aarch64_cpu(cpu, mattr)
+        return
+    if cpu is None or cpu in CPU_ISA:
+        return
+    if mattr is None:
+        close = difflib.get_close_matches(cpu, list(CPU_ISA), n=3)
+        hint = f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""
+        raise ZigguratError(f"unknown CPU '-mcpu={cpu}'{hint}: ziggurat knows {', '.join(sorted(CPU_ISA))}; "
+                            "for another CPU also give its features, e.g. -mattr=+avx2,+fma")
+    if cpu not in LLVM_X86_64_CPUS and cpu != _llvm_host_cpu():
+        close = difflib.get_close_matches(cpu, sorted(LLVM_X86_64_CPUS), n=3)
+        hint = f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""
+        raise ZigguratError(f"unknown CPU '-mcpu={cpu}'{hint}: LLVM knows no 64-bit x86 CPU of that name; "
+                            f"known: {', '.join(sorted(LLVM_X86_64_CPUS))}")
+
+
+def _check_aarch64_cpu(cpu: str | None, mattr: str | None) -> None:
+    import difflib
+
+    if cpu is None or cpu in AARCH64_CPU_ISA or (mattr is not None and cpu in LLVM_AARCH64_CPUS):
+        return
+    known = AARCH64_CPU_ISA if mattr is None else LLVM_AARCH64_CPUS
+    close = difflib.get_close_matches(cpu, sorted(known), n=3)
+    hint = f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""
+    more = "; for another CPU also give its features, e.g. -mattr=+neon" if mattr is None else ""
+    raise ZigguratError(f"unknown AArch64 CPU '-mcpu={cpu}'{hint}: known: {', '.join(sorted(known))}{more}")
+
+
+@cache
+def _llvm_host_cpu() -> str:
+    """LLVM's name for the host CPU (a CPU newer than LLVM_X86_64_CPUS is still accepted when it is the host)."""
+    import llvmlite.binding as llvm
+
+    llvm.initialize_native_target()
+    return llvm.get_host_cpu_name()
 
 
 HOST_CPU_ENV = "ZIGGURAT_HOST_CPU"
@@ -96,6 +214,7 @@ class Target:
     mcpu: str | None = None
     mattr: str | None = None
     num_cores: int | None = None
+    mtriple: str | None = None  # None: the host's triple
 
     @classmethod
     def parse(cls, text: str | Target) -> Target:
@@ -113,16 +232,17 @@ class Target:
                 fields["mcpu"] = None if value == "native" else value
             elif key == "mattr":
                 fields["mattr"] = value
+            elif key == "mtriple":
+                triple_arch(value)
+                fields["mtriple"] = value
             elif key == "num-cores":
                 if not value.isdigit() or int(value) < 1:
                     raise ZigguratError(f"-num-cores must be a positive integer, got '{value}'")
                 fields["num_cores"] = int(value)
             else:
-                raise ZigguratError(f"unknown target option '-{key}'; known: -mcpu, -mattr, -num-cores")
+                raise ZigguratError(f"unknown target option '-{key}'; known: -mtriple, -mcpu, -mattr, -num-cores")
         tgt = cls(**fields)  # type: ignore[arg-type]
-        if tgt.mcpu is not None and tgt.mattr is None and tgt.mcpu not in CPU_ISA:
-            raise ZigguratError(f"unknown CPU '-mcpu={tgt.mcpu}': ziggurat knows {', '.join(sorted(CPU_ISA))}; "
-                                "for another CPU also give its features, e.g. -mattr=+avx2,+fma")
+        _check_cpu(tgt.mcpu, tgt.mattr, tgt.arch)
         return tgt
 
     @classmethod
@@ -150,13 +270,31 @@ class Target:
             if not env.isdigit() or int(env) < 1:
                 raise ZigguratError(f"ZIGGURAT_NUM_THREADS must be a positive integer, got '{env}'")
             return int(env)
-        return os.cpu_count() or 1
+        return (os.cpu_count() or 1) if self.is_native else 1
+
+    @property
+    def arch(self) -> str:
+        """`x86_64` or `aarch64`: the triple's architecture (the host's without `-mtriple`)."""
+        return host_arch() if self.mtriple is None else triple_arch(self.mtriple)
+
+    @property
+    def is_native(self) -> bool:
+        """Whether this machine can run the target's code (its architecture is the host's): code for a
+        foreign target is exported and linked by a cross compiler, never JIT-compiled."""
+        return self.mtriple is None or self.arch == host_arch()
+
+    @property
+    def llvm_triple(self) -> str | None:
+        """The LLVM triple to generate code for; None for the host's (LLVM's default triple)."""
+        return self.mtriple
 
     @property
     def llvm_cpu(self) -> str:
         """The CPU LLVM generates code for."""
         if self.mcpu is not None:
             return self.mcpu
+        if self.arch == "aarch64" and (self.mattr is not None or not self.is_native):
+            return AARCH64_GENERIC_CPU
         return GENERIC_CPU if self.mattr is not None else host_cpu()[0]
 
     @property
@@ -164,11 +302,13 @@ class Target:
         """The feature string LLVM is given on top of `llvm_cpu`'s own."""
         if self.mattr is not None:
             return self.mattr
-        return "" if self.mcpu is not None else host_cpu()[1]
+        if self.mcpu is not None:
+            return ""
+        return "+neon" if not self.is_native else host_cpu()[1]
 
     def features(self) -> frozenset[str]:
         """Every instruction-set feature the target has (without the '+')."""
-        return _features(self.llvm_cpu, self.llvm_features)
+        return _features(self.llvm_cpu, self.llvm_features, self.arch)
 
     def has(self, feature: str) -> bool:
         """`has("avx512vnni")`: the target executes that instruction set."""
@@ -176,7 +316,9 @@ class Target:
 
     @property
     def vector_width(self) -> int:
-        """f32 lanes in one vector register of this target."""
+        """f32 lanes in one vector register of this target (AArch64: NEON's 128 bits)."""
+        if self.arch == "aarch64":
+            return 4
         if self.has("avx512f"):
             return 16
         if self.has("avx"):
@@ -185,10 +327,15 @@ class Target:
 
     @property
     def vector_registers(self) -> int:
+        """Vector registers of this target: 32 (AVX-512 zmm, AArch64 v0-v31) or 16 (AVX2/SSE)."""
+        if self.arch == "aarch64":
+            return 32
         return 32 if self.has("avx512f") else 16
 
     def __str__(self) -> str:
         parts = [self.kind]
+        if self.mtriple:
+            parts.append(f"-mtriple={self.mtriple}")
         if self.mcpu:
             parts.append(f"-mcpu={self.mcpu}")
         if self.mattr:
@@ -199,13 +346,15 @@ class Target:
 
 
 @cache
-def _features(cpu: str, feature_string: str) -> frozenset[str]:
-    on: set[str] = set(CPU_ISA.get(cpu, ()))
+def _features(cpu: str, feature_string: str, arch: str = "x86_64") -> frozenset[str]:
+    on: set[str] = set((AARCH64_CPU_ISA if arch == "aarch64" else CPU_ISA).get(cpu, ()))
     for f in feature_string.split(","):
         if f.startswith("+"):
             on.add(f[1:])
         elif f.startswith("-"):
             on.discard(f[1:])
+    if arch == "aarch64":
+        return frozenset(on | {"neon"})  # every AArch64 Linux CPU has it (Armv8-A's Advanced SIMD)
     if "avx512f" in on or "avx2" in on:
         on.add("avx")
     return frozenset(on)

@@ -88,13 +88,20 @@ def _width(t: Target) -> dict[str, object]:
     return {"vector-width": t.vector_width}
 
 
+def _registers(t: Target) -> dict[str, object]:
+    """`vector-registers` where the target's count is not the one x86 has at its width (AArch64: 4 lanes,
+    32 registers); x86 pipelines stay as they were."""
+    return {} if t.vector_registers == (32 if t.vector_width >= 16 else 16) else {"vector-registers": t.vector_registers}
+
+
 # The options each pass takes from the target (and, for fuse-ops, from the opt level):
 # pass name -> (target, opt level) -> options. tests/unit/test_pipelines.py checks every
 # key is a registered pass and every option one of its fields.
 TARGET_OPTIONS: dict[str, Callable[[Target, int], dict[str, object]]] = {
     "convert-layout": lambda t, level: {"block": t.vector_width},
     "fuse-ops": lambda t, level: {"cost-guided": level >= 3, "vector-width": t.vector_width},
-    "loop-default-schedule": lambda t, level: {**_width(t), "int8-dot": "vnni" if t.has("avx512vnni") else "none"},
+    "loop-default-schedule": lambda t, level: {**_width(t), **_registers(t),
+                                               "int8-dot": "vnni" if t.has("avx512vnni") else "none"},
     "loop-parallelize-outer": lambda t, level: {**_width(t), "threads": t.num_threads},
     "loop-vectorize-innermost": lambda t, level: {"min-extent": t.vector_width},
     "convert-loop-to-hw": lambda t, level: _width(t),

@@ -9,7 +9,26 @@
 * `path.json`: the target (CPU, features, triple, LLVM version) and the
   model's signature (signature.py: inputs, outputs and index checks), the entry
   symbol, the arena size and the constants' count;
-* `path.weights.npz`: the constant buffers (weights), in argument order.
+* `path.weights.npz`: the constant buffers (weights), in argument order;
+* `path.abi`: the same ABI as plain text, for the C runner
+  (runtime/runner/runner.c) that runs the library without Python, e.g. on an
+  AArch64 board or under qemu-aarch64 (docs/targets.md):
+
+      ziggurat-abi 1
+      entry ziggurat_entry
+      arena 4096
+      input <f4 3136 4 1 1 28 28        (dtype, bytes, rank, dims)
+      output <f4 40 2 1 10
+      check <i8 16 1 2                  (an index check's output, runtime/signature.py)
+      const 1234 1000                   (offset of its data in path.weights.npz, bytes)
+
+  `np.savez` stores each `.npy` member uncompressed, so each constant is one
+  byte range of the `.npz`: the runner reads it from there (no second copy of
+  the weights).
+
+A model compiled for a foreign target (`ziggurat.compile` with
+`-mtriple=aarch64-linux-gnu`, cross.py) exports the same files, its library
+linked by the target's cross compiler (backends/llvm/jit.py).
 
 `runtime/load.py` `load(path)` (also `ziggurat.runtime.load`) maps them back into a
 `CompiledModel`, with numpy and ctypes alone: no xDSL, no llvmlite, no
@@ -31,6 +50,7 @@ import numpy as np
 from ziggurat.errors import CompileError
 
 FORMAT = "ziggurat-shared-library-1"
+ABI_FORMAT = "ziggurat-abi 1"
 
 def export_model(model: Any, path: str | os.PathLike) -> Path:
     """Writes `model` (a `CompiledModel`) as a shared library at `path`, with `path.json` and
@@ -58,6 +78,49 @@ def export_model(model: Any, path: str | os.PathLike) -> Path:
         "num_threads": model.info.get("num_threads"),
     })
     meta_path.write_text(json.dumps(meta, indent=2) + "\n")
-    np.savez(str(out) + ".weights.npz", **{f"c{i}": c for i, c in enumerate(model.constants)})
+    weights = Path(str(out) + ".weights.npz")
+    np.savez(weights, **{f"c{i}": c for i, c in enumerate(model.constants)})
+    write_abi(Path(str(out) + ".abi"), meta, weights)
     return out
+
+
+def _spec_line(kind: str, spec: dict[str, Any]) -> str:
+    from ziggurat.signature import dtype_from_name
+
+    dtype, shape = dtype_from_name(spec["dtype"]), spec["shape"]
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    return " ".join([kind, dtype.str, str(nbytes), str(len(shape)), *map(str, shape)])
+
+
+def constant_ranges(weights: Path, count: int) -> list[tuple[int, int]]:
+    """(offset, bytes) of the data of constants c0..c{count-1} inside the `.npz` written by `np.savez`
+    (stored members: each array's data is one byte range of the file)."""
+    import zipfile
+
+    out = []
+    with zipfile.ZipFile(weights) as zf, open(weights, "rb") as f:
+        for i in range(count):
+            info = zf.getinfo(f"c{i}.npy")
+            if info.compress_type != zipfile.ZIP_STORED:
+                raise CompileError(f"export: '{weights}' member c{i}.npy is compressed; the runner needs it stored")
+            f.seek(info.header_offset)
+            local = f.read(30)
+            f.seek(info.header_offset + 30 + int.from_bytes(local[26:28], "little")
+                   + int.from_bytes(local[28:30], "little"))
+            version = np.lib.format.read_magic(f)
+            shape, fortran, dtype = (np.lib.format.read_array_header_1_0(f) if version == (1, 0)
+                                     else np.lib.format.read_array_header_2_0(f))
+            if fortran and len(shape) > 1:
+                raise CompileError(f"export: constant c{i} was written in Fortran order")
+            out.append((f.tell(), int(np.prod(shape, dtype=np.int64)) * dtype.itemsize))
+    return out
+
+
+def write_abi(path: Path, meta: dict[str, Any], weights: Path) -> None:
+    """Writes the plain-text ABI manifest of the module docstring."""
+    lines = [ABI_FORMAT, f"entry {meta['entry']}", f"arena {int(meta['arena_bytes'])}"]
+    lines += [_spec_line("input", s) for s in meta["inputs"]]
+    lines += [_spec_line("check" if "check" in s else "output", s) for s in meta["outputs"]]
+    lines += [f"const {off} {n}" for off, n in constant_ranges(weights, int(meta["constants"]))]
+    path.write_text("\n".join(lines) + "\n")
 

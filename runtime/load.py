@@ -50,6 +50,7 @@ def load(path: str | os.PathLike, cast_inputs: bool = False) -> CompiledModel:
     except (ValueError, KeyError, TypeError, AttributeError) as err:
         raise ModelLoadError(f"cannot load exported model '{so}': '{meta_path}' is malformed ({err}); "
                              "export the model again") from None
+    _check_arch(so, str(meta.get("triple", "")))
     _check_cpu(so, meta.get("features", ""))
     try:
         with np.load(weights_path, allow_pickle=False) as f:
@@ -65,6 +66,18 @@ def load(path: str | os.PathLike, cast_inputs: bool = False) -> CompiledModel:
     info = {"target": meta.get("target", ""), "num_threads": meta.get("num_threads"), "exported": str(so)}
     return CompiledModel(address, inputs, outputs, constants, arena, keepalive=lib, info=info,
                          cast_inputs=cast_inputs)  # type: ignore[arg-type]
+
+
+def _check_arch(so: Path, triple: str) -> None:
+    """Refuses a library built for another architecture (cross-compiled: docs/targets.md)."""
+    import platform
+
+    alias = {"arm64": "aarch64", "amd64": "x86_64"}
+    arch = triple.split("-", 1)[0].lower()
+    here = platform.machine().lower()
+    if arch and alias.get(arch, arch) != alias.get(here, here):
+        raise ModelLoadError(f"cannot load exported model '{so}': it was built for '{triple}', this machine is "
+                             f"{here}; run it on the target (runtime/runner/runner.c, docs/targets.md)")
 
 
 def _check_cpu(so: Path, features: str) -> None:

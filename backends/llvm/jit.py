@@ -21,6 +21,11 @@
   options' CPU and features are recorded in `<path>.json` (the features
   with the ones the CPU implies, `-mcpu=haswell` -> `+avx,+avx2,+fma`, so
   that the loader can refuse a machine without them).
+* A foreign triple (`LLVMOptions.triple`, e.g. `aarch64-linux-gnu` on an x86
+  host, docs/targets.md) gets that target's machine (LLVM's AArch64 backend
+  is in llvmlite) and is linked by the cross compiler
+  (`aarch64-linux-gnu-gcc`, `cross_linker`) against the target's libm and
+  libgomp; `jit_compile` refuses it.
 
 ```python
 llvm_module, info = translate_module(module, options)
@@ -70,19 +75,41 @@ def _init_llvm() -> None:
     llvm.initialize_native_asmparser()
 
 
-def create_target_machine(cpu: str, features: str, opt_level: int = 3, *, pic: bool = False) -> llvm.TargetMachine:
+@cache
+def _init_all_targets() -> None:
+    llvm.initialize_all_targets()
+    llvm.initialize_all_asmprinters()
+
+
+def is_foreign(triple: str | None) -> bool:
+    """Whether code for `triple` cannot run in this process (another architecture)."""
+    from ziggurat.target import Target
+
+    return triple is not None and not Target(mtriple=triple).is_native
+
+
+def create_target_machine(cpu: str, features: str, opt_level: int = 3, *, pic: bool = False,
+                          triple: str | None = None) -> llvm.TargetMachine:
     """A target machine for LLVM CPU `cpu` with the feature string `features` on top of its own
     (`Target.llvm_cpu` / `Target.llvm_features`, e.g. "x86-64" and "+avx2,+fma").
 
     `pic=False` gives a JIT machine (large code model); `pic=True` a machine for
     objects that go into a shared library (PIC, small code model). MCJIT takes
-    ownership of the machine it is given, so build one per engine.
+    ownership of the machine it is given, so build one per engine. `triple`: another
+    target's (None: the host's); LLVM's backends for every architecture are registered on demand.
     """
     if not cpu or features is None:
         raise CompileError(f"llvm backend: a target machine needs an LLVM CPU name and a feature string, got "
                            f"cpu={cpu!r}, features={features!r}; take them from a Target (llvm_cpu, llvm_features)")
     _init_llvm()
-    target = llvm.Target.from_default_triple()
+    if triple is None:
+        target = llvm.Target.from_default_triple()
+    else:
+        _init_all_targets()
+        try:
+            target = llvm.Target.from_triple(triple)
+        except RuntimeError as err:
+            raise CompileError(f"llvm backend: LLVM has no target for triple '{triple}': {err}") from None
     kw = {"reloc": "pic", "codemodel": "default"} if pic else {"codemodel": "jitdefault", "jit": True}
     return target.create_target_machine(cpu=cpu, features=features, opt=opt_level, **kw)
 
@@ -243,6 +270,7 @@ def jit_compile(source: ir.Module | str, options: LLVMOptions | None = None,
                 info: ModuleInfo | None = None) -> JITModule:
     """Optimize and JIT-compile an `llvmlite.ir.Module` (or its text)."""
     o = options or LLVMOptions()
+    _refuse_foreign(o)
     _init_llvm()
     tm = create_target_machine(o.cpu, o.features, o.opt_level)
     mod, text = _parse(source, tm)
@@ -261,6 +289,13 @@ def jit_compile(source: ir.Module | str, options: LLVMOptions | None = None,
     return jm
 
 
+def _refuse_foreign(o: LLVMOptions) -> None:
+    if is_foreign(o.triple):
+        raise CompileError(f"llvm backend: code for '{o.triple}' cannot run on this machine, so it is not "
+                           "JIT-compiled; export it as a shared library instead (emit_shared_library, "
+                           "`ziggurat compile ... --export model.so`; docs/targets.md)")
+
+
 def load_object(object_code: bytes, llvm_ir: str, options: LLVMOptions, externals: list[str]) -> JITModule:
     """A `JITModule` of object code that `jit_compile` generated for `options` (its `object_code`
     and `externals`), linked into a new engine: no optimization, no code generation.
@@ -270,6 +305,7 @@ def load_object(object_code: bytes, llvm_ir: str, options: LLVMOptions, external
     CompileError when an external cannot be resolved in this process (before linking: MCJIT
     would abort the process).
     """
+    _refuse_foreign(options)
     _init_llvm()
     tm = create_target_machine(options.cpu, options.features, options.opt_level)
     if uses_amx(llvm_ir):
@@ -295,6 +331,31 @@ def compile_module(module, options: LLVMOptions | None = None) -> JITModule:
     return jit_compile(llvm_module, o, info)
 
 
+def emit_assembly(source: ir.Module | str, options: LLVMOptions | None = None) -> str:
+    """The optimized module's assembly for the options' target (any triple: a foreign one too), as
+    the shared library of `emit_shared_library` would hold it."""
+    o = options or LLVMOptions()
+    tm = create_target_machine(o.cpu, o.features, o.opt_level, pic=True, triple=o.triple)
+    mod, _ = _parse(source, tm)
+    optimize(mod, tm, o.opt_level)
+    return tm.emit_assembly(mod)
+
+
+def cross_linker(triple: str) -> str:
+    """The C compiler driver that links shared libraries for the foreign `triple`
+    (`aarch64-linux-gnu-gcc` for `aarch64-linux-gnu` or `aarch64-unknown-linux-gnu`)."""
+    parts = triple.split("-")
+    arch = {"arm64": "aarch64"}.get(parts[0], parts[0])
+    rest = [p for p in parts[1:] if p not in ("unknown", "pc", "none")] or ["linux", "gnu"]
+    name = "-".join([arch] + rest) + "-gcc"
+    found = shutil.which(name)
+    if found is None:
+        raise CompileError(f"llvm backend: linking code for '{triple}' needs the cross compiler '{name}', which is "
+                           "not installed; on Debian/Ubuntu: apt-get install gcc-aarch64-linux-gnu "
+                           "libgomp1-arm64-cross (docs/targets.md)")
+    return found
+
+
 def emit_shared_library(source: ir.Module | str, path: str | os.PathLike, options: LLVMOptions | None = None,
                         exports: list[str] | None = None) -> Path:
     """Compile to a shared library at `path`, with `<path>.json` recording the target.
@@ -305,10 +366,11 @@ def emit_shared_library(source: ir.Module | str, path: str | os.PathLike, option
     """
     o = options or LLVMOptions()
     _init_llvm()
-    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    cc = cross_linker(o.triple) if is_foreign(o.triple) else (shutil.which("cc") or shutil.which("gcc")
+                                                               or shutil.which("clang"))
     if cc is None:
         raise CompileError("llvm backend: no C compiler driver (cc) found to link the shared library")
-    tm = create_target_machine(o.cpu, o.features, o.opt_level, pic=True)
+    tm = create_target_machine(o.cpu, o.features, o.opt_level, pic=True, triple=o.triple)
     mod, _ = _parse(source, tm)
     defined = [f for f in mod.functions if not f.is_declaration]
     if exports is None:

@@ -34,6 +34,11 @@ class LLVMOptions:
       i.e. the host; only `features`: LLVM's generic x86-64 CPU plus those
       features; only `cpu`: that CPU's own features). The backend asks the
       machine nothing.
+    * `triple`: the LLVM triple to generate code for (`Target.llvm_triple`);
+      None, the default, is the host's. Code for a foreign triple
+      (`aarch64-linux-gnu` on an x86 host) is only emitted as a shared
+      library (`emit_shared_library`, linked by the cross compiler), never
+      JIT-compiled.
     * `profile`: time every kernel call of the entry function (the profiler's
       instrumented build, runtime/profile.py). Each call site `i` gets four
       i64 counters at `[4 i .. 4 i + 3]` of a module global: nanoseconds in
@@ -53,6 +58,7 @@ class LLVMOptions:
     cpu: str | None = None
     features: str | None = None
     profile: bool = False
+    triple: str | None = None
 
     def __post_init__(self) -> None:
         if self.num_threads < 1:
@@ -74,13 +80,15 @@ class LLVMOptions:
         """Options generating code for `target` (its CPU, features and thread count); `kw` sets the rest."""
         tgt = Target.parse(target)
         fields: dict[str, object] = {"num_threads": tgt.num_threads, "cpu": tgt.llvm_cpu, "features": tgt.llvm_features}
+        if tgt.llvm_triple is not None:
+            fields["triple"] = tgt.llvm_triple
         fields.update(kw)
         return cls(**fields)  # type: ignore[arg-type]
 
     @property
     def target(self) -> Target:
         """The `Target` these options generate code for (its `features()` / `has()` facts)."""
-        return Target(mcpu=self.cpu, mattr=self.features)
+        return Target(mcpu=self.cpu, mattr=self.features, mtriple=self.triple)
 
 
 @dataclass

@@ -10,7 +10,8 @@ from xdsl.passes import ModulePass
 
 from ziggurat.dialects import loop
 from ziggurat.transforms.schedule.mark import is_scheduled
-from ziggurat.errors import ScheduleError
+from ziggurat.errors import ScheduleError, ZigguratError
+from ziggurat.lowering.locations import name_source
 from ziggurat.lowering.qgemm import schedule_qgemm
 from ziggurat.transforms.schedule.block import build_block
 from ziggurat.transforms.schedule.copy_nest import schedule_copy
@@ -86,7 +87,10 @@ class LoopDefaultSchedulePass(ModulePass):
     (transforms/schedule/epilogue.py): they run on the tile in registers, and
     their local intermediates disappear.
 
-    **Options:** `vector-width` (default 16); `int8-dot` (`vnni`: the target
+    **Options:** `vector-width` (default 16); `vector-registers` (the
+    target's vector registers, for the register budget of plan.py; 0, the
+    default, takes x86's for the width: 32 at 16 lanes, else 16; the default
+    pipelines pass 32 for AArch64's 4 NEON lanes); `int8-dot` (`vnni`: the target
     has AVX512-VNNI; `none`: leave qgemm nests scalar; `auto`: VNNI when the
     default target, `Target.parse("llvm")`, has it; the default pipelines
     pass `vnni` or `none` from their target); `fuse-epilogues` (default
@@ -129,6 +133,7 @@ class LoopDefaultSchedulePass(ModulePass):
     fuse_epilogues: bool = True
     copy_nests: bool = True
     pack_a: bool = False
+    vector_registers: int = 0
 
     def apply(self, ctx: Context, op: builtin.ModuleOp) -> None:
         if self.int8_dot not in ("auto", "vnni", "none"):
@@ -138,19 +143,26 @@ class LoopDefaultSchedulePass(ModulePass):
                 continue
             if is_scheduled(fn):  # apply-tuning replayed a record's schedule
                 continue
-            for top in [o for o in fn.body.block.ops if isinstance(o, loop.ForOp)]:
-                nest = match_reduce_nest(top)
-                if nest is None:
-                    if self.copy_nests:  # layout transforms: no div/rem, no padding tests
-                        schedule_copy(top)
-                    continue
-                if nest.update.block_name.data == "qgemm":  # graph.qgemm: VNNI register blocks (lowering/qgemm.py)
-                    if self.int8_dot != "none":
-                        schedule_qgemm(fn, "qgemm", vnni=True if self.int8_dot == "vnni" else None)
-                    continue
-                pad_clamped_reads(nest)  # padded conv input: no tests in the register block
-                plan = default_plan(nest, self.vector_width, self.pack_a)  # transforms/schedule/plan.py
-                if plan is not None:
-                    build_block(nest, plan, self.vector_width)
-            if self.fuse_epilogues:
-                fuse_epilogues(fn)  # bias, GELU, residual adds run on the register tile (epilogue.py)
+            try:
+                self._schedule(fn)
+            except ZigguratError as err:  # name the kernel's source (ONNX) nodes
+                raise name_source(err, fn) from None
+
+    def _schedule(self, fn: func.FuncOp) -> None:
+        """The default schedule of kernel `fn`, loop nest by loop nest."""
+        for top in [o for o in fn.body.block.ops if isinstance(o, loop.ForOp)]:
+            nest = match_reduce_nest(top)
+            if nest is None:
+                if self.copy_nests:  # layout transforms: no div/rem, no padding tests
+                    schedule_copy(top)
+                continue
+            if nest.update.block_name.data == "qgemm":  # graph.qgemm: VNNI register blocks (lowering/qgemm.py)
+                if self.int8_dot != "none":
+                    schedule_qgemm(fn, "qgemm", vnni=True if self.int8_dot == "vnni" else None)
+                continue
+            pad_clamped_reads(nest)  # padded conv input: no tests in the register block
+            plan = default_plan(nest, self.vector_width, self.pack_a, self.vector_registers)  # transforms/schedule/plan.py
+            if plan is not None:
+                build_block(nest, plan, self.vector_width)
+        if self.fuse_epilogues:
+            fuse_epilogues(fn)  # bias, GELU, residual adds run on the register tile (epilogue.py)

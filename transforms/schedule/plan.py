@@ -28,6 +28,9 @@ The analytic choice, by vector width:
   block) stepped by 2. At most `MAX_ACC` accumulators (12 of the 16
   registers; the rest hold the streamed vectors and a broadcast). Where it
   declines, the 16-lane plan.
+* 4 lanes with 32 registers (AArch64 NEON): the 16-lane budget (`MAX_ACC_WIDE`,
+  `ROWS_WIDE`: the 8x8 NEON GEMM block of 16 accumulators); 4 lanes with 16
+  (SSE) the 8-lane one. `register_budget` takes the count from the target.
 * A nest whose every spatial loop feeds the streamed reads (a depthwise conv
   in NCHW<b>c), `plan_shared`: the output column blocked, the filter vector
   shared by the tile points.
@@ -165,10 +168,16 @@ def plan_parts(nest: ReduceNest) -> tuple[list[int], list[int], int] | None:
     return free, used, kc
 
 
-def register_budget(width: int) -> tuple[int, tuple[int, ...]]:
-    """(most accumulators, row factors) of a register block: 16 registers at 8 lanes (AVX2: `MAX_ACC`,
-    `ROWS`), 32 at 16 (AVX-512: `MAX_ACC_WIDE`, `ROWS_WIDE`)."""
-    return (MAX_ACC_WIDE, ROWS_WIDE) if width >= 16 else (MAX_ACC, ROWS)
+def register_budget(width: int, registers: int = 0) -> tuple[int, tuple[int, ...]]:
+    """(most accumulators, row factors) of a register block: 16 registers (AVX2, SSE: `MAX_ACC`, `ROWS`),
+    32 (AVX-512, AArch64 NEON: `MAX_ACC_WIDE`, `ROWS_WIDE`). `registers`: the target's vector registers
+    (`Target.vector_registers`); 0 takes x86's, which the width implies (32 at 16 lanes, else 16)."""
+    return (MAX_ACC_WIDE, ROWS_WIDE) if _wide(width, registers) else (MAX_ACC, ROWS)
+
+
+def _wide(width: int, registers: int) -> bool:
+    """Whether the target has 32 vector registers (see `register_budget`)."""
+    return registers >= 32 if registers else width >= 16
 
 
 def plan_vector(nest: ReduceNest, width: int, free: list[int], kc: int) -> BlockPlan:
@@ -225,7 +234,7 @@ def plan_narrow(nest: ReduceNest, width: int, free: list[int], streamed_dims: li
     return BlockPlan(tile, nvec, kc, pack, with_a, rorder=list(range(len(nest.reduction))))
 
 
-def plan_shared(nest: ReduceNest, width: int, used: list[int]) -> BlockPlan | None:
+def plan_shared(nest: ReduceNest, width: int, used: list[int], registers: int = 0) -> BlockPlan | None:
     """A nest whose every spatial loop feeds the streamed reads (a depthwise conv in NCHW<b>c: the input
     vector moves with the output position, the filter vector does not): the innermost such loop (the
     output column) is blocked by the largest row factor that divides it, so each filter vector feeds
@@ -233,7 +242,7 @@ def plan_shared(nest: ReduceNest, width: int, used: list[int]) -> BlockPlan | No
     if not used:
         return None
     d = max(used)
-    max_acc, rows = register_budget(width)
+    max_acc, rows = register_budget(width, registers)
     trips = nest.spatial[d].trip_count
     u = next((u for u in rows if trips % u == 0 and u <= max_acc), 1)
     if u < 2:
@@ -241,7 +250,7 @@ def plan_shared(nest: ReduceNest, width: int, used: list[int]) -> BlockPlan | No
     return BlockPlan([(d, u)], 1, 0, False, rorder=list(range(len(nest.reduction))))
 
 
-def plan_dot(nest: ReduceNest, width: int) -> BlockPlan | None:
+def plan_dot(nest: ReduceNest, width: int, registers: int = 0) -> BlockPlan | None:
     """Dot-product tile for a reduction along contiguous reads (dense with a
     transposed weight): up to two spatial loops blocked by `DOT_BLOCKING`."""
     rvar = nest.update.vars[-1]
@@ -266,7 +275,7 @@ def plan_dot(nest: ReduceNest, width: int) -> BlockPlan | None:
         if u > 1:
             cands.append((f.trip_count, d, u))
     tile = sorted(sorted(cands, reverse=True)[:2], key=lambda c: c[1])
-    if width < 16 and len(tile) == 2:  # 16 registers: at most 4 x 2 accumulators (mlp_b64: 1.9 -> 1.2 ms)
+    if not _wide(width, registers) and len(tile) == 2:  # 16 registers: at most 4 x 2 accumulators (mlp_b64: 1.9 -> 1.2 ms)
         (t0, d0, u0), (t1, d1, _) = tile
         tile = [(t0, d0, u0)] + ([(t1, d1, 2)] if t1 % 2 == 0 else [])
     if not tile:
@@ -274,17 +283,18 @@ def plan_dot(nest: ReduceNest, width: int) -> BlockPlan | None:
     return BlockPlan([(d, u) for _, d, u in tile], vector="reduction")
 
 
-def default_plan(nest: ReduceNest, width: int, pack_a: bool = False) -> BlockPlan | None:
-    """The default schedule's plan for `nest` (see the module docstring), or None to leave it alone."""
+def default_plan(nest: ReduceNest, width: int, pack_a: bool = False, registers: int = 0) -> BlockPlan | None:
+    """The default schedule's plan for `nest` (see the module docstring), or None to leave it alone;
+    `registers`: the target's vector registers (0: x86's for `width`, see `register_budget`)."""
     parts = plan_parts(nest)
     if parts is None:
-        return plan_dot(nest, width)
+        return plan_dot(nest, width, registers)
     free, used, kc = parts
-    narrow = plan_narrow(nest, width, free, used, kc, pack_a, *register_budget(width))
+    narrow = plan_narrow(nest, width, free, used, kc, pack_a, *register_budget(width, registers))
     if narrow is not None:
         return narrow
     if not free:
-        shared = plan_shared(nest, width, used)
+        shared = plan_shared(nest, width, used, registers)
         if shared is not None:
             return shared
     return plan_vector(nest, width, free, kc)

@@ -1,0 +1,96 @@
+"""Cross-compilation: a model compiled for another architecture, to export and run there.
+
+`ziggurat.compile(model, target="llvm -mtriple=aarch64-linux-gnu -mattr=+neon")`
+(any target whose `Target.is_native` is false) comes here: the same import,
+pipeline (with the target's facts: 4 f32 lanes, 32 vector registers) and
+translation to LLVM IR as a native compile, then no JIT. The result, a
+`CrossCompiledModel`, has the compiled model's signature, constants, arena
+size and `info` (the LLVM IR, options, stats), so `export(path)` writes the
+usual files (runtime/export.py: `model.so` from LLVM's AArch64 backend,
+linked by `aarch64-linux-gnu-gcc`, `model.so.json`, `model.so.weights.npz`
+and the plain-text `model.so.abi` the C runner reads), but calling it raises
+`CompileError`: this machine cannot execute the code. docs/targets.md tells
+how to run it on a board or under qemu-aarch64 with runtime/runner/runner.c.
+
+There is no compile cache for foreign targets (every call builds).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ziggurat.errors import CompileError
+from ziggurat.target import Target
+
+
+class CrossCompiledModel:
+    """A model compiled for a foreign target: exportable (`export`), not callable here."""
+
+    def __init__(self, inputs: list[Any], outputs: list[Any], constants: tuple[np.ndarray, ...], arena_bytes: int,
+                 info: dict[str, Any]):
+        self.inputs = list(inputs)
+        self.outputs = [s for s in outputs if s.check is None]
+        self.checks = [s for s in outputs if s.check is not None]
+        self.constants = list(constants)
+        self.arena_bytes = arena_bytes
+        self.info = info
+
+    @property
+    def input_names(self) -> list[str]:
+        return [s.name for s in self.inputs]
+
+    @property
+    def output_names(self) -> list[str]:
+        return [s.name for s in self.outputs]
+
+    @property
+    def target(self) -> Target:
+        return Target.parse(self.info["target"])
+
+    def export(self, path: Any) -> Any:
+        """Writes the shared library (linked by the target's cross compiler) and its files; see
+        runtime/export.py. Copy them to the target machine and run them there."""
+        from ziggurat.runtime.export import export_model
+
+        return export_model(self, path)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise CompileError(f"this model was compiled for '{self.info['target']}', which cannot run on this machine; "
+                           "export it (model.export('model.so') or `ziggurat compile ... --export model.so`) and "
+                           "run it on the target, e.g. with runtime/runner/runner.c (docs/targets.md)")
+
+    def __repr__(self) -> str:
+        return (f"CrossCompiledModel(target='{self.info['target']}', inputs={self.input_names}, "
+                f"outputs={self.output_names})")
+
+
+def cross_compile(model: Any, target: str | Target, opt_level: int = 3, pipeline: str | None = None,
+                  after_pass: Any = None, tuning_db: Any = None, bind: dict[str, Any] | None = None,
+                  memory_limit: int | str | None = None, check_indices: bool = True) -> CrossCompiledModel:
+    """Compiles an ONNX model for the foreign `target` (see the module docstring); the arguments are
+    `ziggurat.compile`'s."""
+    from ziggurat.backends.llvm.options import LLVMOptions
+    from ziggurat.compiler import CompileStats, _import_model, _lower
+    from ziggurat.limits import over_budget, resolve_memory_limit
+    from ziggurat.lowering import pipelines
+
+    tgt = Target.parse(target)
+    spec = pipelines.default_pipeline(opt_level, tgt, graph=pipeline,
+                                      tuning_db=None if tuning_db is None else str(tuning_db))
+    options = LLVMOptions.for_target(tgt)
+    stats = CompileStats()
+    work, inputs, outputs = _import_model(model, bind, memory_limit, check_indices, stats)
+    model = None
+    low = _lower(work, spec, options, stats, after_pass)
+    stats.kernels, stats.kernel_calls = low.kernels, low.kernel_calls
+    stats.tuned_kernels = list(low.tuned_kernels)
+    stats.arena_bytes, stats.unplanned_bytes = low.arena_bytes, low.unplanned_bytes
+    limit = resolve_memory_limit(memory_limit)
+    if low.info.arena_size > limit:
+        raise over_budget("the arena of the model's intermediates", low.info.arena_size, limit,
+                          "Compile it for smaller input shapes, or raise the limit.")
+    info = {"stats": stats, "target": str(tgt), "num_threads": tgt.num_threads, "pipeline": spec,
+            "llvm_ir": low.llvm_ir, "llvm_options": options, "entry_symbol": low.info.entry_symbol}
+    return CrossCompiledModel(inputs, outputs, low.constants, low.info.arena_size, info)
