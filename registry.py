@@ -135,6 +135,10 @@ def parse_pipeline(spec: str) -> list[ModulePass]:
             if option.replace("_", "-") not in fields:
                 raise CompileError(f"pass '{s.name}' has no option '{option}'{_did_you_mean(option, fields)}; "
                                    f"its options: {', '.join(fields) or 'none'}")
+        for option, values in s.parameters.items():
+            problem = _option_problem(cls, option.replace("-", "_"), values)
+            if problem:
+                raise CompileError(f"pass '{s.name}': option '{option.replace('_', '-')}' {problem}")
         try:
             out.append(cls.from_pass_spec(s))
         except BaseException as err:
@@ -153,3 +157,45 @@ def option_names(pass_cls: type[ModulePass]) -> list[str]:
 def _did_you_mean(name: str, known) -> str:
     close = difflib.get_close_matches(name, list(known), n=3)
     return f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""
+
+
+_KINDS = {bool: "a bool (true or false)", int: "an integer", float: "a number", str: 'a string (quote it: "...")'}
+_PLURAL = {bool: "bools", int: "integers", float: "numbers", str: "strings"}
+
+
+def _option_problem(pass_cls: type[ModulePass], field: str, values: tuple) -> str | None:
+    """What is wrong with `values` for the option `field` of `pass_cls` ("expects a bool (true or false),
+    got 'maybe'"), for the types options have (bool, int, float, str, tuple[int, ...], Literal, X | None);
+    None when they fit or the type is another."""
+    import types
+    import typing
+
+    try:
+        hint = typing.get_type_hints(pass_cls).get(field)
+    except Exception:  # an annotation that does not resolve: leave the check to xDSL
+        return None
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in args:
+        rest = [a for a in args if a is not type(None)]
+        if len(rest) != 1:
+            return None
+        hint, args = rest[0], typing.get_args(rest[0])
+    got = ",".join(str(v).lower() if isinstance(v, bool) else str(v) for v in values)
+    if typing.get_origin(hint) is typing.Literal:
+        ok = len(values) == 1 and values[0] in args
+        return None if ok else f"expects one of {', '.join(repr(a) for a in args)}, got '{got}'"
+    if typing.get_origin(hint) is tuple and args[-1:] == (Ellipsis,) and args[0] in _KINDS:
+        ok = all(_fits(v, args[0]) for v in values)
+        return None if ok else f"expects {_PLURAL[args[0]]} separated by commas (e.g. 8,16), got '{got}'"
+    if hint in _KINDS:
+        ok = len(values) == 1 and _fits(values[0], hint)
+        return None if ok else f"expects {_KINDS[hint]}, got '{got}'"
+    return None
+
+
+def _fits(value: object, kind: type) -> bool:
+    if kind is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, kind)

@@ -44,9 +44,14 @@ class WeightStore(Mapping[str, np.ndarray]):
     def nbytes(self) -> int:
         return sum(a.nbytes for a in self._data.values())
 
-    def save(self, path: str) -> None:
-        """Write the store as an .npz file (no pickle)."""
+    def save(self, path: str) -> str:
+        """Write the store as an .npz file (no pickle); returns the path written (numpy adds `.npz`
+        to a name without it)."""
+        path = str(path)
+        if not path.endswith(".npz"):
+            path += ".npz"
         np.savez(path, **self._data)
+        return path
 
     @classmethod
     def load(cls, path: str) -> WeightStore:

@@ -3,6 +3,7 @@
     ziggurat import model.onnx                       graph-level IR
     ziggurat compile model.onnx --emit loop          IR at a stage (te|loop|hw|llvm), with compile times
     ziggurat run model.onnx --inputs in.npz --check expected.npz
+    ziggurat run m.mlir --inputs in.npz              text IR of any level (weights: its graph.weights_file)
     ziggurat demo                                    compile and check a bundled model
     ziggurat tune model.onnx --trials 64 --db r.jsonl   tune the kernels (then compile/run --tuning-db r.jsonl)
     ziggurat profile model.onnx --trace t.json       time per kernel of the real executor (Perfetto trace)
@@ -28,12 +29,7 @@ import numpy as np
 from ziggurat import plugins
 from ziggurat.errors import CompileError, ZigguratError
 
-# The pass after which each --emit stage's IR exists.
-STAGES = {
-    "te": "convert-graph-to-te",
-    "loop": "convert-te-to-loop",
-    "hw": "convert-loop-to-hw",
-}
+from ziggurat.cli.mlir_model import STAGES, compile_mlir, is_mlir  # STAGES: the pass after which each --emit level exists
 
 
 def _add_compile_options(p: argparse.ArgumentParser) -> None:
@@ -43,6 +39,22 @@ def _add_compile_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tuning-db", default=None, metavar="FILE", help="apply the best schedule per kernel from this tuning record database (ziggurat tune)")
     p.add_argument("--load-plugin", action="append", default=[], metavar="MODULE",
                    help="load a plugin (module name or .py path) whose dialects and passes -p may use; repeatable (docs/tutorial.md)")
+    p.add_argument("--weights", metavar="NPZ", help="weights of a .mlir model (default: the file its graph.weights_file "
+                                                    "names, relative to the .mlir file's folder)")
+
+
+def _compile(args: argparse.Namespace, pipeline: str | None = None, after_pass=None):
+    """`ziggurat.compile` for an ONNX model; for a .mlir file (text IR of any level) the rest of the
+    default pipeline from its level (cli/mlir_model.py)."""
+    import ziggurat
+
+    if is_mlir(args.model):
+        return compile_mlir(args.model, target=args.target, opt_level=args.opt_level, pipeline=pipeline,
+                            tuning_db=args.tuning_db, after_pass=after_pass, weights=args.weights)
+    if args.weights:
+        raise ZigguratError("--weights applies to a .mlir model; an ONNX model carries its own weights")
+    return ziggurat.compile(args.model, target=args.target, opt_level=args.opt_level, pipeline=pipeline,
+                            after_pass=after_pass, tuning_db=args.tuning_db)
 
 
 def _load_npz(path: str) -> dict[str, np.ndarray]:
@@ -63,7 +75,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         from ziggurat.transforms.graph.weight_binding import WEIGHTS_FILE_ATTR
 
         # recorded relative to the .mlir file's folder (the pair moves together), absolute for stdout
-        weights = os.path.abspath(args.weights)
+        weights = os.path.abspath(imported.weights.save(args.weights))  # the path numpy wrote (adds .npz)
         recorded = os.path.relpath(weights, os.path.dirname(os.path.abspath(args.output))) if args.output else weights
         imported.module.attributes[WEIGHTS_FILE_ATTR] = StringAttr(recorded)
     text = str(imported.module)
@@ -72,14 +84,14 @@ def cmd_import(args: argparse.Namespace) -> int:
             f.write(text + "\n")
     else:
         print(text)
-    if args.weights:
-        imported.weights.save(args.weights)
+    if not args.weights and len(imported.weights):
+        print(f"ziggurat import: note: the IR names {len(imported.weights)} weight(s) by reference only; add "
+              "--weights W.npz to save them beside it (ziggurat-opt and ziggurat run read them from there)",
+              file=sys.stderr)
     return 0
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
-    import ziggurat
-
     pipeline, decisions, fused = args.pipeline, [], []
     if args.explain_fusion:  # the graph pipeline with cost-guided fuse-ops; its decisions as a table
         from ziggurat.lowering import pipelines
@@ -93,11 +105,15 @@ def cmd_compile(args: argparse.Namespace) -> int:
             pipeline = annotate_costs.cost_guided_pipeline(pipeline)
 
     ran: list[str] = []
+    timings: list[tuple[str, float]] = []
+    if args.weights_out and args.emit not in STAGES:
+        raise ZigguratError("--weights-out saves the weights of the IR that --emit te|loop|hw prints; give --emit")
 
     def after_pass(p, module, seconds: float) -> None:
         ran.append(p.name)
+        timings.append((p.name, seconds))
         if args.emit in STAGES and p.name == STAGES[args.emit]:
-            print(module)
+            _print_stage(module, args.weights_out)
         if args.print_after in (p.name, "all"):
             print(f"// -----// IR after {p.name} ({seconds * 1e3:.1f} ms) //----- //")
             print(module)
@@ -105,12 +121,16 @@ def cmd_compile(args: argparse.Namespace) -> int:
             fused.append(p)
             decisions.extend(annotate_costs.fusion_decisions(module))
 
-    model = ziggurat.compile(args.model, target=args.target, opt_level=args.opt_level, pipeline=pipeline, after_pass=after_pass, tuning_db=args.tuning_db)
+    model = _compile(args, pipeline, after_pass)
     if args.print_after not in (None, "all") and args.print_after not in ran:
         close = difflib.get_close_matches(args.print_after, list(dict.fromkeys(ran)), n=3)
         hint = f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""
         raise CompileError(f"--print-after {args.print_after}: no pass of that name ran{hint}; the pipeline ran "
                            f"{', '.join(dict.fromkeys(ran))}")
+    if args.time_passes:
+        from ziggurat.cli.timing import timing_table
+
+        print(timing_table(timings), file=sys.stderr)
     if args.explain_fusion:
         print(annotate_costs.format_fusion_table(decisions) if fused else
               f"fusion: the O{args.opt_level} graph pipeline has no fuse-ops; nothing to explain (use -O2 or -O3)")
@@ -127,6 +147,22 @@ def cmd_compile(args: argparse.Namespace) -> int:
         out = model.export(args.export)
         print(f"exported {out} (+ {out}.json, {out}.weights.npz); load with ziggurat.runtime.load('{out}')", file=sys.stderr)
     return 0
+
+
+def _print_stage(module, weights_out: str | None) -> None:
+    """Prints the IR of an --emit stage; with `weights_out`, saves the module's weights there first
+    and names the file (absolute) in the printed module's graph.weights_file."""
+    if not weights_out:
+        print(module)
+        return
+    from xdsl.dialects.builtin import StringAttr
+
+    from ziggurat.transforms.graph.weight_binding import WEIGHTS_FILE_ATTR, weights_of
+
+    path = os.path.abspath(weights_of(module).save(weights_out))  # type: ignore[union-attr]
+    module.attributes[WEIGHTS_FILE_ATTR] = StringAttr(path)
+    print(module)
+    del module.attributes[WEIGHTS_FILE_ATTR]
 
 
 def _is_positional(inputs: dict[str, np.ndarray]) -> bool:
@@ -147,10 +183,8 @@ def _positional_inputs(inputs: dict[str, np.ndarray], names: Sequence[str], path
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    import ziggurat
-
     start = time.perf_counter()
-    model = ziggurat.compile(args.model, target=args.target, opt_level=args.opt_level, pipeline=args.pipeline, tuning_db=args.tuning_db)
+    model = _compile(args, args.pipeline)
     compile_s = time.perf_counter() - start
     inputs = _load_npz(args.inputs)
     outputs = model(*_positional_inputs(inputs, model.input_names, args.inputs))
@@ -263,7 +297,7 @@ def version_string() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ziggurat", description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter, epilog="\n".join(__doc__.splitlines()[2:7]))
+    parser = argparse.ArgumentParser(prog="ziggurat", description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter, epilog="\n".join(__doc__.splitlines()[2:8]))
     parser.add_argument("--version", action="version", version=version_string())
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -273,18 +307,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--weights", help="also save the weights as an .npz file")
     p.set_defaults(func=cmd_import)
 
-    p = sub.add_parser("compile", help="compile a model; print the IR after passes and the compile times")
-    p.add_argument("model")
+    p = sub.add_parser("compile", help="compile a model (.onnx, or .mlir text IR of any level); print the IR after passes and the compile times")
+    p.add_argument("model", help="an ONNX model, or a .mlir file of graph, te, loop or hw IR (the rest of the default pipeline runs)")
     _add_compile_options(p)
     p.add_argument("--print-after", metavar="PASS", help="print the IR after this pass ('all' for every pass)")
+    p.add_argument("--time-passes", action="store_true", help="print a table of each pass's seconds and share, with the total, on stderr")
     p.add_argument("--emit", choices=(*STAGES, "llvm"), help="print the IR at this stage (llvm: the LLVM IR before LLVM's optimizations)")
+    p.add_argument("--weights-out", metavar="NPZ", help="with --emit te|loop|hw: save the weights of that IR (with those the passes made) and name the file in its graph.weights_file, so `ziggurat run`/`ziggurat-opt` can take the printed IR")
     p.add_argument("--export", metavar="LIB", help="also write the compiled model as a shared library LIB (with LIB.json and LIB.weights.npz); load it with ziggurat.runtime.load(LIB)")
     p.add_argument("--explain-fusion", action="store_true", help="compile with cost-guided fuse-ops and print each fusion decision: rule-based vs cost-guided choice and both costs")
     p.set_defaults(func=cmd_compile)
 
-    p = sub.add_parser("run", help="compile and run a model on inputs from an .npz file")
-    p.add_argument("model")
-    p.add_argument("--inputs", required=True, help=".npz file with one array per model input")
+    p = sub.add_parser("run", help="compile and run a model (.onnx or .mlir) on inputs from an .npz file")
+    p.add_argument("model", help="an ONNX model, or a .mlir file of graph, te, loop or hw IR")
+    p.add_argument("--inputs", required=True, help=".npz file with one array per model input, saved under the input names (or positionally: np.savez(f, a, b))")
     p.add_argument("--check", help=".npz file with the expected outputs; prints max error and PASS/FAIL")
     p.add_argument("--rtol", type=float, default=1e-3)
     p.add_argument("--atol", type=float, default=1e-4)
@@ -346,6 +382,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_conformance_parser(sub)
     add_cache_parser(sub)
+    from ziggurat.cli.viz import add_parser as add_viz_parser
+
+    add_viz_parser(sub)
     return parser
 
 

@@ -1,14 +1,20 @@
 """`ziggurat-opt`: run pass pipelines on MLIR text, in the manner of mlir-opt.
 
     ziggurat-opt FILE.mlir -p 'convert-graph-to-te,convert-te-to-loop'
+    ziggurat-opt MODEL.onnx -p fold-constants --weights-out W.npz -o M.mlir
+    ziggurat-opt FILE.mlir -t llvm                # LLVM IR: lowers the rest of the way
 
 Every ziggurat dialect and pass is registered, next to all of upstream
 xDSL's. The IR is verified after each pass (`--disable-verify` turns that off);
-`--print-between-passes` (alias `--print-ir`) prints it, `--time-passes` times
-it (a table of each pass's milliseconds and share, with the total, on
-stderr) and `--list-passes` lists ziggurat's passes with their summaries.
-Errors print as one message, naming the pass or option at fault, and exit
-with status 1.
+`--print-between-passes` (alias `--print-ir`) prints it, `--print-after PASS`
+prints it after one pass (or `all`), `--time-passes` times it (a table of each
+pass's seconds and share, with the total, on stderr) and `--list-passes` lists
+ziggurat's passes with their summaries. An `.onnx` input is imported first.
+Weights: the module's `graph.weights_file` (relative to the input's folder) or
+`--weights W.npz`; `--weights-out W.npz` saves them (with those the passes
+made) and names that file in the output. `-t llvm` is ziggurat's LLVM target
+(cli/llvm_target.py), not xDSL's. Errors print as one message, naming the pass
+or option at fault, and exit with status 1.
 """
 
 from __future__ import annotations
@@ -20,14 +26,18 @@ import sys
 import time
 from collections.abc import Sequence
 
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.passes import ModulePass, PassPipeline
 from xdsl.printer import Printer
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from ziggurat import plugins, registry
-from ziggurat.transforms.graph.weight_binding import bind_weights_file
+from ziggurat.cli.timing import timing_table
+from ziggurat.errors import CompileError
 from ziggurat.transforms import get_all_passes
+from ziggurat.transforms.graph import weight_binding as wb
+
+__all__ = ["ZigguratOptMain", "list_passes", "main", "timing_table"]
 
 
 class ZigguratOptMain(xDSLOptMain):
@@ -43,11 +53,31 @@ class ZigguratOptMain(xDSLOptMain):
         for name, factory in registry.all_passes().items():
             self.register_pass(name, factory)
 
+    def register_all_frontends(self) -> None:
+        super().register_all_frontends()
+        self.available_frontends["onnx"] = self._import_onnx
+
+    def register_all_targets(self) -> None:
+        from ziggurat.cli.llvm_target import ZigguratLLVMTarget
+
+        super().register_all_targets()
+        self.available_targets["llvm"] = lambda: ZigguratLLVMTarget  # ours, in place of xDSL's
+
+    def _import_onnx(self, stream) -> ModuleOp:
+        """An ONNX model as graph-level IR, its weights bound (saved by --weights-out)."""
+        from ziggurat.frontends.onnx import import_onnx
+
+        imported = import_onnx(self.args.input_file or stream.read())
+        wb.bind_weights(imported.module, imported.weights)
+        return imported.module
+
     def setup_pipeline(self) -> None:
         """The pipeline from our parser (a bad pass or option is named, with the closest known
-        names); verifies after each pass, prints between passes, and times them for `timing_table`."""
+        names); verifies after each pass, prints between passes or after one, times them for
+        `timing_table`, and refuses a pass that needs weight values where none are bound."""
         self.timings: list[tuple[str, float]] = []
         start = time.perf_counter()
+        after = self.args.print_after
 
         def callback(previous: ModulePass | None, module: ModuleOp, following: ModulePass | None) -> None:
             nonlocal start
@@ -59,15 +89,74 @@ class ZigguratOptMain(xDSLOptMain):
                 print(f"IR after {previous.name}:")
                 Printer(stream=sys.stdout).print_op(module)
                 print("\n\n\n")
+            if previous and after in (previous.name, "all"):
+                print(f"// -----// IR after {previous.name} //----- //")
+                Printer(stream=sys.stdout).print_op(module)
+                print()
+            if following is not None:
+                wb.require_weights(module, following)
             start = time.perf_counter()
 
-        self.pipeline = PassPipeline(tuple(registry.parse_pipeline(self.args.passes or "")), callback)
+        passes = tuple(registry.parse_pipeline(self.args.passes or ""))
+        names = list(dict.fromkeys(p.name for p in passes))
+        if after not in (None, "all") and after not in names:
+            hint = (" (a pass, but not in this pipeline)" if after in self.available_passes else
+                    registry._did_you_mean(after, names) or registry._did_you_mean(after, self.available_passes))
+            raise CompileError(f"--print-after {after}: the pipeline has no pass of that name{hint}; it runs "
+                               f"{', '.join(names) or 'no passes'}")
+        self.pipeline = PassPipeline(passes, callback)
 
     def apply_passes(self, prog: ModuleOp) -> None:
-        # a relative graph.weights_file is read from the input file's folder
-        source = getattr(self.args, "input_file", None)
-        bind_weights_file(prog, os.path.dirname(os.path.abspath(source)) if source else os.getcwd())
+        """Binds the weights (--weights, else the module's graph.weights_file read from the input
+        file's folder), runs the pipeline, then saves or re-points the weights (`_weights_out`)."""
+        source = self.args.input_file
+        folder = os.path.dirname(os.path.abspath(source)) if source else os.getcwd()
+        origin = None  # the weights file the input used, as an absolute path
+        if self.args.weights:
+            from ziggurat.cli.mlir_model import read_weights
+
+            wb.bind_weights(prog, read_weights(self.args.weights))
+            origin = os.path.abspath(self.args.weights)
+        else:
+            wb.bind_weights_file(prog, folder)
+            attr = prog.attributes.get(wb.WEIGHTS_FILE_ATTR)
+            if isinstance(attr, StringAttr):
+                origin = os.path.join(folder, attr.data)
+        store = wb.weights_of(prog)
+        saved = set(store) if store is not None and origin is not None else set()
         super().apply_passes(prog)
+        self._weights_out(prog, origin, saved, changed_folder=folder != self._output_folder())
+
+    def _output_folder(self) -> str:
+        out = self.args.output_file
+        return os.path.dirname(os.path.abspath(out)) if out else os.getcwd()
+
+    def _record(self, prog: ModuleOp, path: str) -> None:
+        """Names the weights file `path` in the output: relative to the -o file's folder, else absolute."""
+        recorded = os.path.relpath(path, self._output_folder()) if self.args.output_file else path
+        prog.attributes[wb.WEIGHTS_FILE_ATTR] = StringAttr(recorded)
+
+    def _weights_out(self, prog: ModuleOp, origin: str | None, saved: set[str], changed_folder: bool) -> None:
+        """--weights-out: writes the module's weights (old and made by the passes) and names the file in
+        the output. Else re-points the input's weights file for the output's folder, and warns about
+        weights the output names that no file holds (made by a pass, or imported from ONNX)."""
+        store = wb.weights_of(prog)
+        if self.args.weights_out:
+            from ziggurat.weights import WeightStore
+
+            if store is None and wb.constant_refs(prog):
+                raise CompileError(f"--weights-out {self.args.weights_out}: the module's constants have no values "
+                                   "bound; pass --weights W.npz or give the module a graph.weights_file")
+            self._record(prog, os.path.abspath((store or WeightStore()).save(self.args.weights_out)))
+            return
+        if origin is not None and (self.args.weights or changed_folder):
+            self._record(prog, origin)
+        unsaved = ([r for r in wb.constant_refs(prog) if r not in saved]
+                   if store is not None and self.args.target == "mlir" else [])
+        if unsaved:
+            print(f"ziggurat-opt: warning: the output names {len(unsaved)} weight(s) no file holds "
+                  f"({', '.join(unsaved[:3])}{', ...' if len(unsaved) > 3 else ''}); pass --weights-out W.npz to "
+                  "save them and name the file in the output", file=sys.stderr)
 
     def run(self) -> None:
         super().run()
@@ -76,8 +165,23 @@ class ZigguratOptMain(xDSLOptMain):
 
     def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
         super().register_all_arguments(arg_parser)
+        for action in arg_parser._actions:
+            if action.dest == "target":
+                action.help = (f"{action.help}. 'llvm' is ziggurat's (not xDSL's): LLVM IR for IR of any level, "
+                               "lowered the rest of the way; options: llvm{target=\"llvm -mcpu=haswell\" opt-level=3}")
         arg_parser.add_argument(
             "--print-ir", dest="print_between_passes", action="store_true", help="alias of --print-between-passes"
+        )
+        arg_parser.add_argument(
+            "--print-after", metavar="PASS", help="print the IR after this pass of the pipeline ('all': after each)"
+        )
+        arg_parser.add_argument(
+            "--weights", metavar="NPZ", help="the weights of the module's constants (default: the .npz file its "
+                                             "graph.weights_file names, relative to the input file's folder)"
+        )
+        arg_parser.add_argument(
+            "--weights-out", metavar="NPZ", help="write the module's weights (with those the passes made) to this "
+                                                 ".npz file and name it in the output's graph.weights_file"
         )
         arg_parser.add_argument(
             "--list-passes", action="store_true", help="list ziggurat's passes with their summaries and exit"
@@ -86,18 +190,6 @@ class ZigguratOptMain(xDSLOptMain):
             "--load-plugin", action="append", metavar="MODULE",
             help="load a plugin (module name or .py path) that registers dialects and passes; repeatable (docs/tutorial.md)",
         )
-
-
-def timing_table(timings: list[tuple[str, float]]) -> str:
-    """Pass times as a table with each pass's share and the total (the `--time-passes` report)."""
-    total = sum(s for _, s in timings)
-    width = max([len(n) for n, _ in timings] + [len("total")])
-    lines = [f"{'pass':{width}s}  {'ms':>10s}  {'share':>6s}"]
-    for name, seconds in timings:
-        share = seconds / total if total > 0 else 0.0
-        lines.append(f"{name:{width}s}  {seconds * 1e3:10.2f}  {share:6.1%}")
-    lines.append(f"{'total':{width}s}  {total * 1e3:10.2f}  {1:6.1%}")
-    return "\n".join(lines)
 
 
 def list_passes() -> str:

@@ -11,7 +11,12 @@ Outside the compiler (ziggurat-opt on a text file), a module may name an
 --weights FILE -o M.mlir` writes, relative to the folder of M.mlir);
 `ziggurat-opt` binds it relative to its input file (`bind_weights_file`),
 else `weights_of` loads it, relative to the working directory, on first use.
-Passes that need values and find no store leave the IR unchanged.
+Passes that need values and find no store leave the IR unchanged; ziggurat-opt
+calls `require_weights` before each pass, so that a pass of `NEEDS_VALUES` on
+a module with constants and no store is one clear error instead.
+`constant_refs` lists the weights a module names (graph and loop level), so a
+tool can save what it needs (`ziggurat-opt --weights-out`) or say what is
+missing.
 """
 
 from __future__ import annotations
@@ -68,3 +73,38 @@ def weights_of(module: ModuleOp) -> WeightStore | None:
     store = _load(attr.data, attr.data)
     _BOUND[module] = store
     return store
+
+
+# Passes that read the values of constants and, without a store, would silently do nothing or less
+# (a plugin pass says so with a class attribute `needs_weights = True`).
+NEEDS_VALUES = frozenset({"fold-constants", "simplify-graph", "winograd-conv"})
+
+
+def needs_values(pass_: object) -> bool:
+    """Whether `pass_` (a ModulePass) reads weight values (`NEEDS_VALUES`, or `needs_weights = True`)."""
+    return bool(getattr(pass_, "needs_weights", False)) or getattr(pass_, "name", None) in NEEDS_VALUES
+
+
+def constant_refs(module: ModuleOp) -> list[str]:
+    """The weight names `module`'s constants refer to (`graph.constant`, `loop.const_buffer`), in order."""
+    from ziggurat.dialects import graph, loop
+
+    refs: dict[str, None] = {}
+    for op in module.walk():
+        if isinstance(op, graph.ConstantOp | loop.ConstBufferOp):
+            refs[op.ref.data] = None
+    return list(refs)
+
+
+def require_weights(module: ModuleOp, pass_: object) -> None:
+    """Raises one CompileError when `pass_` needs weight values (`needs_values`), `module` has
+    constants and no store is bound to it or named by its `graph.weights_file`."""
+    if not needs_values(pass_) or weights_of(module) is not None:
+        return
+    refs = constant_refs(module)
+    if refs:
+        name = getattr(pass_, "name", type(pass_).__name__)
+        raise CompileError(f"pass '{name}' needs the values of the weights, but none are bound (graph.constant "
+                           f"'{refs[0]}'{f' and {len(refs) - 1} more' if len(refs) > 1 else ''}): pass --weights "
+                           f"W.npz, or import the model with `ziggurat import MODEL --weights W.npz -o M.mlir` "
+                           f"(the module then names its weights in {WEIGHTS_FILE_ATTR})")

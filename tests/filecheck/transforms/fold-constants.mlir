@@ -23,13 +23,3 @@ builtin.module attributes {graph.weights_file = "WEIGHTS"} {
   }
 }
 
-// -----
-
-// Negative: without a weight store nothing folds.
-// CHECK-LABEL: func.func @no_store
-// CHECK:       %t = graph.transpose %w
-func.func @no_store() -> tensor<8x4xf32> {
-  %w = graph.constant "w" : tensor<4x8xf32>
-  %t = graph.transpose %w {perm = array<i64: 1, 0>} : tensor<4x8xf32> -> tensor<8x4xf32>
-  func.return %t : tensor<8x4xf32>
-}
