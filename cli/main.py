@@ -145,7 +145,11 @@ def cmd_compile(args: argparse.Namespace) -> int:
         print(model.info["llvm_ir"])
     if args.export:
         out = model.export(args.export)
-        print(f"exported {out} (+ {out}.json, {out}.weights.npz); load with ziggurat.runtime.load('{out}')", file=sys.stderr)
+        from ziggurat.target import Target
+
+        use = (f"load with ziggurat.runtime.load('{out}')" if Target.parse(model.info.get("target") or "llvm").is_native else
+               "run it on the target with runtime/runner/runner.c (docs/targets.md)")  # cross-compiled
+        print(f"exported {out} (+ {out}.json, {out}.weights.npz, {out}.abi); {use}", file=sys.stderr)
     return 0
 
 
