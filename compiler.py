@@ -201,7 +201,7 @@ def compile(  # noqa: A001 - the public name, as in TVM's relay.build / torch.co
     stats.kernels, stats.kernel_calls = built.kernels, built.kernel_calls
     stats.tuned_kernels = list(built.tuned_kernels)
     stats.arena_bytes, stats.unplanned_bytes = built.arena_bytes, built.unplanned_bytes
-    _check_arena(built, memory_limit)
+    check_arena(built.arena_size, memory_limit)
     return CompiledModel(
         built.jit.address(built.entry_symbol),
         inputs,
@@ -248,13 +248,13 @@ def _import_model(model: Any, bind: dict[str, Any] | None, memory_limit: int | s
     return _Work.of(imported, owned), inputs, outputs
 
 
-def _check_arena(built: _Built, memory_limit: int | str | None) -> None:
+def check_arena(arena_size: int, memory_limit: int | str | None) -> None:
     """Refuses a model whose arena (allocated per call in flight) would not fit the memory limit."""
     from ziggurat.limits import over_budget, resolve_memory_limit
 
     limit = resolve_memory_limit(memory_limit)
-    if built.arena_size > limit:
-        raise over_budget("the arena of the model's intermediates", built.arena_size, limit,
+    if arena_size > limit:
+        raise over_budget("the arena of the model's intermediates", arena_size, limit,
                           "Compile it for smaller input shapes, or raise the limit.")
 
 

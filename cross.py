@@ -22,39 +22,22 @@ from typing import Any
 import numpy as np
 
 from ziggurat.errors import CompileError
+from ziggurat.runtime.executor import ModelSignature
 from ziggurat.target import Target
 
 
-class CrossCompiledModel:
+class CrossCompiledModel(ModelSignature):
     """A model compiled for a foreign target: exportable (`export`), not callable here."""
 
     def __init__(self, inputs: list[Any], outputs: list[Any], constants: tuple[np.ndarray, ...], arena_bytes: int,
                  info: dict[str, Any]):
-        self.inputs = list(inputs)
-        self.outputs = [s for s in outputs if s.check is None]
-        self.checks = [s for s in outputs if s.check is not None]
+        super().__init__(inputs, outputs, info)
         self.constants = list(constants)
         self.arena_bytes = arena_bytes
-        self.info = info
-
-    @property
-    def input_names(self) -> list[str]:
-        return [s.name for s in self.inputs]
-
-    @property
-    def output_names(self) -> list[str]:
-        return [s.name for s in self.outputs]
 
     @property
     def target(self) -> Target:
         return Target.parse(self.info["target"])
-
-    def export(self, path: Any) -> Any:
-        """Writes the shared library (linked by the target's cross compiler) and its files; see
-        runtime/export.py. Copy them to the target machine and run them there."""
-        from ziggurat.runtime.export import export_model
-
-        return export_model(self, path)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise CompileError(f"this model was compiled for '{self.info['target']}', which cannot run on this machine; "
@@ -72,8 +55,7 @@ def cross_compile(model: Any, target: str | Target, opt_level: int = 3, pipeline
     """Compiles an ONNX model for the foreign `target` (see the module docstring); the arguments are
     `ziggurat.compile`'s."""
     from ziggurat.backends.llvm.options import LLVMOptions
-    from ziggurat.compiler import CompileStats, _import_model, _lower
-    from ziggurat.limits import over_budget, resolve_memory_limit
+    from ziggurat.compiler import CompileStats, _import_model, _lower, check_arena
     from ziggurat.lowering import pipelines
 
     tgt = Target.parse(target)
@@ -87,10 +69,7 @@ def cross_compile(model: Any, target: str | Target, opt_level: int = 3, pipeline
     stats.kernels, stats.kernel_calls = low.kernels, low.kernel_calls
     stats.tuned_kernels = list(low.tuned_kernels)
     stats.arena_bytes, stats.unplanned_bytes = low.arena_bytes, low.unplanned_bytes
-    limit = resolve_memory_limit(memory_limit)
-    if low.info.arena_size > limit:
-        raise over_budget("the arena of the model's intermediates", low.info.arena_size, limit,
-                          "Compile it for smaller input shapes, or raise the limit.")
+    check_arena(low.info.arena_size, memory_limit)
     info = {"stats": stats, "target": str(tgt), "num_threads": tgt.num_threads, "pipeline": spec,
             "llvm_ir": low.llvm_ir, "llvm_options": options, "entry_symbol": low.info.entry_symbol}
     return CrossCompiledModel(inputs, outputs, low.constants, low.info.arena_size, info)

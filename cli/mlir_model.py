@@ -202,7 +202,7 @@ def compile_mlir(path: str, target: str | Target = "llvm", opt_level: int = 3, p
     stats.kernels, stats.kernel_calls = built.kernels, built.kernel_calls
     stats.tuned_kernels = list(built.tuned_kernels)
     stats.arena_bytes, stats.unplanned_bytes = built.arena_bytes, built.unplanned_bytes
-    compiler._check_arena(built, None)
+    compiler.check_arena(built.arena_size, None)
     return CompiledModel(built.jit.address(built.entry_symbol), inputs, outputs, built.constants, built.arena_size,
                          keepalive=built.jit,
                          info={"stats": stats, "target": str(tgt), "num_threads": tgt.num_threads, "pipeline": spec,

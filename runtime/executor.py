@@ -24,7 +24,7 @@ import numpy as np
 from ziggurat.errors import InputError
 from ziggurat.signature import IndexCheck, TensorSpec
 
-__all__ = ["CompiledModel", "IndexCheck", "TensorSpec", "aligned", "aligned_copy", "aligned_empty", "data_address",
+__all__ = ["CompiledModel", "IndexCheck", "ModelSignature", "TensorSpec", "aligned", "aligned_copy", "aligned_empty", "data_address",
            "is_aligned"]
 
 ALIGN = 64
@@ -98,7 +98,37 @@ class _Call:
             self.bound[slot] = array
 
 
-class CompiledModel:
+class ModelSignature:
+    """What every compiled model has, native (`CompiledModel`) or cross-compiled
+    (cross.py `CrossCompiledModel`): its inputs, its outputs (the index checks'
+    outputs apart, in `checks`), `info`, and `export`."""
+
+    def __init__(self, inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec], info: Mapping[str, Any] | None):
+        self.inputs = list(inputs)
+        self.outputs = [s for s in outputs if s.check is None]
+        self.checks = [s for s in outputs if s.check is not None]
+        if any(s.check is None for s in outputs[len(self.outputs):]):
+            raise ValueError("the outputs of index checks must follow the model's outputs")
+        self.info = dict(info or {})
+
+    @property
+    def input_names(self) -> list[str]:
+        return [s.name for s in self.inputs]
+
+    @property
+    def output_names(self) -> list[str]:
+        return [s.name for s in self.outputs]
+
+    def export(self, path: Any) -> Any:
+        """Writes this model as a shared library at `path` (plus `path.json`,
+        `path.weights.npz` and `path.abi`); `ziggurat.runtime.load(path)` loads a
+        native one back without xDSL or llvmlite. See runtime/export.py."""
+        from ziggurat.runtime.export import export_model
+
+        return export_model(self, path)
+
+
+class CompiledModel(ModelSignature):
     """A model compiled to native code; call it with numpy arrays.
 
     `m(x)`, `m(x1, x2)`, `m(**{"input.1": x})` and `m({"input.1": x})` all
@@ -124,12 +154,7 @@ class CompiledModel:
         info: Mapping[str, Any] | None = None,
         cast_inputs: bool = False,
     ):
-        self.inputs = list(inputs)
-        self.outputs = [s for s in outputs if s.check is None]
-        self.checks = [s for s in outputs if s.check is not None]
-        if [s.check for s in outputs[len(self.outputs):]].count(None):
-            raise ValueError("the outputs of index checks must follow the model's outputs")
-        self.info = dict(info or {})
+        super().__init__(inputs, outputs, info)
         self.cast_inputs = cast_inputs
         self._keepalive = keepalive
         self._entry = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(entry_address)
@@ -151,22 +176,6 @@ class CompiledModel:
     def constants(self) -> list[np.ndarray]:
         """The constant buffers (weights) the entry function reads, in argument order."""
         return list(self._constants)
-
-    def export(self, path: Any) -> Any:
-        """Writes this model as a shared library at `path` (plus `path.json` and
-        `path.weights.npz`); `ziggurat.runtime.load(path)` loads it back without
-        xDSL or llvmlite. See runtime/export.py."""
-        from ziggurat.runtime.export import export_model
-
-        return export_model(self, path)
-
-    @property
-    def input_names(self) -> list[str]:
-        return [s.name for s in self.inputs]
-
-    @property
-    def output_names(self) -> list[str]:
-        return [s.name for s in self.outputs]
 
     def _gather(self, args: tuple, kwargs: dict) -> list[Any]:
         by_name = bool(kwargs)
