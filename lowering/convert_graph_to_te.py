@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from xdsl.builder import Builder
 from xdsl.context import Context
 from xdsl.dialects import builtin, func
-from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
@@ -95,6 +95,24 @@ def _fused_name(fused: graph.FusedOp) -> str:
     return "fused_" + "_".join(names[:4])
 
 
+def _copy_returned_arguments(fn: func.FuncOp) -> None:
+    """Copies each output of a model function (one with `graph.output_names`)
+    that is a graph input (`graph.broadcast_to` to its own type), as the importer
+    does: every output gets its own buffer. A graph pass can leave one behind
+    (simplify-graph turns `x / 1` into `x`), and a model function that returned
+    its argument reached the LLVM backend with tensor types."""
+    ret = fn.body.block.last_op
+    if not isinstance(ret, func.ReturnOp) or "graph.output_names" not in fn.attributes:
+        return
+    operands = list(ret.operands)
+    for i, v in enumerate(operands):
+        if isinstance(v, BlockArgument) and isinstance(v.type, builtin.TensorType):
+            copy = graph.BroadcastToOp(v, v.type)
+            fn.body.block.insert_op_before(copy, ret)
+            operands[i] = copy.results[0]
+    ret.operands = operands
+
+
 @dataclass(frozen=True)
 class ConvertGraphToTePass(ModulePass):
     """Outlines each compute op of the graph into a te kernel function.
@@ -146,6 +164,7 @@ class ConvertGraphToTePass(ModulePass):
         taken = {f.sym_name.data for f in op.ops if isinstance(f, func.FuncOp)}
         rewriter = Rewriter()
         for model in [f for f in op.ops if isinstance(f, func.FuncOp)]:
+            _copy_returned_arguments(model)
             for gop in list(model.body.block.ops):  # ops inside graph.fused go with their group
                 if gop.dialect_name() != "graph" and any(isinstance(r.type, builtin.TensorType) for r in gop.results):
                     raise CompileError(

@@ -218,7 +218,7 @@ def graph_cases(draw, max_nodes: int = 6) -> Case:
         before = (len(ctx.nodes), len(ctx.inputs), len(ctx.inits), len(ctx.pool))
         try:
             OPS[name](ctx)
-        except GenReject:
+        except (GenReject, ArithmeticError):  # an interval that overflows: the op is not built
             del ctx.nodes[before[0]:], ctx.inputs[before[1]:], ctx.inits[before[2]:], ctx.pool[before[3]:]
             continue
         ops.append(name)

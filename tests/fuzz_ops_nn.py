@@ -103,7 +103,9 @@ def op_conv(c) -> None:
 def op_pool(c) -> None:
     op = c.choice(["MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"])
     sd = c.choice([2, 1]) if c.chance(3) else 2
-    x = c.operand((F,), rank=2 + sd)
+    # a constant X of GlobalMaxPool is folded with onnx.reference, which drops a dim of a 3-D one:
+    # finding F5 in /work/scratch/fuzz_findings.md
+    x = c.operand((F,), rank=2 + sd, pred=(lambda v: not v.folded) if op == "GlobalMaxPool" else None)
     iv, exact = (x.lo, x.hi), op.endswith("MaxPool") and x.exact
     if op.startswith("Global"):
         c.node(op, [x.name], [iv], exact=exact)
@@ -135,11 +137,12 @@ def op_reduce(c) -> None:
     axes = [a - x.rank if c.chance(3) else a for a in axes]
     n = math.prod(x.shape[a] for a in axes) if axes else math.prod(x.shape)
     m = x.mag
-    iv = {"ReduceSum": (n * x.lo, n * x.hi), "ReduceMean": (x.lo, x.hi), "ReduceMax": (x.lo, x.hi),
-          "ReduceMin": (x.lo, x.hi), "ReduceProd": (-(m**n), m**n), "ReduceL1": (0, n * m),
-          "ReduceL2": (0, math.sqrt(n) * m), "ReduceSumSquare": (0, n * m * m),
-          "ReduceLogSumExp": (x.lo, x.hi + math.log(n)),
-          "ReduceLogSum": (math.log(max(x.lo, 1e-30)), math.log(n * x.hi))}[op]
+    prod = m**n if n * math.log10(max(m, 1.0)) < 300 else math.inf
+    iv = {"ReduceSum": lambda: (n * x.lo, n * x.hi), "ReduceMean": lambda: (x.lo, x.hi),
+          "ReduceMax": lambda: (x.lo, x.hi), "ReduceMin": lambda: (x.lo, x.hi), "ReduceProd": lambda: (-prod, prod),
+          "ReduceL1": lambda: (0, n * m), "ReduceL2": lambda: (0, math.sqrt(n) * m),
+          "ReduceSumSquare": lambda: (0, n * m * m), "ReduceLogSumExp": lambda: (x.lo, x.hi + math.log(n)),
+          "ReduceLogSum": lambda: (math.log(x.lo), math.log(n * x.hi))}[op]()
     if op != "ReduceMax" and op != "ReduceMin" and (n > 16 or op in ("ReduceLogSumExp", "ReduceLogSum", "ReduceProd")):
         c.loose = True
     attrs = {} if c.chance(2) else {"keepdims": c.int(0, 1)}
@@ -271,9 +274,7 @@ def op_slice(c) -> None:
     for a in axes:
         d = x.shape[a]
         steps.append(c.choice([1, 1, -1, 2, -2]))
-        # not below -d with a negative step: finding F1 in /work/scratch/fuzz_findings.md (constant folding
-        # evaluates Slice with onnx.reference, Python slicing, which takes nothing there)
-        starts.append(c.int(-d - 1 if steps[-1] > 0 else -d, d + 1))
+        starts.append(c.int(-d - 1, d + 1))
         # a huge end only in the direction of the step: onnxruntime and ONNX shape inference disagree
         # on Slice(starts=[0], ends=[INT32_MAX], steps=[-1]) (empty by the spec, not by onnxruntime)
         ends.append(c.choice([c.int(-d - 1, d + 1), 2**62 if steps[-1] > 0 else -(2**62)]))

@@ -19,6 +19,7 @@ from xdsl.pattern_rewriter import (
 )
 
 from ziggurat.dialects import graph
+from ziggurat.lowering.locations import fused_loc, keep_locations
 from ziggurat.weights import WeightStore
 from ziggurat.transforms.graph.weight_binding import weights_of
 
@@ -122,10 +123,13 @@ class RemoveNeutralOperand(_WithWeights):
 
 
 class DivByConstantToMul(_WithWeights):
-    """x / c ==> x * (1 / c)   for a constant c"""
+    """x / c ==> x * (1 / c)   for a float32 constant c (an integer division truncates; the
+    reciprocal constant is float32)"""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: graph.DivOp, rewriter: PatternRewriter) -> None:
+        if any(v.type.element_type != builtin.f32 for v in (op.lhs, op.rhs)):  # type: ignore[attr-defined]
+            return
         c = self.value(op.rhs)
         if c is None or not np.all(c != 0):
             return
@@ -188,6 +192,7 @@ class FoldBatchNormIntoProducer(_WithWeights):
         shift = (b0 * a + c).reshape((channels, 1, 1) if isinstance(core, graph.Conv2dOp) else (channels,))
         b_const = self.constant(f"{w_const.ref.data}.bn_bias", shift)
         add = graph.AddOp(core.results[0], b_const.result, bn.result.type)
+        core.location = fused_loc([producer.location, bn.location])  # computes both source nodes
         rewriter.replace(bn, [w_const, core, b_const, add])
 
     def _scaled(self, producer: Operation | None, a: np.ndarray) -> tuple[graph.ConstantOp, Operation] | None:
@@ -251,4 +256,4 @@ class SimplifyGraphPass(ModulePass):
         if store is not None:
             patterns += [RemoveNeutralOperand(store), DivByConstantToMul(store), PowByConstant(store),
                          FoldBatchNormIntoProducer(store)]
-        PatternRewriteWalker(GreedyRewritePatternApplier(patterns)).rewrite_module(op)
+        PatternRewriteWalker(GreedyRewritePatternApplier(patterns), listener=keep_locations()).rewrite_module(op)

@@ -68,6 +68,18 @@ func.func @identity(%x: tensor<4xf32>) -> tensor<4xf32> {
 
 // -----
 
+// A model function (graph.output_names) that returns its argument, as
+// simplify-graph leaves `x / 1`: the output gets its own buffer, a copy.
+func.func @model(%x: tensor<4xf32>) -> tensor<4xf32> attributes {graph.input_names = ["x"], graph.output_names = ["y"]} {
+  func.return %x : tensor<4xf32>
+}
+// CHECK-LABEL: func.func @model(%x: tensor<4xf32>) -> tensor<4xf32>
+// CHECK-NEXT:    %0 = graph.call_kernel @broadcast_to_0(%x) : (tensor<4xf32>) -> tensor<4xf32>
+// CHECK-NEXT:    func.return %0 : tensor<4xf32>
+// CHECK-LABEL: func.func @broadcast_to_0
+
+// -----
+
 // A graph.fused group becomes ONE kernel: the conv2d reduction, then a single
 // elementwise compute with batch_norm and relu inlined into it.
 func.func @main(%x: tensor<1x3x8x8xf32>) -> tensor<1x4x6x6xf32> {
