@@ -12,6 +12,12 @@ and the plain-text `model.so.abi` the C runner reads), but calling it raises
 `CompileError`: this machine cannot execute the code. docs/targets.md tells
 how to run it on a board or under qemu-aarch64 with runtime/runner/runner.c.
 
+A WebAssembly target (`-mtriple=wasm32-wasi -mattr=+simd128`: 4 lanes, one
+thread) comes here too; its `export("model.wasm")` writes a wasm module
+(backends/llvm/wasm_link.py, linked by `wasm-ld`) with the same `.json`,
+`.weights.npz` and `.abi`, and `ziggurat.runtime.wasm.load` runs it through
+wasmtime (runtime/wasm.py).
+
 There is no compile cache for foreign targets (every call builds).
 """
 
@@ -40,6 +46,10 @@ class CrossCompiledModel(ModelSignature):
         return Target.parse(self.info["target"])
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.target.arch == "wasm32":
+            raise CompileError(f"this model was compiled for '{self.info['target']}' (WebAssembly), which is not "
+                               "called in this process; export it (model.export('model.wasm')) and run it with "
+                               "ziggurat.runtime.wasm.load('model.wasm') or any WebAssembly engine (docs/targets.md)")
         raise CompileError(f"this model was compiled for '{self.info['target']}', which cannot run on this machine; "
                            "export it (model.export('model.so') or `ziggurat compile ... --export model.so`) and "
                            "run it on the target, e.g. with runtime/runner/runner.c (docs/targets.md)")

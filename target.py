@@ -20,6 +20,13 @@ AArch64 CPU with `+neon` unless `-mcpu` (an `AARCH64_CPU_ISA` name, e.g.
 asked for a foreign target's facts; `is_native` tells the two apart (code for
 a foreign target is exported and cross-linked, never JIT-compiled here).
 
+`-mtriple=wasm32-wasi` is WebAssembly (docs/targets.md): LLVM's `generic`
+WebAssembly CPU, 4 f32 lanes with `-mattr=+simd128` (1, scalar code, without),
+16 "vector registers" for the schedules (wasm has no register file; see
+`WASM_VECTOR_REGISTERS`), one thread always (`-num-cores` above 1 is refused:
+no OpenMP in a wasm module), no x86 or Arm feature. The module is linked by
+`wasm-ld` and run by a WebAssembly engine (runtime/wasm.py: wasmtime).
+
 The thread count comes from `-num-cores`, else the `ZIGGURAT_NUM_THREADS`
 environment variable, else the number of CPUs (1 for a foreign target: this
 machine's CPU count says nothing about the board's; give `-num-cores=4`).
@@ -50,9 +57,19 @@ KINDS = ("llvm",)
 GENERIC_CPU = "x86-64"
 
 # The architectures ziggurat generates code for (the first part of an LLVM triple).
-ARCHES = ("x86_64", "aarch64")
-_ARCH_ALIASES = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}
+ARCHES = ("x86_64", "aarch64", "wasm32")
+_ARCH_ALIASES = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64", "wasm32": "wasm32"}
 AARCH64_GENERIC_CPU = "generic"
+
+# WebAssembly (wasm32): LLVM's WebAssembly CPUs. `generic` (LLVM 22: bulk-memory, multivalue,
+# mutable-globals, nontrapping-fptoint, reference-types, sign-ext) without SIMD unless `-mattr=+simd128`.
+WASM_GENERIC_CPU = "generic"
+WASM_CPUS = frozenset({"generic", "mvp", "lime1", "bleeding-edge"})
+# wasm has no register file: values live in locals that the engine (wasmtime's Cranelift, V8's TurboFan
+# or Liftoff) maps to the machine's registers. 16 is what an x86-64 machine without AVX-512 has (xmm0-15),
+# the common case for a browser or wasmtime; AArch64 hosts have 32, so 16 never asks for more than any
+# host has and the default schedule's register tiles (4-lane accumulators) do not spill there.
+WASM_VECTOR_REGISTERS = 16
 
 # AArch64 CPU names -> the features ziggurat records for them (all have NEON: 4 f32 lanes, 32 registers;
 # the vector code uses NEON only, SVE included). Each name is one LLVM 22 knows.
@@ -91,8 +108,8 @@ def triple_arch(triple: str) -> str:
     arch = _ARCH_ALIASES.get(triple.split("-", 1)[0].lower())
     if arch is None:
         raise ZigguratError(f"unsupported target triple '-mtriple={triple}': ziggurat generates code for "
-                            f"{' and '.join(ARCHES)} (e.g. -mtriple=aarch64-linux-gnu); WebAssembly and a C "
-                            "target are not done yet (docs/targets.md)")
+                            "x86_64 and aarch64 (e.g. -mtriple=aarch64-linux-gnu) and for WebAssembly "
+                            "(-mtriple=wasm32-wasi); wasm64 and a C target are not done yet (docs/targets.md)")
     return arch
 
 
@@ -147,6 +164,13 @@ def _check_cpu(cpu: str | None, mattr: str | None, arch: str = "x86_64") -> None
     """Refuses a `-mcpu` that ziggurat has no facts for (without `-mattr`) or that LLVM does not know."""
     import difflib
 
+    if arch == "wasm32":
+        if cpu is not None and cpu not in WASM_CPUS:
+            close = difflib.get_close_matches(cpu, sorted(WASM_CPUS), n=3)
+            hint = f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""
+            raise ZigguratError(f"unknown WebAssembly CPU '-mcpu={cpu}'{hint}: LLVM knows "
+                                f"{', '.join(sorted(WASM_CPUS))}; SIMD is a feature: -mattr=+simd128")
+        return
     if arch == "aarch64":
         _check_aarch64_cpu(cpu, mattr)
         return
@@ -243,14 +267,20 @@ class Target:
                 raise ZigguratError(f"unknown target option '-{key}'; known: -mtriple, -mcpu, -mattr, -num-cores")
         tgt = cls(**fields)  # type: ignore[arg-type]
         _check_cpu(tgt.mcpu, tgt.mattr, tgt.arch)
+        if tgt.arch == "wasm32" and (tgt.num_cores or 1) > 1:
+            raise ZigguratError(f"-num-cores={tgt.num_cores}: WebAssembly code runs on one thread (ziggurat does not "
+                                "use wasi-threads or Web Workers); leave -num-cores out or give -num-cores=1")
         return tgt
 
     @classmethod
     def for_width(cls, vector_width: int, num_threads: int | None = None) -> Target:
-        """A target with `vector_width` f32 lanes (16: AVX-512, 8: AVX2, 4: SSE) and no host facts."""
+        """A target with `vector_width` f32 lanes (16: AVX-512, 8: AVX2, 4: SSE; 1: scalar code, WebAssembly
+        without simd128, the one such target) and no host facts."""
+        if vector_width == 1:
+            return cls(mtriple="wasm32-wasi")  # one thread whatever num_threads says
         cpu = {16: "x86-64-v4", 8: "x86-64-v3", 4: "x86-64"}.get(vector_width)
         if cpu is None:
-            raise ZigguratError(f"no x86 target has {vector_width} f32 lanes; use 4, 8 or 16")
+            raise ZigguratError(f"no x86 target has {vector_width} f32 lanes; use 4, 8 or 16 (or 1: scalar)")
         return cls(mcpu=cpu, num_cores=num_threads)
 
     def with_threads(self, num_threads: int) -> Target:
@@ -263,6 +293,8 @@ class Target:
 
     @property
     def num_threads(self) -> int:
+        if self.arch == "wasm32":
+            return 1  # single-threaded: no OpenMP in a wasm module (parse refuses -num-cores > 1)
         if self.num_cores is not None:
             return self.num_cores
         env = os.environ.get("ZIGGURAT_NUM_THREADS")
@@ -274,7 +306,7 @@ class Target:
 
     @property
     def arch(self) -> str:
-        """`x86_64` or `aarch64`: the triple's architecture (the host's without `-mtriple`)."""
+        """`x86_64`, `aarch64` or `wasm32`: the triple's architecture (the host's without `-mtriple`)."""
         return host_arch() if self.mtriple is None else triple_arch(self.mtriple)
 
     @property
@@ -293,6 +325,8 @@ class Target:
         """The CPU LLVM generates code for."""
         if self.mcpu is not None:
             return self.mcpu
+        if self.arch == "wasm32":
+            return WASM_GENERIC_CPU
         if self.arch == "aarch64" and (self.mattr is not None or not self.is_native):
             return AARCH64_GENERIC_CPU
         return GENERIC_CPU if self.mattr is not None else host_cpu()[0]
@@ -302,8 +336,8 @@ class Target:
         """The feature string LLVM is given on top of `llvm_cpu`'s own."""
         if self.mattr is not None:
             return self.mattr
-        if self.mcpu is not None:
-            return ""
+        if self.mcpu is not None or self.arch == "wasm32":
+            return ""  # wasm32 without -mattr: scalar code (give -mattr=+simd128 for 4 lanes)
         return "+neon" if not self.is_native else host_cpu()[1]
 
     def features(self) -> frozenset[str]:
@@ -316,7 +350,10 @@ class Target:
 
     @property
     def vector_width(self) -> int:
-        """f32 lanes in one vector register of this target (AArch64: NEON's 128 bits)."""
+        """f32 lanes in one vector register of this target (AArch64: NEON's 128 bits; wasm32: simd128's
+        128 bits, else 1: scalar code)."""
+        if self.arch == "wasm32":
+            return 4 if self.has("simd128") else 1
         if self.arch == "aarch64":
             return 4
         if self.has("avx512f"):
@@ -330,6 +367,8 @@ class Target:
         """Vector registers of this target: 32 (AVX-512 zmm, AArch64 v0-v31) or 16 (AVX2/SSE)."""
         if self.arch == "aarch64":
             return 32
+        if self.arch == "wasm32":
+            return WASM_VECTOR_REGISTERS  # see its comment: wasm has none, the engine's host has 16 or 32
         return 32 if self.has("avx512f") else 16
 
     def __str__(self) -> str:
@@ -353,6 +392,8 @@ def _features(cpu: str, feature_string: str, arch: str = "x86_64") -> frozenset[
             on.add(f[1:])
         elif f.startswith("-"):
             on.discard(f[1:])
+    if arch == "wasm32":
+        return frozenset(on)  # only what -mattr says (simd128, relaxed-simd, ...); no x86 or Arm feature
     if arch == "aarch64":
         return frozenset(on | {"neon"})  # every AArch64 Linux CPU has it (Armv8-A's Advanced SIMD)
     if "avx512f" in on or "avx2" in on:

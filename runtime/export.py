@@ -30,6 +30,15 @@ A model compiled for a foreign target (`ziggurat.compile` with
 `-mtriple=aarch64-linux-gnu`, cross.py) exports the same files, its library
 linked by the target's cross compiler (backends/llvm/jit.py).
 
+A model compiled for WebAssembly (`-mtriple=wasm32-wasi -mattr=+simd128`)
+exports `model.wasm` instead of the library (backends/llvm/wasm_link.py:
+`wasm-ld` with wasi-libc's libm; the module exports `memory`, the entry and
+`aligned_alloc`, from which the host takes its buffers),
+with the same `.json` (format `ziggurat-wasm-module-1`), `.weights.npz` and
+`.abi` beside it; the target decides, and a `.wasm` name for another target's
+code is refused. `ziggurat.runtime.wasm.load(path)` runs it through wasmtime
+(runtime/wasm.py); docs/targets.md has the ABI (pointers are 32-bit there).
+
 `runtime/load.py` `load(path)` (also `ziggurat.runtime.load`) maps them back into a
 `CompiledModel`, with numpy and ctypes alone: no xDSL, no llvmlite, no
 compile. It refuses, with one clear error, files that are missing or
@@ -50,6 +59,7 @@ import numpy as np
 from ziggurat.errors import CompileError
 
 FORMAT = "ziggurat-shared-library-1"
+WASM_FORMAT = "ziggurat-wasm-module-1"
 ABI_FORMAT = "ziggurat-abi 1"
 
 def export_model(model: Any, path: str | os.PathLike) -> Path:
@@ -64,11 +74,17 @@ def export_model(model: Any, path: str | os.PathLike) -> Path:
     out = Path(path)
     if out.parent and not out.parent.is_dir():
         raise CompileError(f"export: folder '{out.parent}' does not exist; create it first")
-    emit_shared_library(ir, out, options, exports=[entry])
+    wasm = _is_wasm_export(options, out)
+    if wasm:
+        from ziggurat.backends.llvm.wasm_link import emit_wasm_module
+
+        emit_wasm_module(ir, out, options, exports=[entry])
+    else:
+        emit_shared_library(ir, out, options, exports=[entry])
     meta_path = Path(str(out) + ".json")
     meta = json.loads(meta_path.read_text())
     meta.update({
-        "format": FORMAT,
+        "format": WASM_FORMAT if wasm else FORMAT,
         "entry": entry,
         "inputs": [s.to_json() for s in model.inputs],
         "outputs": [s.to_json() for s in model.outputs + model.checks],
@@ -82,6 +98,17 @@ def export_model(model: Any, path: str | os.PathLike) -> Path:
     np.savez(weights, **{f"c{i}": c for i, c in enumerate(model.constants)})
     write_abi(Path(str(out) + ".abi"), meta, weights)
     return out
+
+
+def _is_wasm_export(options: Any, out: Path) -> bool:
+    """Whether the export is a WebAssembly module: the target decides (a wasm32 triple); a `.wasm` name
+    for code of another target is refused, since it would not be one."""
+    wasm = str(getattr(options, "triple", None) or "").lower().startswith("wasm")
+    if out.suffix == ".wasm" and not wasm:
+        raise CompileError(f"export: '{out.name}' names a WebAssembly module, but the model was compiled for "
+                           f"'{getattr(options, 'triple', None) or 'the host'}'; compile it with "
+                           "target='llvm -mtriple=wasm32-wasi -mattr=+simd128', or export to a .so")
+    return wasm
 
 
 def _spec_line(kind: str, spec: dict[str, Any]) -> str:

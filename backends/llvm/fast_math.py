@@ -52,7 +52,9 @@ class _V:
         return self.b.fmul(x, y, flags=self.fl)
 
     def fma(self, x, y, z):
-        fn = self.t.decl.intrinsic("fma", self.ty, [self.ty] * 3)
+        from ziggurat.backends.llvm.math_ops import fma_intrinsic
+
+        fn = self.t.decl.intrinsic(fma_intrinsic(self.t), self.ty, [self.ty] * 3)
         return self.b.call(fn, [x, y, z])
 
     def poly(self, x, coeffs):

@@ -111,6 +111,8 @@ def create_target_machine(cpu: str, features: str, opt_level: int = 3, *, pic: b
         except RuntimeError as err:
             raise CompileError(f"llvm backend: LLVM has no target for triple '{triple}': {err}") from None
     kw = {"reloc": "pic", "codemodel": "default"} if pic else {"codemodel": "jitdefault", "jit": True}
+    if triple is not None and triple.lower().startswith("wasm"):
+        kw = {"reloc": "static", "codemodel": "default"}  # a wasm object for wasm-ld (PIC is emscripten's dynamic linking)
     return target.create_target_machine(cpu=cpu, features=features, opt=opt_level, **kw)
 
 

@@ -106,9 +106,16 @@ def _rsqrt(t: Translator, f: FuncState, op: Operation) -> None:
     f.vals[op.results[0]] = f.b.fdiv(_splat_float(x.type, 1.0), s, "", fm)
 
 
+def fma_intrinsic(t: Translator) -> str:
+    """`fma`, or `fmuladd` for WebAssembly: wasm has no fused multiply-add (simd128 none, relaxed-simd's
+    `relaxed_madd` may or may not fuse), so `llvm.fma` would become a call to the software `fmaf` per
+    lane; `llvm.fmuladd` is a multiply and an add there (and an FMA wherever the target has one)."""
+    return "fmuladd" if t.options.target.arch == "wasm32" else "fma"
+
+
 def _fma(t: Translator, f: FuncState, op: Operation) -> None:
     a, b, c = (f.get(v) for v in op.operands)
-    fn = t.decl.intrinsic("fma", a.type, [a.type] * 3)
+    fn = t.decl.intrinsic(fma_intrinsic(t), a.type, [a.type] * 3)
     f.vals[op.results[0]] = f.b.call(fn, [a, b, c])
 
 

@@ -190,8 +190,9 @@ def _alloc(t: Translator, f: FuncState, op: Operation) -> None:
         raw = eb.alloca(ir.ArrayType(I8, size))
         raw.align = 64
     else:
-        aligned_alloc = t.decl.function("aligned_alloc", I8P, [I64, I64])
-        raw = eb.call(aligned_alloc, [I64(64), I64(size)])
+        size_t = I32 if t.options.target.arch == "wasm32" else I64  # C's size_t: wasm32 pointers are 32-bit
+        aligned_alloc = t.decl.function("aligned_alloc", I8P, [size_t, size_t])
+        raw = eb.call(aligned_alloc, [size_t(64), size_t(size)])
         f.frees.append(raw)
     f.vals[res] = eb.bitcast(raw, pty)
 
