@@ -24,6 +24,7 @@ import os
 import random
 import re
 import sys
+import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -173,14 +174,16 @@ def check_mutation(worker, data: bytes, seed: int) -> tuple[str, str] | None:
 
 
 FLAGS = {"keepdims", "transA", "transB", "ceil_mode", "count_include_pad", "select_last_index", "exclusive",
-         "reverse", "noop_with_empty_axes", "upper", "largest", "sorted", "fmod", "allowzero", "storage_order"}
+         "reverse", "noop_with_empty_axes", "upper", "largest", "sorted", "fmod", "allowzero", "storage_order",
+         "training_mode", "input_forget", "linear_before_reset", "layout", "detect_negative", "detect_positive",
+         "inverse", "onesided"}
 
 
 def _undefined(data: bytes) -> bool:
     """Whether the model's results are not the spec's to decide, so a difference is no finding:
     a 0/1 flag attribute with another value (onnxruntime reads keepdims=3 as false (`== 1`),
-    ziggurat as true; the spec allows neither: finding F3 in /work/scratch/fuzz_findings.md, the
-    importer should refuse it), or a Cast to an integer type (a float out of its range casts to an
+    ziggurat as true; the spec allows neither: findings F3 and F8 in /work/scratch/fuzz_findings.md,
+    the importer should refuse it), or a Cast to an integer type (a float out of its range casts to an
     undefined value: ziggurat saturates, onnxruntime wraps)."""
     import onnx
 
@@ -267,7 +270,7 @@ def main(argv=None) -> int:
     p.add_argument("--minutes", type=float, default=5.0)
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--kind", choices=["graphs", "mutations", "both"], default="both")
-    p.add_argument("--out", default="fuzz-findings")
+    p.add_argument("--out", default=None, help="folder for the reproducers (default: <tmp>/ziggurat-fuzz-<seed>)")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds a case may take")
     p.add_argument("--replay", default=None, help="a saved finding's folder to run again")
     args = p.parse_args(argv)
@@ -276,7 +279,7 @@ def main(argv=None) -> int:
     from tests.fuzz_worker import Worker
 
     seed = args.seed if args.seed is not None else random.randrange(2**31)
-    out = Path(args.out)
+    out = Path(args.out) if args.out else Path(tempfile.gettempdir()) / f"ziggurat-fuzz-{seed}"
     stats = Stats()
     print(f"fuzzing {args.kind} for {args.minutes} min, seed {seed}, findings into {out}/", flush=True)
     worker = Worker(timeout=args.timeout)

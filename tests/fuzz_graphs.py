@@ -21,6 +21,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 F, F16, I32, I64, B = TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.INT32, TensorProto.INT64, TensorProto.BOOL
 NP = {F: np.float32, F16: np.float16, I32: np.int32, I64: np.int64, B: np.bool_}
+DRAWN: list[str] = []
 MAX_MAG = 1e4
 """Largest element magnitude a generated float value may reach."""
 
@@ -122,8 +123,10 @@ class Ctx:
         return name
 
     def operand(self, dtypes=(F,), rank=None, min_rank: int = 0, positive: bool = False, exact: bool = False,
-                max_mag: float = MAX_MAG, shape=None, lo: float = -2.0, hi: float = 2.0, pred=None) -> V:
-        """A value from the pool that fits, or (sometimes, or when none does) a new one."""
+                max_mag: float = MAX_MAG, shape=None, lo: float = -2.0, hi: float = 2.0, pred=None,
+                fresh=None) -> V:
+        """A value from the pool that fits, or (sometimes, or when none does) a new one (of shape
+        `fresh()` when given)."""
         def fits(v: V) -> bool:
             return (0 not in v.shape and v.dtype in dtypes and (rank is None or v.rank == rank) and v.rank >= min_rank
                     and (not positive or v.lo >= 0.1) and (not exact or v.exact) and v.mag <= max_mag
@@ -134,7 +137,7 @@ class Ctx:
         dtype = self.choice(dtypes)
         const = False if pred is not None and not pred(V("", (), dtype, lo, hi, True, True)) else None
         if shape is None:
-            shape = self.shape(rank if rank is not None else self.int(max(min_rank, 1), 4))
+            shape = fresh() if fresh else self.shape(rank if rank is not None else self.int(max(min_rank, 1), 4))
         if positive:
             lo, hi = 0.5, 2.0
         if dtype in (I32, I64):
@@ -205,6 +208,8 @@ def _broadcasts(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
 def graph_cases(draw, max_nodes: int = 6) -> Case:
     from tests.fuzz_ops import OPS  # noqa: PLC0415 - fuzz_ops imports this module
 
+    global DRAWN
+    DRAWN = DRAWN or _drawn()
     opset = draw(st.sampled_from([17, 13, 18]))
     ctx = Ctx(draw, opset, draw(st.integers(0, 2**32 - 1)))
     first = ctx.operand((F,) if not ctx.chance(5) else (I64, I32))
@@ -214,7 +219,7 @@ def graph_cases(draw, max_nodes: int = 6) -> Case:
     ops, tries = [], 0
     while len(ops) < target and tries < 4 * target:
         tries += 1
-        name = draw(st.sampled_from(sorted(OPS, key=_op_order)))
+        name = draw(st.sampled_from(DRAWN))
         before = (len(ctx.nodes), len(ctx.inputs), len(ctx.inits), len(ctx.pool))
         try:
             OPS[name](ctx)
@@ -238,8 +243,16 @@ def graph_cases(draw, max_nodes: int = 6) -> Case:
     return Case(model, {v.name: a for v, a in ctx.inputs}, rtol, 1e-5 * mag * (10 if ctx.loose else 1), ops)
 
 
-def _op_order(name: str) -> tuple[int, str]:
-    return (0 if name == "Relu" else 1, name)
+WEIGHTS = {"Unary": 4, "Binary": 4, "conv": 4, "pool": 3, "matmul": 2, "reduce": 3, "softmax": 2}
+
+
+def _drawn() -> list[str]:
+    """The builder names hypothesis draws from, Relu first (what a node shrinks to), the ops with
+    many variants more than once."""
+    from tests.fuzz_ops import OPS  # noqa: PLC0415 - fuzz_ops imports this module
+
+    names = sorted(OPS, key=lambda n: (n != "Relu", n))
+    return [n for n in names for _ in range(WEIGHTS.get(n, 1))]
 
 
 def check_case(worker, case: Case) -> tuple[str, str] | None:
