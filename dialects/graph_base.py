@@ -77,7 +77,7 @@ def broadcast_shapes(a: Sequence[int], b: Sequence[int]) -> tuple[int, ...] | No
         db = b[len(b) - 1 - i] if i < len(b) else 1
         if da != db and 1 not in (da, db):
             return None
-        out.append(max(da, db) if 1 in (da, db) else da)
+        out.append(db if da == 1 else da)  # a 1 stretches to the other dim, 0 included (numpy: (0,) * (1,) is (0,))
     return tuple(reversed(out))
 
 

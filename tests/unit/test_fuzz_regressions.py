@@ -135,3 +135,19 @@ def test_output_that_simplifies_to_a_graph_input(case):
     m = model(nodes, [("unused", TensorProto.FLOAT, [1]), ("x", dtype, [2, 3])], [("y", dtype, [2, 3])], inits)
     x = np.arange(6).reshape(2, 3).astype(helper.tensor_dtype_to_np_dtype(dtype)) + 1
     check(m, {"unused": np.zeros(1, np.float32), "x": x}, rtol=0, atol=0)
+
+
+def test_broadcast_of_an_empty_dim_against_one_stays_empty():
+    """graph.broadcast_shapes took max(0, 1) = 1 for an empty dim against a 1
+    (numpy keeps 0), so Mul(Slice(...) empty, m[3,2,1]) gave [3,2,1] instead of
+    [3,2,0] (found by a bit flip in a Slice start of the Gather model)."""
+    from ziggurat.dialects.graph_base import broadcast_shapes
+
+    assert broadcast_shapes((3, 2, 0), (3, 2, 1)) == (3, 2, 0)
+    assert broadcast_shapes((1,), (0,)) == (0,)
+    m = model([helper.make_node("Slice", ["x", "s", "e", "a"], ["sl"]),
+               helper.make_node("ReduceMean", ["x"], ["m"], axes=[2], keepdims=1),
+               helper.make_node("Mul", ["sl", "m"], ["y"])],
+              [("x", TensorProto.FLOAT, [3, 2, 8])], [("y", TensorProto.FLOAT, [3, 2, 0])],
+              {"s": np.array([2**46 + 1]), "e": np.array([4]), "a": np.array([2])})
+    check(m, {"x": np.ones((3, 2, 8), np.float32)})
