@@ -11,7 +11,8 @@
     ziggurat cache info|clear                        the persistent compile cache
 
 A user error (bad model, unsupported op, bad input) prints one message and
-exits with status 1.
+exits with status 1; so does a bug, naming the pass it was in. `--debug` (or
+ZIGGURAT_DEBUG=1) prints the Python traceback too.
 """
 
 from __future__ import annotations
@@ -79,6 +80,14 @@ def cmd_import(args: argparse.Namespace) -> int:
         recorded = os.path.relpath(weights, os.path.dirname(os.path.abspath(args.output))) if args.output else weights
         imported.module.attributes[WEIGHTS_FILE_ATTR] = StringAttr(recorded)
     text = str(imported.module)
+    if args.print_debuginfo:  # each op's loc("<ONNX node>")
+        import io
+
+        from xdsl.printer import Printer
+
+        out = io.StringIO()
+        Printer(stream=out, print_debuginfo=True).print_op(imported.module)
+        text = out.getvalue()
     if args.output:
         with open(args.output, "w") as f:
             f.write(text + "\n")
@@ -303,12 +312,16 @@ def version_string() -> str:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ziggurat", description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter, epilog="\n".join(__doc__.splitlines()[2:8]))
     parser.add_argument("--version", action="version", version=version_string())
+    parser.add_argument("--debug", action="store_true", help="on an error, print the Python traceback too (anywhere "
+                                                             "on the command line; also: ZIGGURAT_DEBUG=1)")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("import", help="print the graph-level IR of an ONNX model")
     p.add_argument("model")
     p.add_argument("-o", "--output", help="write the IR to this file instead of stdout")
     p.add_argument("--weights", help="also save the weights as an .npz file")
+    p.add_argument("--print-debuginfo", action="store_true",
+                   help="print each op's location: loc(\"<ONNX node name>\") (ziggurat-opt reads them back)")
     p.set_defaults(func=cmd_import)
 
     p = sub.add_parser("compile", help="compile a model (.onnx, or .mlir text IR of any level); print the IR after passes and the compile times")
@@ -393,16 +406,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from ziggurat.cli.report import pop_debug, report_error
+
+    debug, argv = pop_debug(list(sys.argv[1:] if argv is None else argv))  # --debug goes anywhere
     args = build_parser().parse_args(argv)
     try:
         for spec in getattr(args, "load_plugin", []):
             plugins.load_plugin(spec)
         return args.func(args)
-    except ZigguratError as err:
-        print(f"ziggurat: error: {err}", file=sys.stderr)
-        return 1
     except KeyboardInterrupt:
         return 130
+    except Exception as err:  # a user error in one line; a bug names its pass (the traceback with --debug)
+        return report_error("ziggurat", err, debug)
 
 
 if __name__ == "__main__":

@@ -14,13 +14,17 @@ Weights: the module's `graph.weights_file` (relative to the input's folder) or
 `--weights W.npz`; `--weights-out W.npz` saves them (with those the passes
 made) and names that file in the output. `-t llvm` is ziggurat's LLVM target
 (cli/llvm_target.py), not xDSL's. Errors print as one message, naming the pass
-or option at fault, and exit with status 1.
+(with its options) or option at fault, and exit with status 1; IR that a pass
+leaves invalid is shown around the failing op, with its location. `--debug` (or
+ZIGGURAT_DEBUG=1) prints the traceback too. `--verify-diagnostics` checks
+`expected-error` annotations as mlir-opt does (cli/diagnostics.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import io
 import os
 import sys
 import time
@@ -29,9 +33,12 @@ from collections.abc import Sequence
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.passes import ModulePass, PassPipeline
 from xdsl.printer import Printer
+from xdsl.utils.exceptions import ParseError, VerifyException
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from ziggurat import plugins, registry
+from ziggurat.cli import diagnostics
+from ziggurat.cli.report import error_message, pop_debug, report_error
 from ziggurat.cli.timing import timing_table
 from ziggurat.errors import CompileError
 from ziggurat.transforms import get_all_passes
@@ -84,7 +91,7 @@ class ZigguratOptMain(xDSLOptMain):
             if previous is not None:
                 self.timings.append((previous.name, time.perf_counter() - start))
             if not self.args.disable_verify:
-                module.verify()
+                self._verify(module, previous)
             if previous and following and self.args.print_between_passes:
                 print(f"IR after {previous.name}:")
                 Printer(stream=sys.stdout).print_op(module)
@@ -95,6 +102,7 @@ class ZigguratOptMain(xDSLOptMain):
                 print()
             if following is not None:
                 wb.require_weights(module, following)
+            self.running = following
             start = time.perf_counter()
 
         passes = tuple(registry.parse_pipeline(self.args.passes or ""))
@@ -105,6 +113,50 @@ class ZigguratOptMain(xDSLOptMain):
             raise CompileError(f"--print-after {after}: the pipeline has no pass of that name{hint}; it runs "
                                f"{', '.join(names) or 'no passes'}")
         self.pipeline = PassPipeline(passes, callback)
+        self.running: ModulePass | None = None  # the pass being applied
+        self.problems: list[str] = []  # --verify-diagnostics: annotations that did not match
+        self.expected: list[diagnostics.Expected] = []  # ... those of the chunk at hand
+        self.skip_output = False
+
+    @staticmethod
+    def _verify(module: ModuleOp, previous: ModulePass | None) -> None:
+        """Verifies the module; invalid IR is one error naming the pass before (with its options),
+        the failing op and its location, and showing the op in its function."""
+        from ziggurat.compiler import invalid_ir_error, pass_text
+        from ziggurat.lowering.locations import invalid_ir_report
+
+        try:
+            module.verify()
+        except VerifyException as err:
+            if previous is None:  # the input: stays a VerifyException, which --verify-diagnostics prints
+                raise VerifyException(f"the input IR is invalid: {invalid_ir_report(module, err)}") from None
+            raise invalid_ir_error(module, err, f"pass '{pass_text(previous)}'") from None
+
+    def parse_chunk(self, chunk, file_extension: str, start_offset: int = 0) -> ModuleOp | None:
+        """With --verify-diagnostics and `expected-error` annotations in the chunk: parses it giving ops
+        their file positions as locations, and checks a parse error against the annotations."""
+        self.expected, self.skip_output = [], False
+        if not self.args.verify_diagnostics or file_extension != "mlir":
+            return super().parse_chunk(chunk, file_extension, start_offset)
+        text = chunk.read().decode()
+        self.expected = diagnostics.expectations(text, start_offset + 1)
+        if not self.expected:
+            return super().parse_chunk(io.BytesIO(text.encode()), file_extension, start_offset)
+        try:
+            return diagnostics.LocatingParser(self.ctx, text, self.get_input_name(), start_offset + 1).parse_module(
+                not self.args.no_implicit_module)
+        except ParseError as err:
+            err.span = dataclasses.replace(err.span, line_offset=start_offset)
+            self._check_diagnostics(err, None)
+            return None
+
+    def _check_diagnostics(self, err: BaseException | None, module: ModuleOp | None) -> None:
+        produced = None if err is None else (diagnostics.error_line(err, module), error_message(err))
+        self.problems += diagnostics.check(self.expected, produced, self.get_input_name())
+        self.skip_output = err is not None
+
+    def output_resulting_program(self, prog: ModuleOp) -> str:
+        return "" if self.skip_output else super().output_resulting_program(prog)
 
     def apply_passes(self, prog: ModuleOp) -> None:
         """Binds the weights (--weights, else the module's graph.weights_file read from the input
@@ -124,8 +176,30 @@ class ZigguratOptMain(xDSLOptMain):
                 origin = os.path.join(folder, attr.data)
         store = wb.weights_of(prog)
         saved = set(store) if store is not None and origin is not None else set()
-        super().apply_passes(prog)
+        try:
+            self._run_pipeline(prog)
+        except Exception as err:
+            if not self.expected:
+                raise
+            self._check_diagnostics(err, prog)  # --verify-diagnostics with annotations
+            return
+        if self.expected:
+            self._check_diagnostics(None, prog)
         self._weights_out(prog, origin, saved, changed_folder=folder != self._output_folder())
+
+    def _run_pipeline(self, prog: ModuleOp) -> None:
+        """The pipeline; an exception a pass raises (not a ZigguratError) is marked with the pass."""
+        from ziggurat.compiler import name_pass, pass_text
+
+        self.running = None
+        try:
+            super().apply_passes(prog)
+        except CompileError:
+            raise
+        except Exception as err:
+            if self.running is not None:  # None: the input failed to verify
+                name_pass(err, pass_text(self.running))
+            raise
 
     def _output_folder(self) -> str:
         out = self.args.output_file
@@ -160,6 +234,9 @@ class ZigguratOptMain(xDSLOptMain):
 
     def run(self) -> None:
         super().run()
+        if self.problems:
+            raise CompileError("--verify-diagnostics: the diagnostics differ from the expected ones:\n"
+                               + "\n".join(self.problems))
         if self.args.time_passes:
             print(timing_table(self.timings), file=sys.stderr)
 
@@ -184,8 +261,15 @@ class ZigguratOptMain(xDSLOptMain):
                                                  ".npz file and name it in the output's graph.weights_file"
         )
         arg_parser.add_argument(
-            "--list-passes", action="store_true", help="list ziggurat's passes with their summaries and exit"
+            "--list-passes", action="store_true", help="list ziggurat's passes with their summaries and options and exit"
         )
+        arg_parser.add_argument(
+            "--debug", action="store_true", help="on an error, print the Python traceback too (also: ZIGGURAT_DEBUG=1)"
+        )
+        for action in arg_parser._actions:
+            if action.dest == "verify_diagnostics":
+                action.help = ("check the `// expected-error@+1 {{text}}` annotations of each chunk as mlir-opt does; "
+                               "a chunk without annotations prints its verifier error instead (cli/diagnostics.py)")
         arg_parser.add_argument(
             "--load-plugin", action="append", metavar="MODULE",
             help="load a plugin (module name or .py path) that registers dialects and passes; repeatable (docs/tutorial.md)",
@@ -217,26 +301,21 @@ def _default(field: dataclasses.Field) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    debug, argv = pop_debug(list(sys.argv[1:] if argv is None else argv))
     try:
         specs, argv = plugins.pop_plugin_args(argv)
         for spec in specs:
             plugins.load_plugin(spec)
-    except plugins.PluginError as err:
-        print(f"ziggurat-opt: error: {err}", file=sys.stderr)
-        return 1
-    if "--list-passes" in argv:
-        print(list_passes())
-        return 0
-    try:
+        if "--list-passes" in argv:
+            print(list_passes())
+            return 0
         ZigguratOptMain(description=__doc__.splitlines()[0], args=argv).run()  # type: ignore[union-attr]
     except SystemExit:
         raise
     except KeyboardInterrupt:
         return 130
     except BaseException as err:  # parse, verify and pipeline errors (some are BaseException)
-        print(f"ziggurat-opt: error: {err}", file=sys.stderr)
-        return 1
+        return report_error("ziggurat-opt", err, debug)
     return 0
 
 

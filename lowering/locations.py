@@ -132,8 +132,64 @@ def at(op: Operation) -> str:
 
 
 def name_source(err: Exception, op: Operation | Sequence[Operation] | None) -> Exception:
-    """`err` with `where(op)` appended to its message (once); raise it again with `raise`."""
+    """`err` with `where(op)` appended to its message (once); raise it again with `raise`. The op
+    (the first of several) is kept as `err.ziggurat_op` for `ziggurat-opt --verify-diagnostics`."""
+    first = op[0] if isinstance(op, Sequence) and op else op
+    if isinstance(first, Operation) and getattr(err, "ziggurat_op", None) is None:
+        err.ziggurat_op = first  # type: ignore[attr-defined]
     note = where(op)
     if note and note not in str(err) and err.args:
         err.args = (f"{err.args[0]}{note}", *err.args[1:])
     return err
+
+
+# ---------------------------------------------------------------- invalid IR, shown where it fails
+
+
+def invalid_op(module: Operation) -> tuple[Operation, str] | None:
+    """The op whose own checks fail first, nested ops before their parent (the order `verify`
+    takes), and its message as `'<op>' op ...`; None when every op passes its own checks."""
+    from xdsl.utils.exceptions import VerifyException
+
+    for op in module.walk(region_first=True):
+        try:
+            op.verify(verify_nested_ops=False)
+        except (VerifyException, ValueError) as err:
+            message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            prefix = f"'{op.name}' op "
+            return op, message if message.startswith(prefix) else prefix + message
+    return None
+
+
+def show_op(op: Operation, message: str, context: int = 4) -> str:
+    """The function (or other top-level op) around `op`, printed with locations, `op` underlined
+    with `message`; at most `context` lines either side of it."""
+    import io
+
+    from xdsl.dialects.builtin import ModuleOp
+    from xdsl.printer import Printer
+    from xdsl.utils.diagnostic import Diagnostic
+
+    top = op
+    while (parent := top.parent_op()) is not None and not isinstance(parent, ModuleOp):
+        top = parent
+    diagnostic = Diagnostic()
+    diagnostic.add_message(op, message)
+    text = io.StringIO()
+    Printer(stream=text, diagnostic=diagnostic, print_debuginfo=True).print_op(top)
+    lines = text.getvalue().splitlines()
+    mark = next((i for i, line in enumerate(lines) if line.strip().startswith("^")), 0)
+    first, last = max(0, mark - 1 - context), min(len(lines), mark + 3 + context)
+    shown = lines[first:last]
+    return "\n".join((["  ..."] if first > 0 else []) + shown + (["  ..."] if last < len(lines) else []))
+
+
+def invalid_ir_report(module: Operation, err: Exception) -> str:
+    """What `module.verify()` raising `err` means, for a person: the failing op, its message and
+    where it came from (`at`) on the first line, then the op shown in its function (`show_op`)."""
+    found = invalid_op(module)
+    if found is None:
+        return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    op, message = found
+    note = where(op) or ("" if isinstance(op.location, UnknownLoc) else f" (at {op.location})")
+    return f"{message}{note}\n{show_op(op, message)}"

@@ -18,17 +18,16 @@ turns on the same inputs (each first in every other round) with
   trace-event JSON (open it in https://ui.perfetto.dev or chrome://tracing).
 
 Kernel names come from the graph ops they were made of (`fused_conv2d_add_relu_3`).
-ONNX node names are not carried through the passes, so they are recovered
-here: every graph op's result keeps the name hint of the ONNX output it
-computes, and the kernels of the entry function are matched, in order, with
-the graph ops and `graph.fused` groups that `convert-graph-to-te` outlined.
-A group none of whose ops has an ONNX name takes the first name downstream
-of its result (convert-layout leaves a conv's name on the layout transform
-that follows the blocked conv); where there is none either (a layout
-transform of a model input), `nodes` is empty and `ops` names its graph ops.
-A node no kernel names whose output is the first input of a node a kernel
-names is listed before it (a Conv that a BatchNormalization was folded into
-leaves only the BatchNormalization's name on the folded conv).
+The ONNX nodes of each call are those `convert-graph-to-te` recorded on the
+kernel it outlined for the call, its `graph.source_nodes` (the importer's
+`loc("<node>")` of the ops it computes, lowering/locations.py), so the profile,
+`ziggurat viz` and the compiler's errors name the same nodes (`<node #i>` for a
+node without a name). Where later passes changed the calls (they are matched in
+order) each call takes its final kernel's nodes. A graph built by hand has no
+locations: its calls list the name hints of their ops' results instead, and
+`ops` names the graph ops either way. A node of the ONNX model that no call
+names, whose output is the first input of a node a call names, is listed before
+it (`_place_folded`: a node folded away without its location carried along).
 
 Flops are counted on the final loop nest (`count_work` of the cost oracle: an
 FMA counts 2, a `math` op MATH_OP_FLOPS); bytes are the sizes of the kernel's
@@ -201,17 +200,18 @@ def _nodes_text(row: KernelRow, width: int = 60) -> str:
 
 
 class _Recorder:
-    """An `after_pass` callback keeping what the profile needs of the compile: the
-    graph-level kernel groups (last seen before kernels are outlined), the kernel of each
-    group after `convert-graph-to-te`, and the module (the final one once compile returns)."""
+    """An `after_pass` callback keeping what the profile needs of the compile: the graph ops of
+    each kernel (last seen before kernels are outlined), the kernel and its `graph.source_nodes`
+    of each call after `convert-graph-to-te`, and the module (the final one once compile returns)."""
 
     def __init__(self) -> None:
-        self.groups: list[tuple[bool, list[tuple[str, str | None]]]] = []  # per kernel op: fused?, (op, name hint)
-        self.outlined: list[str] = []  # callee of each graph.call_kernel, in order
+        self.groups: list[list[tuple[str, str | None]]] = []  # per kernel op: (graph op, result name hint)
+        self.outlined: list[tuple[str, tuple[str, ...]]] = []  # per graph.call_kernel: callee, its nodes
         self.module: Any = None
 
     def __call__(self, p: Any, module: Any, seconds: float) -> None:
         from ziggurat.dialects import graph
+        from ziggurat.lowering.locations import kernel_nodes
 
         self.module = module
         main = _entry(module)
@@ -220,7 +220,8 @@ class _Recorder:
         calls = [op for op in main.body.block.ops if isinstance(op, graph.CallKernelOp)]
         if calls:
             if not self.outlined:
-                self.outlined = [op.callee.data for op in calls]  # type: ignore[attr-defined]
+                nodes = {f.sym_name.data: kernel_nodes(f) for f in module.ops if getattr(f, "sym_name", None)}
+                self.outlined = [(op.callee.data, nodes.get(op.callee.data, ())) for op in calls]  # type: ignore[attr-defined]
             return
         if self.outlined or any(op.name == "func.call" for op in main.body.block.ops):
             return
@@ -229,33 +230,8 @@ class _Recorder:
             if op.dialect_name() != "graph" or isinstance(op, graph.ConstantOp):
                 continue
             members = list(op.body.block.ops)[:-1] if isinstance(op, graph.FusedOp) else [op]
-            named = [(m.name, m.results[0].name_hint if m.results else None) for m in members]
-            if not any(h for _, h in named) and op.results:  # e.g. a conv convert-layout rewrote
-                named.append(("", _downstream_hint(op.results[0])))
-            groups.append((isinstance(op, graph.FusedOp), named))
+            groups.append([(m.name, m.results[0].name_hint if m.results else None) for m in members])
         self.groups = groups
-
-
-def _downstream_hint(value: Any, depth: int = 4) -> str | None:
-    """The first name hint on the path of `value`'s uses: convert-layout leaves the ONNX name of a
-    conv on the layout transform back from its blocked result, not on the conv."""
-    from ziggurat.dialects import graph
-
-    frontier = [value]
-    for _ in range(depth):
-        nxt = []
-        for v in frontier:
-            for use in v.uses:
-                user = use.operation
-                if isinstance(user, graph.FusedOp):  # continue from the block argument inside the group
-                    nxt.append(user.body.block.args[use.index])
-                    continue
-                for r in user.results:
-                    if r.name_hint:
-                        return r.name_hint
-                    nxt.append(r)
-        frontier = nxt
-    return None
 
 
 def _entry(module: Any) -> Any:
@@ -272,36 +248,28 @@ def _onnx_nodes(model: Any) -> list[Any]:
     return [] if isinstance(model, ImportedModel) else list(load_model(model)[0].graph.node)
 
 
-def _label(node: Any) -> str:
-    return node.name or f"{node.op_type}:{node.output[0] if node.output else '?'}"
+def _labels(nodes: Sequence[Any]) -> list[str]:
+    """The names the importer gives the nodes' locations: the node's name, else `<node #i>`."""
+    return [node.name or f"<node #{i}>" for i, node in enumerate(nodes)]
 
 
 def _call_sites(rec: _Recorder, sites: list[str], nodes: Sequence[Any]) -> list[CallSite]:
-    """The timed calls with the ONNX nodes of their groups, where groups and calls match one to one."""
-    from ziggurat.frontends.onnx.context import name_hint
+    """The timed calls with the source nodes of their kernels (see the module docstring)."""
+    from ziggurat.lowering.locations import kernel_nodes
 
-    groups = rec.groups
     final = [op.callee.root_reference.data for op in _entry(rec.module).walk()  # type: ignore[union-attr]
              if op.name == "func.call"]
-    matched = (final == sites and len(groups) == len(rec.outlined) == len(sites)
-               and all(k.rsplit("_", 1)[0] == _kernel_base(g) for k, g in zip(rec.outlined, groups)))
-    if not matched:
-        return [CallSite(i, kernel) for i, kernel in enumerate(sites)]
-    names: dict[str, str] = {}  # name hint of a node output -> the node
-    for node in nodes:
-        for out in node.output:
-            hint = name_hint(out) if out else None
-            if hint is not None:
-                names.setdefault(hint, _label(node))
+    matched = final == sites and len(rec.outlined) == len(sites)
+    if not matched:  # the final kernels' nodes (all the calls of a merged kernel share them)
+        by_kernel = {f.sym_name.data: kernel_nodes(f) for f in rec.module.ops if getattr(f, "sym_name", None)}
+        return [CallSite(i, kernel, by_kernel.get(kernel, ())) for i, kernel in enumerate(sites)]
+    groups = rec.groups if len(rec.groups) == len(sites) else [[] for _ in sites]
     found: list[list[str]] = []
-    for _, members in groups:
-        if nodes:
-            found.append(list(dict.fromkeys(names[h] for _, h in members if h in names)))
-        else:  # an ImportedModel (no ONNX file): the result name hints themselves
-            found.append(list(dict.fromkeys(h for _, h in members if h)))
+    for (_, names), members in zip(rec.outlined, groups):
+        found.append(list(names) if names or nodes else list(dict.fromkeys(h for _, h in members if h)))
     _place_folded(nodes, found)
-    return [CallSite(i, kernel, tuple(f), tuple(op for op, _ in members if op))
-            for i, (kernel, (_, members), f) in enumerate(zip(sites, groups, found))]
+    return [CallSite(i, kernel, tuple(f), tuple(op for op, _ in members))
+            for i, (kernel, members, f) in enumerate(zip(sites, groups, found))]
 
 
 _NOT_FOLDED = {"Constant", "ConstantOfShape", "Shape", "Size"}
@@ -309,29 +277,22 @@ _NOT_FOLDED = {"Constant", "ConstantOfShape", "Shape", "Size"}
 
 def _place_folded(nodes: Sequence[Any], found: list[list[str]]) -> None:
     """Puts each node that no call names, whose output is the first input of a node that a call names,
-    before that node in the call: a Conv that simplify-graph folded a BatchNormalization into
-    leaves only the BatchNormalization's name on the folded conv. One step only: a chain of
-    unnamed nodes (a transpose, reshape and concat before a conv) is as likely to have been
-    computed elsewhere."""
+    before that node in the call: a node folded into the next one without its location. One step
+    only: a chain of unnamed nodes (a transpose, reshape and concat before a conv) is as likely to
+    have been computed elsewhere."""
+    labels = _labels(nodes)
     where = {name: i for i, f in enumerate(found) for name in f}
     first_reader: dict[str, str] = {}  # a value -> the first named node that takes it as its first input
-    for node in nodes:
-        if node.input and node.input[0] and _label(node) in where:
-            first_reader.setdefault(node.input[0], _label(node))
-    for node in nodes:
-        if _label(node) in where or node.op_type in _NOT_FOLDED or not node.input or len(node.output) != 1:
+    for node, label in zip(nodes, labels):
+        if node.input and node.input[0] and label in where:
+            first_reader.setdefault(node.input[0], label)
+    for node, label in zip(nodes, labels):
+        if label in where or node.op_type in _NOT_FOLDED or not node.input or len(node.output) != 1:
             continue
         reader = first_reader.get(node.output[0])
         if reader is not None:
             site = found[where[reader]]
-            site.insert(site.index(reader), _label(node))
-
-
-def _kernel_base(group: tuple[bool, list[tuple[str, str | None]]]) -> str:
-    """The name convert-graph-to-te gives the kernel of `group`, without its number."""
-    fused, members = group
-    ops = [op.split(".", 1)[1] for op, _ in members if op]
-    return "fused_" + "_".join(ops[:4]) if fused else ops[0]
+            site.insert(site.index(reader), label)
 
 
 def _work(module: Any, kernel: str) -> tuple[float, float]:

@@ -28,3 +28,17 @@ def test_tutorial_snippets_run(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert (tmp_path / "silu.onnx").exists()
+
+
+def test_the_plugin_is_the_tutorials_code_in_at_most_60_lines() -> None:
+    """Issue 24's acceptance: the plugin (a dialect with one op, a pass that reads a constant, a lowering)
+    is the tutorial's Python blocks before the one that uses it, at most 60 non-blank lines, and
+    docs/examples/act_plugin.py (which the CLI examples and the other plugin tests load) is exactly them."""
+    blocks = snippets("tutorial.md")
+    end = next(i for i, b in enumerate(blocks) if b.startswith("import numpy as np\nimport onnx"))
+    lines = [line for block in blocks[:end] for line in block.splitlines() if line.strip()]
+    assert len(lines) <= 60, len(lines)
+    assert any("weights_of(" in line for line in lines) and "needs_weights = True" in "\n".join(lines)
+    module = (DOCS / "examples" / "act_plugin.py").read_text()
+    body = module[module.index('"""', 3) + 3:]  # after the module docstring
+    assert [line for line in body.splitlines() if line.strip()] == lines

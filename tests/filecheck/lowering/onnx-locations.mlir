@@ -2,7 +2,7 @@
 // node without a name), fuse-ops gives a group loc(fused[...]) of its members, and every kernel function
 // records the nodes it computes in `graph.source_nodes`, down to the loop level (lowering/locations.py).
 // RUN: python %S/Inputs/locations_model.py %t.onnx
-// RUN: python -c "import sys; from xdsl.printer import Printer; from ziggurat.frontends.onnx import import_onnx; Printer(print_debuginfo=True).print_op(import_onnx(sys.argv[1]).module)" %t.onnx > %t.mlir
+// RUN: ziggurat import %t.onnx --print-debuginfo 2>/dev/null > %t.mlir
 // RUN: filecheck %s --check-prefix=GRAPH < %t.mlir
 // RUN: ziggurat-opt %t.mlir -p fuse-ops --print-debuginfo | filecheck %s --check-prefix=FUSED
 // RUN: ziggurat-opt %t.mlir -p fuse-ops,convert-graph-to-te | filecheck %s --check-prefix=TE
