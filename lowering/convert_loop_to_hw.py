@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from math import prod as product
+
 from dataclasses import dataclass
 
 from xdsl.builder import Builder
@@ -169,6 +171,13 @@ class _Vectorizer:
                 return "vector"
             if step is not None and step > 1:
                 self.gathers[op] = step
+                return "vector"
+        moving = [d for d, k in enumerate(strides) if k != 0]
+        if isinstance(op, loop.LoadOp) and len(moving) == 1 and indices[moving[0]] not in self.clamped:
+            d, k = moving[0], strides[moving[0]]
+            inner = op.buffer.type.get_shape()[d + 1:]  # type: ignore[attr-defined]
+            if k is not None and k > 0 and all(n > 0 for n in inner):
+                self.gathers[op] = k * product(inner)  # a stride in an outer dim: its flat stride
                 return "vector"
         raise NotVectorizable(f"'{op.name}' is not contiguous in the loop variable (strides {strides})")
 

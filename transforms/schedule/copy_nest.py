@@ -53,6 +53,7 @@ from ziggurat.transforms.loop.primitives.reorder import reorder
 from ziggurat.transforms.loop.primitives.split import split
 from ziggurat.lowering.convert_loop_to_hw import const_int
 from ziggurat.transforms.schedule.nest import chain, stride
+from ziggurat.transforms.schedule.split_ranges import split_select_ranges
 from ziggurat.transforms.schedule.pad import erase_dead, fill_nest, halo_boxes, index_range, match_clamped_read
 
 MAX_SPLITS = 4  # strip-minings per nest (a transform divides at most one variable per blocked dim)
@@ -147,7 +148,9 @@ def split_divided_loops(loops: list[loop.ForOp], blk: loop.BlockOp) -> tuple[lis
         blk = _rebind(blk, i, outer, inner, f)
         loops = loops[:at] + [outer, inner] + loops[at + 1:]
         simplify_block(blk)
-        if inner is not loops[-1]:  # the block's lane innermost: LLVM interleaves the next loop's accesses
+        if inner is not loops[-1] and all(f.bounds[0] == 0 for f in loops[at + 2:]):
+            # the block's lane innermost: LLVM interleaves the next loop's accesses (a loop narrowed
+            # to a piece of a concatenation, split_ranges.py, starts above 0 and stays where it is)
             reorder(loops[at + 2:] + [inner])
             loops = chain(loops[0])
     return loops, blk
@@ -216,9 +219,14 @@ def peel_padding(loops: list[loop.ForOp], blk: loop.BlockOp, store: loop.StoreOp
 
 
 def schedule_copy(top: loop.ForOp) -> None:
-    """Splits the divided loops and peels the padding of `top` when it is a copy nest."""
+    """When `top` is a copy nest: one nest per range of a concatenation's select chain
+    (split_ranges.py), then in each the divided loops split and the padding peeled."""
     parts = _copy_nest(top)
-    if parts is not None:
-        loops, blk, store = parts
-        loops, blk = split_divided_loops(loops, blk)
-        peel_padding(loops, blk, store)
+    if parts is None:
+        return
+    for nest in split_select_ranges(top, parts[1]):
+        parts = _copy_nest(nest)
+        if parts is not None:
+            loops, blk, store = parts
+            loops, blk = split_divided_loops(loops, blk)
+            peel_padding(loops, blk, store)

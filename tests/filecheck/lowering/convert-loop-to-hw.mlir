@@ -61,13 +61,22 @@ func.func @dot(%x: memref<32xf32>, %w: memref<32xf32>, %y: memref<1xf32>) {
 
 // -----
 
-// Negative: a strided access stays scalar and says why; serial loops are untouched.
-func.func @column(%x: memref<16x16xf32>, %y: memref<16xf32>) {
+// A read strided in an outer dim (a column of a row-major matrix) becomes a gather of
+// flat stride 16 (the row length); a strided store has no vector form: it stays scalar
+// and says why; serial loops are untouched.
+func.func @column(%x: memref<16x16xf32>, %y: memref<16xf32>, %w: memref<16x16xf32>) {
   loop.for %j = 0 to 16 vectorized {
     loop.block "col" [S %b = %j] {
       %z = arith.constant 0 : index
       %v = loop.load %x[%b, %z] : memref<16x16xf32>
       loop.store %v, %y[%b] : memref<16xf32>
+    }
+  }
+  loop.for %j2 = 0 to 16 vectorized {
+    loop.block "scatter" [S %b2 = %j2] {
+      %z2 = arith.constant 0 : index
+      %v2 = loop.load %y[%b2] : memref<16xf32>
+      loop.store %v2, %w[%b2, %z2] : memref<16x16xf32>
     }
   }
   loop.for %k = 0 to 16 serial {
@@ -79,8 +88,10 @@ func.func @column(%x: memref<16x16xf32>, %y: memref<16xf32>) {
   func.return
 }
 // CHECK-LABEL: func.func @column
-// CHECK:         loop.for %j = 0 to 16 serial {
-// CHECK:         } {hw.not_vectorized = "'loop.load' is not contiguous in the loop variable (strides [1, 0])"}
+// CHECK:         loop.for %j = 0 to 16 step 8 serial {
+// CHECK:           %{{.*}} = hw.vgather %x[%{{.*}}, %{{.*}}], %{{.*}} {stride = 16 : i64} : memref<16x16xf32>, vector<8xi1> -> vector<8xf32>
+// CHECK:         loop.for %j2 = 0 to 16 serial {
+// CHECK:         } {hw.not_vectorized = "'loop.store' is not contiguous in the loop variable (strides [1, 0])"}
 // CHECK:         loop.for %k = 0 to 16 serial {
 // CHECK-NOT:     hw.
 
@@ -130,13 +141,14 @@ func.func @outer(%x: memref<24xf32>, %w: memref<48xf32>, %y: memref<20xf32>) {
 
 // -----
 
-// Negative for the outer loop: its reads are strided along %i, so it stays
-// serial with the reason; the vectorized loop inside it is still vectorized.
+// Negative for the outer loop: its accesses are strided along %i (the read could be a
+// gather, the store cannot), so it stays serial with the reason; the vectorized loop
+// inside it is still vectorized.
 // CHECK-LABEL: func.func @nested
 // CHECK:         loop.for %i = 0 to 4 serial {
 // CHECK-NEXT:      loop.for %j = 0 to 32 step 8 serial {
 // CHECK:           } {hw.vector_width = 8 : i64}
-// CHECK-NEXT:    } {hw.not_vectorized = "'loop.load' is not contiguous in the loop variable (strides [1, 0])"}
+// CHECK-NEXT:    } {hw.not_vectorized = "'loop.store' is not contiguous in the loop variable (strides [1, 0])"}
 func.func @nested(%x: memref<4x32xf32>, %y: memref<4x32xf32>) {
   loop.for %i = 0 to 4 vectorized {
     loop.for %j = 0 to 32 vectorized {
