@@ -79,7 +79,9 @@ class LoopDefaultSchedulePass(ModulePass):
     A copy nest (one block storing a read at the loops' own indices: conv's
     boundary layout transforms) gets its divided loops strip-mined, the lane
     innermost, and its zero padding peeled into halo nests, so that LLVM
-    vectorizes the copy (transforms/schedule/copy_nest.py).
+    vectorizes the copy (transforms/schedule/copy_nest.py). A concatenation's
+    select chain in a copy nest is split into one nest per input, each a
+    plain copy without tests (transforms/schedule/split_ranges.py).
 
     Then, at either width, the elementwise stages of a fused group that read
     a register block's result at their own indices (bias, activation,
