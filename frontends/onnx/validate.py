@@ -47,7 +47,9 @@ _REPAIR = "Fix the attribute and re-export the model."
 _COMPLEX = frozenset({onnx.TensorProto.COMPLEX64, onnx.TensorProto.COMPLEX128})
 _FLAGS = frozenset({"keepdims", "transA", "transB", "ceil_mode", "count_include_pad", "select_last_index",
                     "exclusive", "reverse", "noop_with_empty_axes", "upper", "largest", "sorted", "fmod",
-                    "allowzero", "onesided", "new_axis", "saturate"})
+                    "allowzero", "onesided", "new_axis", "saturate", "training_mode", "input_forget",
+                    "linear_before_reset", "layout", "storage_order", "detect_negative", "detect_positive",
+                    "inverse", "is_causal"})
 """Integer attributes of default-domain ops that ONNX defines as flags: 0 or 1, nothing else
 (converters read them as truthy; onnxruntime compares with 1)."""
 _SORT = "Re-export the model, or sort its nodes topologically and check it with onnx.checker.check_model."

@@ -414,7 +414,7 @@ def test_typed_tensor_data_of_the_wrong_length_is_refused():
 
 
 @pytest.mark.parametrize("attr", ["keepdims", "noop_with_empty_axes"])
-def test_flag_attributes_outside_0_1_are_refused(attr):
+def test_flag_attributes_outside_0_1_are_refused(attr):  # F8: storage_order, layout, ... are in _FLAGS too
     """keepdims=3 (the fuzzer's finding F3) was read as true; onnxruntime compares with 1."""
     node = onnx.helper.make_node("ReduceSum", ["x", "axes"], ["s"], name="sum", **{attr: 3})
     g = onnx.helper.make_graph([node], "g", [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [4, 5])],
@@ -443,3 +443,13 @@ def test_slice_folded_at_import_clamps_as_onnx(starts, ends, steps):
         return  # an empty result: ziggurat refuses zero-size outputs with its own error
     model.graph.output[0].CopyFrom(helper.make_tensor_value_info("y", TensorProto.FLOAT, list(want.shape)))
     np.testing.assert_array_equal(ziggurat.compile(model, cache=False)(x)[0], want)
+
+
+def test_storage_order_outside_0_1_is_refused():
+    """Another flag (the fuzzer's finding F8): MaxPool's storage_order."""
+    node = helper.make_node("MaxPool", ["x"], ["y"], name="pool", kernel_shape=[2, 2], storage_order=2)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 3, 3])])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(ModelLoadError, match=r"MaxPool node 'pool'.*storage_order=2 must be 0 or 1"):
+        import_onnx(model)
