@@ -453,3 +453,38 @@ def test_storage_order_outside_0_1_is_refused():
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     with pytest.raises(ModelLoadError, match=r"MaxPool node 'pool'.*storage_order=2 must be 0 or 1"):
         import_onnx(model)
+
+
+def _const_model(node, inits, out_shape, opset=17):
+    g = helper.make_graph([node], "g", [], [helper.make_tensor_value_info("y", TensorProto.FLOAT, out_shape)], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+
+
+_RNG = np.random.default_rng(0)
+REFERENCE_CASES = {  # the fuzzer's findings F4-F7: onnx.reference folded these wrong or not at all
+    "F4 BatchNormalization opset 13": _const_model(
+        helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"], epsilon=1e-3),
+        [numpy_helper.from_array(a, k) for k, a in {
+            "x": _RNG.uniform(-2, 2, (3, 2, 2, 2)).astype(np.float32), "s": np.array([1.0, 0.5], np.float32),
+            "b": np.array([0.1, -0.2], np.float32), "m": np.array([0.3, -0.4], np.float32),
+            "v": np.array([1.2, 0.7], np.float32)}.items()], [3, 2, 2, 2], opset=13),
+    "F5 GlobalMaxPool 3-D": _const_model(
+        helper.make_node("GlobalMaxPool", ["c"], ["y"]),
+        [numpy_helper.from_array(np.arange(6, dtype=np.float32).reshape(1, 2, 3), "c")], [1, 2, 1]),
+    "F6 MaxPool SAME_LOWER": _const_model(
+        helper.make_node("MaxPool", ["c"], ["y"], auto_pad="SAME_LOWER", kernel_shape=[1, 1], strides=[1, 2]),
+        [numpy_helper.from_array(np.full((1, 1, 1, 1), -0.9, np.float32), "c")], [1, 1, 1, 1]),
+    "F7 Pad negative": _const_model(
+        helper.make_node("Pad", ["c", "p"], ["y"], mode="constant"),
+        [numpy_helper.from_array(np.array([[[-0.9, -1.8]]], np.float32), "c"),
+         numpy_helper.from_array(np.array([0, 0, 0, 0, 0, -1]), "p")], [1, 1, 1]),
+}
+
+
+@pytest.mark.parametrize("name", list(REFERENCE_CASES))
+def test_ops_onnx_reference_folds_wrong_match_onnxruntime_on_constants(name):
+    model = REFERENCE_CASES[name]
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {})[0]
+    got = ziggurat.compile(model, cache=False)()[0]
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
