@@ -12,7 +12,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import ziggurat
-from ziggurat import cache as disk_cache
+from ziggurat import cache_key
 from ziggurat.compiler import clear_cache
 from ziggurat.frontends.onnx import import_onnx
 from ziggurat.runtime.executor import ALIGN, CompiledModel, aligned, aligned_copy, is_aligned
@@ -114,14 +114,14 @@ def test_a_disk_hit_runs_on_the_entrys_buffer_without_copies(tmp_path, monkeypat
 
 @pytest.mark.parametrize("where", [0, 1, 3, 7, 8])
 def test_the_model_file_is_hashed_in_chunks_with_the_same_key(tmp_path, monkeypatch, where):
-    monkeypatch.setattr(disk_cache, "_CHUNK", 16)
+    monkeypatch.setattr(cache_key, "_CHUNK", 16)
     data = bytes(range(40)) + b"x" * where + b"location" + bytes(50)
     path = tmp_path / "m.onnx"
     path.write_bytes(data)
-    h, external = disk_cache._model_file_digest(path)
+    h, external = cache_key._model_file_digest(path)
     assert h.hexdigest() == hashlib.sha256(data).hexdigest() and external  # found across a chunk boundary
     path.write_bytes(data.replace(b"location", b"locatioN"))
-    assert not disk_cache._model_file_digest(path)[1]
+    assert not cache_key._model_file_digest(path)[1]
 
 
 def conv3x3_model() -> onnx.ModelProto:
