@@ -199,6 +199,11 @@ def compile(  # noqa: A001 - the public name, as in TVM's relay.build / torch.co
 
     stats = CompileStats()
     tgt = Target.parse(target)
+    if tgt.kind == "c":  # portable C built by the system cc (cross.py c_compile, backends/c)
+        from ziggurat.cross import c_compile
+
+        return c_compile(model, tgt, opt_level, pipeline, after_pass, tuning_db, bind, memory_limit, check_indices,
+                         cast_inputs)
     if not tgt.is_native:  # another architecture (aarch64 on x86): exported, never run here (cross.py)
         from ziggurat.cross import cross_compile
 
@@ -376,8 +381,10 @@ class _Lowered:
     tuned_kernels: tuple[str, ...]
 
 
-def _lower(work: _Work, spec: str, options: Any, stats: CompileStats, after_pass: PassCallback | None) -> _Lowered:
-    """Passes and translation to LLVM IR text (what `_build` JIT-compiles and cross.py exports)."""
+def _lower(work: _Work, spec: str, options: Any, stats: CompileStats, after_pass: PassCallback | None,
+           translate: Callable[..., Any] | None = None) -> _Lowered:
+    """Passes and translation to LLVM IR text (what `_build` JIT-compiles and cross.py exports); `translate`
+    replaces `translate_module` (the C target's `backends.c.emit_module`: `llvm_ir` is then C source)."""
     from ziggurat.backends.llvm.translate import translate_module
     from ziggurat.runtime.executor import aligned
     from ziggurat.transforms.schedule.mark import scheduled_kernels
@@ -399,7 +406,7 @@ def _lower(work: _Work, spec: str, options: Any, stats: CompileStats, after_pass
     del module, plan
 
     t0 = time.perf_counter()
-    ir_module, info = translate_module(work.module, options)
+    ir_module, info = (translate or translate_module)(work.module, options)
     unbind_weights(work.module)
     work.module = None
     stats.seconds["translate"] = time.perf_counter() - t0

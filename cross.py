@@ -83,3 +83,49 @@ def cross_compile(model: Any, target: str | Target, opt_level: int = 3, pipeline
     info = {"stats": stats, "target": str(tgt), "num_threads": tgt.num_threads, "pipeline": spec,
             "llvm_ir": low.llvm_ir, "llvm_options": options, "entry_symbol": low.info.entry_symbol}
     return CrossCompiledModel(inputs, outputs, low.constants, low.info.arena_size, info)
+
+
+def c_compile(model: Any, target: str | Target, opt_level: int = 3, pipeline: str | None = None,
+              after_pass: Any = None, tuning_db: Any = None, bind: dict[str, Any] | None = None,
+              memory_limit: int | str | None = None, check_indices: bool = True, cast_inputs: bool = False) -> Any:
+    """Compiles an ONNX model for the portable C target (`target="c"`, `"c -mcpu=..."`): the same import and
+    pipeline as `llvm` (the target's vector width and threads), then the hw-level module printed as C
+    (backends/c) and built by the system `cc` into a shared library, loaded here. The result is a
+    `CompiledModel`; `export(path)` writes that library with the usual `.json`, `.weights.npz` and `.abi`
+    (runtime/export.py), which `ziggurat.runtime.load` runs. No compile cache (every call builds)."""
+    import time
+
+    from ziggurat.backends.c import build_library, emit_module, load_library, options_for_target
+    from ziggurat.compiler import CompileStats, _import_model, _lower, check_arena
+    from ziggurat.lowering import pipelines
+    from ziggurat.runtime.executor import CompiledModel
+
+    tgt = Target.parse(target)
+    spec = pipelines.default_pipeline(opt_level, tgt, graph=pipeline,
+                                      tuning_db=None if tuning_db is None else str(tuning_db))
+    options = options_for_target(tgt)
+    stats = CompileStats()
+    work, inputs, outputs = _import_model(model, bind, memory_limit, check_indices, stats)
+    model = None
+    low = _lower(work, spec, options, stats, after_pass, translate=emit_module)
+    stats.kernels, stats.kernel_calls = low.kernels, low.kernel_calls
+    stats.tuned_kernels = list(low.tuned_kernels)
+    stats.arena_bytes, stats.unplanned_bytes = low.arena_bytes, low.unplanned_bytes
+    check_arena(low.info.arena_size, memory_limit)
+    t0 = time.perf_counter()
+    data = build_library(low.llvm_ir, options, openmp=low.info.uses_openmp)
+    lib = load_library(data)
+    stats.seconds["cc"] = time.perf_counter() - t0
+    entry = low.info.entry_symbol
+    address = ctypes_address(lib, entry)
+    info = {"stats": stats, "target": str(tgt), "num_threads": tgt.num_threads, "pipeline": spec,
+            "c_source": low.llvm_ir, "c_options": options, "c_library": data, "uses_openmp": low.info.uses_openmp,
+            "entry_symbol": entry}
+    return CompiledModel(address, inputs, outputs, low.constants, low.info.arena_size, keepalive=lib,
+                         cast_inputs=cast_inputs, info=info)
+
+
+def ctypes_address(lib: Any, symbol: str) -> int:
+    import ctypes
+
+    return ctypes.cast(getattr(lib, symbol), ctypes.c_void_p).value  # type: ignore[return-value]

@@ -52,7 +52,7 @@ from functools import cache
 
 from ziggurat.errors import ZigguratError
 
-KINDS = ("llvm",)
+KINDS = ("llvm", "c")  # c: portable C printed by backends/c and built by the system cc (docs/targets.md)
 
 GENERIC_CPU = "x86-64"
 
@@ -109,7 +109,8 @@ def triple_arch(triple: str) -> str:
     if arch is None:
         raise ZigguratError(f"unsupported target triple '-mtriple={triple}': ziggurat generates code for "
                             "x86_64 and aarch64 (e.g. -mtriple=aarch64-linux-gnu) and for WebAssembly "
-                            "(-mtriple=wasm32-wasi); wasm64 and a C target are not done yet (docs/targets.md)")
+                            "(-mtriple=wasm32-wasi); wasm64 and a C target are not done yet as -mtriple values: the "
+                            "portable C target is the kind 'c' (target 'c', built by the system cc; docs/targets.md)")
     return arch
 
 
@@ -266,6 +267,9 @@ class Target:
             else:
                 raise ZigguratError(f"unknown target option '-{key}'; known: -mtriple, -mcpu, -mattr, -num-cores")
         tgt = cls(**fields)  # type: ignore[arg-type]
+        if tgt.kind == "c" and tgt.mtriple is not None:
+            raise ZigguratError(f"target '{text}': the C target builds for this machine with the system cc "
+                                "(-march=native, or -mcpu=/-mattr=); it takes no -mtriple")
         _check_cpu(tgt.mcpu, tgt.mattr, tgt.arch)
         if tgt.arch == "wasm32" and (tgt.num_cores or 1) > 1:
             raise ZigguratError(f"-num-cores={tgt.num_cores}: WebAssembly code runs on one thread (ziggurat does not "

@@ -67,6 +67,8 @@ def export_model(model: Any, path: str | os.PathLike) -> Path:
     `path.weights.npz` beside it (see the module docstring); returns `path`."""
     from ziggurat.backends.llvm.jit import emit_shared_library
 
+    if model.info.get("c_source") is not None:  # the portable C target (cross.py c_compile, backends/c)
+        return _export_c(model, Path(path))
     ir, options, entry = (model.info.get(k) for k in ("llvm_ir", "llvm_options", "entry_symbol"))
     if ir is None or options is None or entry is None:
         raise CompileError("export: this model was not compiled by ziggurat.compile in this process "
@@ -81,6 +83,25 @@ def export_model(model: Any, path: str | os.PathLike) -> Path:
         emit_wasm_module(ir, out, options, exports=[entry])
     else:
         emit_shared_library(ir, out, options, exports=[entry])
+    return _write_sidecars(model, out, entry, wasm)
+
+
+def _export_c(model: Any, out: Path) -> Path:
+    """The C target's library (built at compile time, `info["c_library"]`) and the same side files."""
+    from ziggurat.backends.c import write_library
+
+    if out.parent and not out.parent.is_dir():
+        raise CompileError(f"export: folder '{out.parent}' does not exist; create it first")
+    if out.suffix == ".wasm":
+        raise CompileError(f"export: '{out.name}' names a WebAssembly module, but the model was compiled for the "
+                           "C target (a shared library); export to a .so")
+    info = model.info
+    write_library(info["c_library"], out, info["c_options"], info["entry_symbol"], info.get("uses_openmp", False))
+    return _write_sidecars(model, out, info["entry_symbol"], False)
+
+
+def _write_sidecars(model: Any, out: Path, entry: str, wasm: bool) -> Path:
+    """Completes `out.json` and writes `out.weights.npz` and `out.abi`."""
     meta_path = Path(str(out) + ".json")
     meta = json.loads(meta_path.read_text())
     meta.update({

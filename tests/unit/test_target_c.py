@@ -1,0 +1,177 @@
+"""The portable C target (docs/targets.md, "Portable C"): `c` target strings, the C printer
+(backends/c) and models built by the system `cc`, exported and run through `ziggurat.runtime.load`,
+against the LLVM target and onnxruntime.
+
+The build tests need a C compiler (cc, gcc or clang; or $CC) and skip with the reason when there is none."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import ziggurat
+from ziggurat.backends.c import HANDLERS, COptions, cc_command, emit_module, find_cc
+from ziggurat.errors import CompileError, ZigguratError
+from ziggurat.runtime import load
+from ziggurat.target import Target
+
+needs_cc = pytest.mark.skipif(find_cc() is None, reason="the C target needs a C compiler (cc, gcc or clang, or $CC)")
+
+
+def _model(nodes, inputs, outputs, inits, opset=17):
+    def info(n, s):
+        return helper.make_tensor_value_info(n, TensorProto.INT64 if n == "ids" else TensorProto.FLOAT, s)
+
+    g = helper.make_graph(nodes, "m", [info(n, s) for n, s in inputs], [info(n, s) for n, s in outputs],
+                          [numpy_helper.from_array(a, n) for n, a in inits.items()])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def mlp():
+    rng = np.random.default_rng(1)
+    inits = {"w1": rng.standard_normal((64, 96)).astype(np.float32) * 0.2,
+             "b1": rng.standard_normal(96).astype(np.float32),
+             "w2": rng.standard_normal((96, 10)).astype(np.float32) * 0.2}
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Add", ["h", "b1"], ["h1"]),
+             helper.make_node("Relu", ["h1"], ["h2"]), helper.make_node("MatMul", ["h2", "w2"], ["y"])]
+    return _model(nodes, [("x", [16, 64])], [("y", [16, 10])], inits)
+
+
+def cnn():
+    rng = np.random.default_rng(2)
+    inits = {"w": rng.standard_normal((8, 3, 3, 3)).astype(np.float32) * 0.3,
+             "b": rng.standard_normal(8).astype(np.float32),
+             "fc": rng.standard_normal((10, 8 * 4 * 4)).astype(np.float32) * 0.1,
+             "fb": rng.standard_normal(10).astype(np.float32)}
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("MaxPool", ["r"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("Flatten", ["p"], ["f"]), helper.make_node("Gemm", ["f", "fc", "fb"], ["y"], transB=1)]
+    return _model(nodes, [("x", [2, 3, 8, 8])], [("y", [2, 10])], inits)
+
+
+def norm_block():
+    """LayerNorm, MatMul, Softmax (the vector exp polynomial), a Tanh (the vector tanh) and an Erf."""
+    rng = np.random.default_rng(3)
+    inits = {"g": rng.standard_normal(32).astype(np.float32), "be": rng.standard_normal(32).astype(np.float32),
+             "w": rng.standard_normal((32, 32)).astype(np.float32) * 0.2}
+    nodes = [helper.make_node("LayerNormalization", ["x", "g", "be"], ["n"], axis=-1, epsilon=1e-5),
+             helper.make_node("MatMul", ["n", "w"], ["m"]), helper.make_node("Softmax", ["m"], ["s"], axis=-1),
+             helper.make_node("Tanh", ["m"], ["t"]), helper.make_node("Erf", ["m"], ["r"]),
+             helper.make_node("Add", ["s", "t"], ["u"]), helper.make_node("Add", ["u", "r"], ["y"])]
+    return _model(nodes, [("x", [2, 8, 32])], [("y", [2, 8, 32])], inits)
+
+
+def embedding():
+    """Gather on run-time token ids: the index check's output travels with the model's."""
+    table = np.random.default_rng(4).standard_normal((10, 8)).astype(np.float32)
+    nodes = [helper.make_node("Gather", ["table", "ids"], ["e"], axis=0), helper.make_node("Relu", ["e"], ["y"])]
+    return _model(nodes, [("ids", [1, 5])], [("y", [1, 5, 8])], {"table": table})
+
+
+def _reference(model, inputs):
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return sess.run(None, {i.name: x for i, x in zip(sess.get_inputs(), inputs)})
+
+
+# --- the target and the printer (no C compiler needed) --------------------------------------------------
+
+def test_parse_c():
+    t = Target.parse("c")
+    assert t.kind == "c" and t.is_native and str(t) == "c" and Target.parse(str(t)) == t
+    assert t.vector_width == Target.parse("llvm").vector_width  # the host's, as `llvm`
+    v3 = Target.parse("c -mcpu=x86-64-v3 -num-cores=2")
+    assert (v3.kind, v3.vector_width, v3.num_threads, v3.has("fma")) == ("c", 8, 2, True)
+    with pytest.raises(ZigguratError, match="takes no -mtriple"):
+        Target.parse("c -mtriple=aarch64-linux-gnu")
+    with pytest.raises(ZigguratError, match="supported target kinds are llvm, c"):
+        Target.parse("cuda")
+
+
+def test_every_printer_names_a_registered_op():
+    from ziggurat.registry import make_context
+
+    ctx = make_context()
+    missing = [name for name in HANDLERS if ctx.get_optional_op(name) is None]
+    assert not missing, f"C printers for ops no dialect defines: {missing}"
+
+
+def test_float_flags_follow_the_llvm_options():
+    from pathlib import Path
+
+    default = cc_command(COptions(), Path("m.c"), Path("m.so"), "cc")
+    assert "-ffp-contract=fast" in default and "-fassociative-math" in default and "-ffast-math" not in default
+    assert "-march=native" in default and "-fopenmp" not in default
+    assert "-ffast-math" in cc_command(COptions(fast_math=("fast",)), Path("m.c"), Path("m.so"), "cc")
+    assert "-ffp-contract=off" in cc_command(COptions(fast_math=()), Path("m.c"), Path("m.so"), "cc")
+    v3 = cc_command(COptions(cpu="x86-64-v3"), Path("m.c"), Path("m.so"), "cc", openmp=True)
+    assert "-march=x86-64-v3" in v3 and "-fopenmp" in v3
+
+
+def test_an_op_without_c_form_is_one_clear_error():
+    from xdsl.dialects import func
+    from xdsl.ir import Block, Region
+
+    from ziggurat.dialects.amx import TileReleaseOp
+
+    block = Block()
+    block.add_ops([TileReleaseOp(), func.ReturnOp()])
+    module = __import__("xdsl.dialects.builtin", fromlist=["ModuleOp"]).ModuleOp(
+        [func.FuncOp("main", ([], []), Region(block))])
+    with pytest.raises(CompileError, match=r"c backend: op 'amx.tile_release' is not supported \(in @main\)"):
+        emit_module(module, COptions())
+
+
+# --- models built by cc, exported, loaded back ----------------------------------------------------------
+
+def _inputs(name):
+    rng = np.random.default_rng(7)
+    if name == "mlp":
+        return [rng.standard_normal((16, 64)).astype(np.float32)]
+    if name == "cnn":
+        return [rng.standard_normal((2, 3, 8, 8)).astype(np.float32)]
+    if name == "norm_block":
+        return [rng.standard_normal((2, 8, 32)).astype(np.float32)]
+    return [np.array([[3, 0, 9, 4, 4]], dtype=np.int64)]
+
+
+@needs_cc
+@pytest.mark.parametrize("name, target", [("mlp", "c -num-cores=2"), ("cnn", "c -num-cores=1"),
+                                          ("norm_block", "c"), ("embedding", "c"),
+                                          ("norm_block", "c -mcpu=x86-64-v3 -num-cores=1")])
+def test_model_matches_llvm_and_onnxruntime(name, target, tmp_path):
+    if "x86-64-v3" in target and not Target.parse("llvm").has("avx2"):
+        pytest.skip("this host has no AVX2")
+    onnx_model = globals()[name]()
+    inputs = _inputs(name)
+    cm = ziggurat.compile(onnx_model, target=target)
+    src = cm.info["c_source"]
+    if Target.parse(target).vector_width > 1 and name != "embedding":
+        assert f"vector_size({4 * Target.parse(target).vector_width})" in src
+    if name == "mlp":  # two threads: the outer parallel loops are OpenMP loops (linked with -fopenmp)
+        assert "#pragma omp parallel for" in src and cm.info["uses_openmp"]
+    path = cm.export(tmp_path / "model.so")
+    for suffix in (".json", ".weights.npz", ".abi"):
+        assert (tmp_path / f"model.so{suffix}").is_file()
+    loaded = load(path)
+    got = _outs(loaded(*inputs))
+    llvm = _outs(ziggurat.compile(onnx_model, target="llvm -num-cores=1")(*inputs))
+    want = _reference(onnx_model, inputs)
+    for g, ll, w in zip(got, llvm, want):
+        np.testing.assert_allclose(g, ll, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
+    np.testing.assert_array_equal(_outs(cm(*inputs))[0], got[0])  # in process: the same library
+
+
+def _outs(r):
+    return [r] if isinstance(r, np.ndarray) else list(r)
+
+
+@needs_cc
+def test_index_check_raises_through_the_c_build(tmp_path):
+    from ziggurat.errors import InputError
+
+    cm = ziggurat.compile(embedding(), target="c")
+    with pytest.raises(InputError):
+        cm(np.array([[3, 0, 11, 4, 4]], dtype=np.int64))
