@@ -112,6 +112,7 @@ def c_compile(model: Any, target: str | Target, opt_level: int = 3, pipeline: st
     stats.tuned_kernels = list(low.tuned_kernels)
     stats.arena_bytes, stats.unplanned_bytes = low.arena_bytes, low.unplanned_bytes
     check_arena(low.info.arena_size, memory_limit)
+    stats.seconds["translate"] += stats.seconds.pop("llvm", 0.0)  # str() of the C source: printing, no LLVM
     t0 = time.perf_counter()
     data = build_library(low.llvm_ir, options, openmp=low.info.uses_openmp)
     lib = load_library(data)
