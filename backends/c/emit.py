@@ -10,12 +10,13 @@ backend (backends/llvm/translate.py, the reference for what each op means):
   const-buffer slots and the arena, and `void <prefix>_entry(void **args)`
   unpacks `args = inputs, outputs, constants, arena` for it (`ModuleInfo`);
 * `loop.for` is a C `for` over `int64_t`; a `parallel` loop (the outermost
-  one, with more than one thread) gets `#pragma omp parallel for
-  schedule(static)`: one contiguous chunk per thread, as the LLVM backend's
-  `GOMP_parallel` outlining; an `unrolled` loop gets `#pragma GCC unroll`;
+  one, with more than one thread) is a `#pragma omp parallel` region around
+  a `#pragma omp for schedule(static)` loop: one contiguous chunk per thread,
+  as the LLVM backend's `GOMP_parallel` outlining; an `unrolled` loop gets
+  `#pragma GCC unroll`;
 * `loop.alloc` in the entry function is a slot of the arena (its
   `arena_offset`); elsewhere it is scratch declared at the top of the
-  function (or of the parallel loop's body, so per thread): a 64-byte aligned
+  function (or of the parallel region, so per thread): a 64-byte aligned
   array up to 16 KiB, `aligned_alloc` and `free` above;
 * `hw` vector registers are `__attribute__((vector_size))` types
   (ctypes_map.py), the hw ops are in hw_ops.py, `arith` and `math` in
@@ -323,25 +324,29 @@ def _for(e: Emitter, op: Operation) -> None:
     iv = e.fresh("i")
     e.vals[body.args[0]] = iv
     parallel = kind == "parallel" and e.options.num_threads > 1 and not e.in_parallel
-    if parallel:
+    if parallel:  # one region: per-thread scratch at its top, then the work-shared loop
         e.info.uses_openmp = True
-        e.line(f"#pragma omp parallel for schedule(static) num_threads({e.options.num_threads})")
-    elif kind == "unrolled" and trips <= 64:
-        e.line(f"#pragma GCC unroll {trips}")
-    e.line(f"for (int64_t {iv} = {lb}; {iv} < {ub}; {iv} += {step}) {{")
-    e.indent += "  "
-    if parallel:
+        e.line(f"#pragma omp parallel num_threads({e.options.num_threads})")
+        e.line("{")
+        e.indent += "  "
         decls: list[str] = []
         e.out.append(decls)
         e.scopes.append(_Scope(decls, e.indent))
         e.in_parallel = True
+        e.line("#pragma omp for schedule(static)")
+    elif kind == "unrolled" and trips <= 64:
+        e.line(f"#pragma GCC unroll {trips}")
+    e.line(f"for (int64_t {iv} = {lb}; {iv} < {ub}; {iv} += {step}) {{")
+    e.indent += "  "
     e.block(body)
+    e.indent = e.indent[:-2]
+    e.line("}")
     if parallel:
         e.free_scope()
         e.scopes.pop()
         e.in_parallel = False
-    e.indent = e.indent[:-2]
-    e.line("}")
+        e.indent = e.indent[:-2]
+        e.line("}")
 
 
 def _block(e: Emitter, op: Operation) -> None:

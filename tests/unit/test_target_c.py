@@ -150,7 +150,7 @@ def test_model_matches_llvm_and_onnxruntime(name, target, tmp_path):
     if Target.parse(target).vector_width > 1 and name != "embedding":
         assert f"vector_size({4 * Target.parse(target).vector_width})" in src
     if name == "mlp":  # two threads: the outer parallel loops are OpenMP loops (linked with -fopenmp)
-        assert "#pragma omp parallel for" in src and cm.info["uses_openmp"]
+        assert "#pragma omp for schedule(static)" in src and cm.info["uses_openmp"]
     path = cm.export(tmp_path / "model.so")
     for suffix in (".json", ".weights.npz", ".abi"):
         assert (tmp_path / f"model.so{suffix}").is_file()
@@ -175,3 +175,38 @@ def test_index_check_raises_through_the_c_build(tmp_path):
     cm = ziggurat.compile(embedding(), target="c")
     with pytest.raises(InputError):
         cm(np.array([[3, 0, 11, 4, 4]], dtype=np.int64))
+
+
+def mix():
+    """Max/Min with NaN and signed zeros, Less+Where, Floor, Exp, int32 Div and Mod (negative operands)."""
+    x_ = helper.make_tensor_value_info
+    nodes = [helper.make_node("Max", ["x", "y"], ["mx"]), helper.make_node("Min", ["x", "y"], ["mn"]),
+             helper.make_node("Less", ["x", "y"], ["lt"]), helper.make_node("Where", ["lt", "mx", "mn"], ["w"]),
+             helper.make_node("Floor", ["w"], ["f"]), helper.make_node("Exp", ["x"], ["e"]),
+             helper.make_node("Add", ["f", "e"], ["o1"]),
+             helper.make_node("Div", ["i", "j"], ["q"]), helper.make_node("Mod", ["i", "j"], ["r"]),
+             helper.make_node("Add", ["q", "r"], ["o2"]), helper.make_node("Sigmoid", ["y"], ["o3"])]
+    g = helper.make_graph(nodes, "m", [x_("x", TensorProto.FLOAT, [3, 37]), x_("y", TensorProto.FLOAT, [3, 37]),
+                                       x_("i", TensorProto.INT32, [19]), x_("j", TensorProto.INT32, [19])],
+                          [x_("o1", TensorProto.FLOAT, [3, 37]), x_("o2", TensorProto.INT32, [19]),
+                           x_("o3", TensorProto.FLOAT, [3, 37])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@needs_cc
+def test_edge_values_match_the_llvm_target():
+    """NaN, infinities and signed zeros through maximumf/minimumf, compares and selects, and the integer
+    division helpers: the C build gives the LLVM build's bits (the Sigmoid's exp within 1 ulp or so)."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((3, 37)).astype(np.float32) * 30
+    y = rng.standard_normal((3, 37)).astype(np.float32)
+    x[0, :4], y[0, :4] = [np.nan, 0.0, -0.0, np.inf], [1.0, -0.0, 0.0, np.nan]
+    i = rng.integers(-50, 50, 19).astype(np.int32)
+    j = (rng.integers(1, 9, 19) * rng.choice([-1, 1], 19)).astype(np.int32)
+    m = mix()
+    c = ziggurat.compile(m, target="c -num-cores=1")(x, y, i, j)
+    ll = ziggurat.compile(m, target="llvm -num-cores=1")(x, y, i, j)
+    np.testing.assert_array_equal(c[0], ll[0])  # NaN where NaN
+    assert np.array_equal(np.signbit(c[0]), np.signbit(ll[0]))
+    np.testing.assert_array_equal(c[1], ll[1])
+    np.testing.assert_allclose(c[2], ll[2], rtol=1e-6, atol=1e-7)
