@@ -66,7 +66,8 @@ def float_flags(fast_math: tuple[str, ...]) -> list[str]:
 
 
 def cc_command(options: COptions, src: Path, out: Path, cc: str | None = None, openmp: bool = False) -> list[str]:
-    cmd = [cc or find_cc() or "cc", "-std=gnu99", "-O3", "-shared", "-fPIC", "-fvisibility=hidden", "-w",
+    cmd = [cc or find_cc() or "cc", "-std=gnu99", "-O3", "-shared", "-fPIC", "-fvisibility=hidden",
+           "-Werror=implicit-function-declaration",
            *arch_flags(options), *float_flags(options.fast_math)]
     if options.vector_width >= 16 and platform.machine().lower() in ("x86_64", "amd64"):
         cmd.append("-mprefer-vector-width=512")  # LLVM's prefer-vector-width=512 (GCC prefers 256 by default)

@@ -51,6 +51,7 @@ PREAMBLE = """\
 #include <string.h>
 #include <math.h>
 #define ZG_EXPORT __attribute__((visibility("default")))
+void *aligned_alloc(size_t alignment, size_t size); /* C11, and POSIX libcs have it; stdlib.h hides it in C99 */
 """
 
 
@@ -102,6 +103,7 @@ class Emitter:
         self.indent = ""
         self.vals: dict[SSAValue, str] = {}
         self.ints: dict[SSAValue, int] = {}
+        self.promoted: dict[SSAValue, int] = {}  # register tiles (emit.py _register_tile): lanes per vector
         self.counter = 0
         self.fnames: dict[str, str] = {}
         self.scopes: list[_Scope] = []
@@ -386,14 +388,17 @@ def _is_bool(mt: Attribute) -> bool:
 
 def _load(e: Emitter, op: Operation) -> None:
     buf = op.operands[0]
-    ref = e.address(buf, op.operands[1:])
+    tile = tile_ref(e, buf, op.operands[1:])
+    ref = f"{tile[0]}[{tile[1]}]" if tile is not None else e.address(buf, op.operands[1:])
     e.define(op.results[0], f"({ref} != 0)" if _is_bool(buf.type) else ref)
 
 
 def _store(e: Emitter, op: Operation) -> None:
     value, buf = op.operands[0], op.operands[1]
     x = e.get(value)
-    e.line(f"{e.address(buf, op.operands[2:])} = {'(uint8_t)' if _is_bool(buf.type) else ''}{x};")
+    tile = tile_ref(e, buf, op.operands[2:])
+    ref = f"{tile[0]}[{tile[1]}]" if tile is not None else e.address(buf, op.operands[2:])
+    e.line(f"{ref} = {'(uint8_t)' if _is_bool(buf.type) else ''}{x};")
 
 
 def _nbytes(e: Emitter, mt: MemRefType) -> int:
@@ -411,12 +416,79 @@ def _alloc(e: Emitter, op: Operation) -> None:
         off = e.arena_slot(op, nbytes)
         e.hoist(f"{ptr}{name} = ({ptr})(zg_arena + {off});")  # slots may overlap: no restrict
         return
+    regs = _register_tile(e, res)
+    if regs is not None:
+        vt, lanes = regs
+        e.promoted[res] = lanes
+        e.hoist(f"{vt} {name}[{mt.element_count() // lanes}];")  # type: ignore[attr-defined]
+        return
     size = max(64, -(-nbytes // 64) * 64)
     if size <= STACK_LIMIT:
         elem = scalar_info(mt.element_type)[2]  # type: ignore[attr-defined]
         e.hoist(f"{e.types.pointee(mt)} {name}[{size // elem}] __attribute__((aligned(64)));")  # type: ignore[arg-type]
     else:
         e.hoist(f"{ptr}restrict {name} = ({ptr})aligned_alloc(64, {size});", free=name)
+
+
+MAX_REGISTER_TILE = 64  # vectors: a register tile's accumulators (the LLVM backend's SROA keeps them in registers)
+
+
+def _const_index(v: SSAValue) -> int | None:
+    from xdsl.dialects.builtin import IntegerAttr
+
+    owner = v.owner
+    if isinstance(owner, Operation) and owner.name == "arith.constant":
+        attr = owner.properties.get("value")
+        if isinstance(attr, IntegerAttr):
+            return attr.value.data
+    return None
+
+
+def _register_tile(e: Emitter, res: SSAValue) -> tuple[str, int] | None:
+    """(vector type, lanes) when scratch `res` is only read and written as whole vectors of one type at constant,
+    lane-aligned offsets (scalar accesses at constant offsets allowed too): it is then an array of vector variables,
+    which the C compiler keeps in registers, as LLVM does with such an alloca. None otherwise."""
+    from xdsl.dialects.builtin import VectorType
+
+    mt = res.type
+    strides = memref_strides(mt)  # type: ignore[arg-type]
+    vtype = None
+    for use in res.uses:
+        op, k = use.operation, use.index
+        if op.name == "hw.vload" and k == 0:
+            t, idx = op.results[0].type, op.operands[1:]
+        elif op.name == "hw.vstore" and k == 1:
+            t, idx = op.operands[0].type, op.operands[2:]
+        elif (op.name == "loop.load" and k == 0) or (op.name == "loop.store" and k == 1):
+            t, idx = None, op.operands[1 + k:]
+        else:
+            return None
+        consts = [_const_index(i) for i in idx]
+        if any(c is None for c in consts):
+            return None
+        off = sum(c * st for c, st in zip(consts, strides))  # type: ignore[operator]
+        if t is not None:
+            if not isinstance(t, VectorType) or (vtype is not None and t != vtype):
+                return None
+            vtype = t
+            if off % t.get_shape()[0]:
+                return None
+    if vtype is None or scalar_info(vtype.element_type)[3] == "b":
+        return None
+    lanes = vtype.get_shape()[0]
+    count = mt.element_count()  # type: ignore[attr-defined]
+    if count % lanes or count // lanes > MAX_REGISTER_TILE:
+        return None
+    return e.types.c(vtype), lanes
+
+
+def tile_ref(e: Emitter, buf: SSAValue, indices) -> str | None:
+    """`m[k]` (a whole vector) or `m[k][l]` (one lane) for an access to a register tile; None for other buffers."""
+    lanes = e.promoted.get(buf)
+    if lanes is None:
+        return None
+    off = sum(e.ints[i] * st for i, st in zip(indices, memref_strides(buf.type)))  # type: ignore[arg-type]
+    return f"{e.get(buf)}[{off // lanes}]", off % lanes  # type: ignore[return-value]
 
 
 def _const_buffer(e: Emitter, op: Operation) -> None:

@@ -21,6 +21,7 @@ from xdsl.ir import Operation
 
 from ziggurat.backends.c.arith_ops import cmpf, elem, elementwise, libm, select
 from ziggurat.backends.c.ctypes_map import scalar_info
+from ziggurat.backends.c.emit import tile_ref
 from ziggurat.backends.llvm.fast_math import ERF_P, ERF_Q, EXP_POLY, TANH_POLY
 from ziggurat.errors import CompileError
 
@@ -30,12 +31,20 @@ if TYPE_CHECKING:
 
 def _vload(e: Emitter, op: Operation) -> None:
     res = op.results[0]
+    tile = tile_ref(e, op.operands[0], op.operands[1:])
+    if tile is not None:
+        e.define(res, tile[0])
+        return
     ref = e.address(op.operands[0], op.operands[1:])
     e.define(res, f"*(const {e.types.vector(res.type, unaligned=True)} *)&{ref}")  # type: ignore[arg-type]
 
 
 def _vstore(e: Emitter, op: Operation) -> None:
     value = op.operands[0]
+    tile = tile_ref(e, op.operands[1], op.operands[2:])
+    if tile is not None:
+        e.line(f"{tile[0]} = {e.get(value)};")
+        return
     ref = e.address(op.operands[1], op.operands[2:])
     e.line(f"*({e.types.vector(value.type, unaligned=True)} *)&{ref} = {e.get(value)};")  # type: ignore[arg-type]
 
@@ -80,8 +89,18 @@ def _vreduce(e: Emitter, op: Operation) -> None:
     else:
         gt = ">" if kind == "max" else "<"
         comb = f"({{x}} {gt} {{y}} ? {{x}} : {{y}})"
-    lanes = [f"v[{i}]" for i in range(n)]
     body = []
+    x, width = "v", n
+    size = scalar_info(v.type.element_type)[2]  # type: ignore[attr-defined]
+    while kind in _REDUCE and width > 2:  # halve with shuffles: log2(n) vector adds, as LLVM's reduction
+        half = width // 2
+        ht = e.types.vector_of(ctype, scalar_info(v.type.element_type)[1], size, half)  # type: ignore[attr-defined]
+        lo = ", ".join(str(i) for i in range(half))
+        hi = ", ".join(str(i) for i in range(half, width))
+        nxt = f"h{half}"
+        body.append(f"{ht} {nxt} = {comb.format(x=f'__builtin_shufflevector({x}, {x}, {lo})', y=f'__builtin_shufflevector({x}, {x}, {hi})')};")
+        x, width = nxt, half
+    lanes = [f"{x}[{i}]" for i in range(width)]
     level = 0
     while len(lanes) > 1:
         nxt = []
