@@ -92,7 +92,8 @@ def convert_variadic(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[V
         acc = _broadcast_binary(ctx, VARIADIC_OPS[node.op_type], acc, value)
     if node.op_type == "Mean" and len(values) > 1:
         dtype = dtypes.to_numpy(element_type(acc))
-        count = ctx.add_constant(np.array([1.0 / len(values)], dtype), f"{ctx.node_label}.count")
+        count = ctx.add_constant(np.full([1] * len(shape_of(acc)), 1.0 / len(values), dtype),  # rank 0 stays rank 0
+                                 f"{ctx.node_label}.count")
         acc = ctx.emit(graph.MulOp(acc, count, acc.type))
     return [acc]
 

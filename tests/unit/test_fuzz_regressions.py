@@ -151,3 +151,12 @@ def test_broadcast_of_an_empty_dim_against_one_stays_empty():
               [("x", TensorProto.FLOAT, [3, 2, 8])], [("y", TensorProto.FLOAT, [3, 2, 0])],
               {"s": np.array([2**46 + 1]), "e": np.array([4]), "a": np.array([2])})
     check(m, {"x": np.ones((3, 2, 8), np.float32)})
+
+
+@pytest.mark.parametrize("shape", [[], [3], [2, 1]])
+def test_mean_keeps_the_rank_of_its_inputs(shape):
+    """Mean of rank-0 inputs multiplied by a [1] constant made a (1,) result from () operands (refused
+    as 'result shape () is not the broadcast shape (1,)'; found by the 30-minute run, seed 2026)."""
+    m = model([helper.make_node("Mean", ["x", "x"], ["y"])], [("x", TensorProto.FLOAT, shape)],
+              [("y", TensorProto.FLOAT, shape)])
+    check(m, {"x": np.random.default_rng(0).standard_normal(shape).astype(np.float32)})
