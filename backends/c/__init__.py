@@ -17,9 +17,10 @@ from ziggurat.backends.c.arith_ops import ARITH_HANDLERS
 from ziggurat.backends.c.build import build_library, cc_command, find_cc, load_library, write_library
 from ziggurat.backends.c.emit import STRUCTURE_HANDLERS, COptions, CSource, Emitter
 from ziggurat.backends.c.hw_ops import HW_HANDLERS, MATH_HANDLERS
+from ziggurat.backends.c.x86_ops import X86_HANDLERS
 from ziggurat.backends.llvm.options import ModuleInfo
 
-HANDLERS = {**STRUCTURE_HANDLERS, **ARITH_HANDLERS, **MATH_HANDLERS, **HW_HANDLERS}
+HANDLERS = {**STRUCTURE_HANDLERS, **ARITH_HANDLERS, **MATH_HANDLERS, **HW_HANDLERS, **X86_HANDLERS}
 """Op name -> C printer (tests/unit/test_target_c.py checks every name is a registered op)."""
 
 

@@ -19,8 +19,8 @@ backend (backends/llvm/translate.py, the reference for what each op means):
   function (or of the parallel region, so per thread): a 64-byte aligned
   array up to 16 KiB, `aligned_alloc` and `free` above;
 * `hw` vector registers are `__attribute__((vector_size))` types
-  (ctypes_map.py), the hw ops are in hw_ops.py, `arith` and `math` in
-  arith_ops.py.
+  (ctypes_map.py), the hw and math ops are in hw_ops.py, `arith` in
+  arith_ops.py, the portable `x86vec` int8 dot product in x86_ops.py.
 
 An op without a C form raises one `CompileError` naming it; nothing is
 guessed. `emit_module(module, COptions(...))` returns the source and a
