@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from xdsl.dialects import func
 from xdsl.dialects.builtin import MemRefType, ModuleOp, UnregisteredOp
@@ -62,8 +62,9 @@ class COptions:
     * `num_threads`: threads for `parallel` loops (OpenMP pragmas only when above 1);
     * `entry`, `prefix`: the model function and the exported `<prefix>_entry`;
     * `fast_math`: the LLVM fast-math flags whose meaning the C compiler is asked for (build.py);
-    * `vector_width`: the target's f32 lanes (1: no vector types are expected);
-    * `cc_arch`: the `-march=` (or `-mattr` features) the C compiler gets (build.py).
+    * `vector_width`: the target's f32 lanes (build.py: `-mprefer-vector-width=512` at 16);
+    * `cpu`, `features`: the target's `-mcpu` and `-mattr` (None and "": `-march=native`), which
+      build.py turns into `-march=` and `-m<feature>` flags.
     """
 
     num_threads: int = 1
@@ -73,7 +74,6 @@ class COptions:
     vector_width: int = 16
     cpu: str | None = None
     features: str = ""
-    extra: dict = field(default_factory=dict, compare=False)
 
 
 class CSource(str):
