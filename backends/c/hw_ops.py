@@ -251,14 +251,15 @@ def _vexp(e: Emitter, vt: str) -> str:
     it = e.types.mask(n)
     sel = e.helper(f"zg_sel_{vt}", f"static inline {vt} zg_sel_{vt}({it} m, {vt} a, {vt} b) {{ return "
                    f"({vt})((m & ({it})a) | (~m & ({it})b)); }}")
-    body = (f"{vt} xc = x < -87.33f ? -87.33f : x; " if False else "") + (
+    body = (
         f"{vt} xc = {sel}(x > -87.33f, x, ({vt}){{0}} - 87.33f); xc = {sel}(xc < 88.72f, xc, ({vt}){{0}} + 88.72f); "
         f"{vt} t = xc * 1.44269504088896341f + 0.5f; {vt} fx = __builtin_convertvector(__builtin_convertvector(t, {it}), {vt}); "
         f"fx = {sel}(fx > t, fx - 1.0f, fx); "
         f"{vt} r = (xc - fx * 0.693359375f) - fx * (-2.12194440e-4f); "
         f"{vt} y = ({_poly_expr('r', EXP_POLY)}) * (r * r) + r + 1.0f; "
         f"{it} sc = (__builtin_convertvector(fx, {it}) + 127) << 23; y = y * ({vt})sc; "
-        f"y = {sel}(x < -87.33f, ({vt}){{0}}, y); return {sel}(x > 88.72f, ({vt}){{0}} + __builtin_inff(), y);")
+        f"y = {sel}(x < -87.33f, ({vt}){{0}}, y); y = {sel}(x > 88.72f, ({vt}){{0}} + __builtin_inff(), y); "
+        f"return {sel}(x != x, x, y);")  # NaN stays NaN, as in backends/llvm/fast_math.py
     return e.helper(name, f"static inline {vt} {name}({vt} x) {{ {body} }}")
 
 
@@ -272,7 +273,7 @@ def _vtanh(e: Emitter, vt: str) -> str:
             f"{vt} small = x + (x * z) * ({_poly_expr('z', TANH_POLY)}); "
             f"{vt} ex = {ex}({sel}(ax < 20.0f, ax, ({vt}){{0}} + 20.0f) * 2.0f); "
             f"{vt} big = 1.0f - 2.0f / (ex + 1.0f); big = ({vt})((({it})big & 2147483647) | sign); "
-            f"return {sel}(ax < 0.625f, small, big);")
+            f"{vt} y = {sel}(ax < 0.625f, small, big); return {sel}(x != x, x, y);")
     return e.helper(name, f"static inline {vt} {name}({vt} x) {{ {body} }}")
 
 

@@ -81,7 +81,8 @@ def vexp(v: _V, x):
                                 ir.Constant(it, [I32(23)] * v.ty.count)), v.ty)
     y = v.mul(y, scale)
     y = v.b.select(v.lt(x, v.c(-87.33)), v.c(0.0), y)
-    return v.b.select(v.b.fcmp_ordered(">", x, v.c(88.72)), v.c(float("inf")), y)
+    y = v.b.select(v.b.fcmp_ordered(">", x, v.c(88.72)), v.c(float("inf")), y)
+    return v.b.select(v.b.fcmp_unordered("uno", x, x), x, y)  # NaN stays NaN (the clamps would make it ~1)
 
 
 def vtanh(v: _V, x):
@@ -91,7 +92,8 @@ def vtanh(v: _V, x):
     e = vexp(v, v.mul(v.call("minnum", ax, v.c(20.0)), v.c(2.0)))
     big = v.sub(v.c(1.0), v.b.fdiv(v.c(2.0), v.add(e, v.c(1.0)), flags=v.fl))
     big = v.call("copysign", big, x)
-    return v.b.select(v.lt(ax, v.c(0.625)), small, big)
+    y = v.b.select(v.lt(ax, v.c(0.625)), small, big)
+    return v.b.select(v.b.fcmp_unordered("uno", x, x), x, y)  # NaN stays NaN (minnum would make it +-1)
 
 
 def verf(v: _V, x):

@@ -58,3 +58,26 @@ def test_vector_math_limits(op, special):
     with np.errstate(over="ignore"):
         want = REFERENCE[op](x[: len(special)].astype(np.float64)).astype(np.float32)
     np.testing.assert_array_equal(y[: len(special)], want)
+
+
+@pytest.mark.parametrize("op", ["Sigmoid", "Exp", "Tanh", "Erf"])
+@pytest.mark.parametrize("target", ["llvm -num-cores=1", "llvm -mcpu=haswell -num-cores=1", "c -num-cores=1"])
+def test_nan_stays_nan_through_the_vector_polynomials(op, target):
+    """The clamps of the vector exp and tanh turned NaN into ~0 / +-1 (Sigmoid(NaN) = 1); numpy keeps NaN."""
+    import shutil
+
+    import onnx
+    from onnx import TensorProto, helper
+
+    import ziggurat
+
+    if target.startswith("c") and not (shutil.which("cc") or shutil.which("gcc")):
+        pytest.skip("no C compiler for the c target")
+    g = helper.make_graph([helper.make_node(op, ["x"], ["y"])], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [64])])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(model)
+    x = np.linspace(-5, 5, 64).astype(np.float32)
+    x[[3, 40]] = np.nan
+    y = ziggurat.compile(model, target=target, cache=False)(x)[0]
+    assert np.isnan(y[[3, 40]]).all() and np.isfinite(np.delete(y, [3, 40])).all()
