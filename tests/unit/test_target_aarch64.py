@@ -15,7 +15,6 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 import pytest
-from onnx import TensorProto, helper, numpy_helper
 
 import ziggurat
 from ziggurat.errors import CompileError, ModelLoadError, ZigguratError
@@ -30,42 +29,11 @@ needs_cross = pytest.mark.skipif(CROSS_CC is None or QEMU is None,
                                         "gcc-aarch64-linux-gnu libgomp1-arm64-cross qemu-user)")
 
 
-def _model(nodes, inputs, outputs, inits, opset=17):
-    g = helper.make_graph(nodes, "m", [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs],
-                          [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in outputs],
-                          [numpy_helper.from_array(a, n) for n, a in inits.items()])
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
-
-
-def mlp():
-    rng = np.random.default_rng(1)
-    inits = {"w1": rng.standard_normal((64, 96)).astype(np.float32) * 0.2,
-             "b1": rng.standard_normal(96).astype(np.float32),
-             "w2": rng.standard_normal((96, 10)).astype(np.float32) * 0.2}
-    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Add", ["h", "b1"], ["h1"]),
-             helper.make_node("Relu", ["h1"], ["h2"]), helper.make_node("MatMul", ["h2", "w2"], ["y"])]
-    return _model(nodes, [("x", [16, 64])], [("y", [16, 10])], inits)
-
-
-def cnn():
-    rng = np.random.default_rng(2)
-    inits = {"w": rng.standard_normal((8, 3, 3, 3)).astype(np.float32) * 0.3,
-             "b": rng.standard_normal(8).astype(np.float32),
-             "fc": rng.standard_normal((10, 8 * 4 * 4)).astype(np.float32) * 0.1,
-             "fb": rng.standard_normal(10).astype(np.float32)}
-    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], ["r"]),
-             helper.make_node("MaxPool", ["r"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
-             helper.make_node("Flatten", ["p"], ["f"]), helper.make_node("Gemm", ["f", "fc", "fb"], ["y"], transB=1)]
-    return _model(nodes, [("x", [2, 3, 8, 8])], [("y", [2, 10])], inits)
+from tests.target_models import cnn, mlp, norm_block as _norm_block
 
 
 def norm_block():
-    rng = np.random.default_rng(3)
-    inits = {"g": rng.standard_normal(32).astype(np.float32), "be": rng.standard_normal(32).astype(np.float32),
-             "w": rng.standard_normal((32, 32)).astype(np.float32) * 0.2}
-    nodes = [helper.make_node("LayerNormalization", ["x", "g", "be"], ["n"], axis=-1, epsilon=1e-5),
-             helper.make_node("MatMul", ["n", "w"], ["m"]), helper.make_node("Softmax", ["m"], ["y"], axis=-1)]
-    return _model(nodes, [("x", [2, 8, 32])], [("y", [2, 8, 32])], inits)
+    return _norm_block(tanh=False)
 
 
 # --- the target's facts -------------------------------------------------------------------------------

@@ -20,54 +20,13 @@ from ziggurat.target import Target
 needs_cc = pytest.mark.skipif(find_cc() is None, reason="the C target needs a C compiler (cc, gcc or clang, or $CC)")
 
 
-def _model(nodes, inputs, outputs, inits, opset=17):
-    def info(n, s):
-        return helper.make_tensor_value_info(n, TensorProto.INT64 if n == "ids" else TensorProto.FLOAT, s)
-
-    g = helper.make_graph(nodes, "m", [info(n, s) for n, s in inputs], [info(n, s) for n, s in outputs],
-                          [numpy_helper.from_array(a, n) for n, a in inits.items()])
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
-
-
-def mlp():
-    rng = np.random.default_rng(1)
-    inits = {"w1": rng.standard_normal((64, 96)).astype(np.float32) * 0.2,
-             "b1": rng.standard_normal(96).astype(np.float32),
-             "w2": rng.standard_normal((96, 10)).astype(np.float32) * 0.2}
-    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Add", ["h", "b1"], ["h1"]),
-             helper.make_node("Relu", ["h1"], ["h2"]), helper.make_node("MatMul", ["h2", "w2"], ["y"])]
-    return _model(nodes, [("x", [16, 64])], [("y", [16, 10])], inits)
-
-
-def cnn():
-    rng = np.random.default_rng(2)
-    inits = {"w": rng.standard_normal((8, 3, 3, 3)).astype(np.float32) * 0.3,
-             "b": rng.standard_normal(8).astype(np.float32),
-             "fc": rng.standard_normal((10, 8 * 4 * 4)).astype(np.float32) * 0.1,
-             "fb": rng.standard_normal(10).astype(np.float32)}
-    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], ["r"]),
-             helper.make_node("MaxPool", ["r"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
-             helper.make_node("Flatten", ["p"], ["f"]), helper.make_node("Gemm", ["f", "fc", "fb"], ["y"], transB=1)]
-    return _model(nodes, [("x", [2, 3, 8, 8])], [("y", [2, 10])], inits)
+from tests.target_models import cnn, embedding, mlp  # noqa: F401 - found by name (globals())
+from tests.target_models import norm_block as _norm_block
 
 
 def norm_block():
-    """LayerNorm, MatMul, Softmax (the vector exp polynomial), a Tanh (the vector tanh) and an Erf."""
-    rng = np.random.default_rng(3)
-    inits = {"g": rng.standard_normal(32).astype(np.float32), "be": rng.standard_normal(32).astype(np.float32),
-             "w": rng.standard_normal((32, 32)).astype(np.float32) * 0.2}
-    nodes = [helper.make_node("LayerNormalization", ["x", "g", "be"], ["n"], axis=-1, epsilon=1e-5),
-             helper.make_node("MatMul", ["n", "w"], ["m"]), helper.make_node("Softmax", ["m"], ["s"], axis=-1),
-             helper.make_node("Tanh", ["m"], ["t"]), helper.make_node("Erf", ["m"], ["r"]),
-             helper.make_node("Add", ["s", "t"], ["u"]), helper.make_node("Add", ["u", "r"], ["y"])]
-    return _model(nodes, [("x", [2, 8, 32])], [("y", [2, 8, 32])], inits)
-
-
-def embedding():
-    """Gather on run-time token ids: the index check's output travels with the model's."""
-    table = np.random.default_rng(4).standard_normal((10, 8)).astype(np.float32)
-    nodes = [helper.make_node("Gather", ["table", "ids"], ["e"], axis=0), helper.make_node("Relu", ["e"], ["y"])]
-    return _model(nodes, [("ids", [1, 5])], [("y", [1, 5, 8])], {"table": table})
+    """The vector exp (Softmax), tanh and erf polynomials."""
+    return _norm_block(tanh=True, erf=True)
 
 
 def _reference(model, inputs):
