@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -30,17 +29,11 @@ from pathlib import Path
 
 import numpy as np
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "models"
-SMALL = ("lenet5", "lstm_seq16_h128", "mlp_784_512_256_10", "transformer_encoder_2l_d128", "vgg_small_bn")
-REAL = ("distilbert_encoder", "efficientnet_b0", "llama_tiny_lm", "mobilenetv3_large", "regnet_y_small",
-        "segformer_b0_seg", "whisper_tiny_encoder")
+from ziggurat.benchmarks.target_runs import compare, run_workers, selected, tolerance
+
 TARGET = "llvm -mtriple=aarch64-linux-gnu -mattr=+neon -num-cores=2"
 RUNNER_C = Path(__file__).resolve().parents[1] / "runtime" / "runner" / "runner.c"
 SYSROOT = "/usr/aarch64-linux-gnu"
-
-
-def default_folders() -> list[Path]:
-    return [SHARED / n for n in SMALL] + [SHARED / "real" / n for n in REAL]
 
 
 def build_runner(out: Path, cc: str = "aarch64-linux-gnu-gcc") -> Path:
@@ -53,8 +46,7 @@ def worker(folder: Path, target: str, runner: Path, work: Path) -> dict:
     import ziggurat
 
     row: dict = {"model": folder.name, "compiled": False, "ran": False}
-    meta = json.loads((folder / "meta.json").read_text())
-    tol = meta.get("suggested_tolerance", {"rtol": 1e-3, "atol": 1e-4})
+    tol = tolerance(folder)
     row["rtol"], row["atol"] = tol["rtol"], tol["atol"]
     t0 = time.perf_counter()
     try:
@@ -79,13 +71,8 @@ def worker(folder: Path, target: str, runner: Path, work: Path) -> dict:
         row["error"] = f"run: exit {done.returncode}: {done.stderr.strip()[:200]}"
         return row
     row["ran"] = True
-    expected = dict(np.load(folder / "expected.npz"))
-    errs, ok = [], True
-    for i, name in enumerate(model.output_names):
-        got, want = np.load(out / f"out{i}.npy"), expected[name]
-        errs.append(float(np.max(np.abs(got.astype(np.float64) - want))) if want.size else 0.0)
-        ok = ok and bool(np.allclose(got, want, rtol=tol["rtol"], atol=tol["atol"]))
-    row["max_error"], row["within_tolerance"] = max(errs), ok
+    outs = [np.load(out / f"out{i}.npy") for i in range(len(model.output_names))]
+    row["max_error"], row["within_tolerance"] = compare(model.output_names, outs, dict(np.load(folder / "expected.npz")), tol)
     return row
 
 
@@ -121,27 +108,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{tool} is missing: apt-get install gcc-aarch64-linux-gnu libgomp1-arm64-cross qemu-user",
                   file=sys.stderr)
             return 2
-    folders = args.models or default_folders()
-    if args.only:
-        keep = set(args.only.split(","))
-        folders = [f for f in folders if f.name in keep]
-    rows = []
     with tempfile.TemporaryDirectory() as tmp:
         runner = build_runner(Path(tmp) / "runner")
-        for folder in folders:
-            work = Path(tmp) / folder.name
-            work.mkdir()
-            env = {**os.environ, "ZIGGURAT_CACHE": "0"}
-            done = subprocess.run([sys.executable, "-m", "ziggurat.benchmarks.aarch64_models", "--target", args.target,
-                                   "--worker", str(folder), str(runner), str(work)], capture_output=True, text=True,
-                                  env=env)
-            found = [ln for ln in done.stdout.splitlines() if ln.startswith("ROW ")]
-            row = (json.loads(found[-1][4:]) if found else
-                   {"model": folder.name, "compiled": False, "ran": False,
-                    "error": f"worker exit {done.returncode}: {done.stderr.strip().splitlines()[-1:]}"})
-            rows.append(row)
-            print(format_table([row], args.target).splitlines()[-1 - ("error" in row)], flush=True)
-            shutil.rmtree(work, ignore_errors=True)
+        rows = run_workers("ziggurat.benchmarks.aarch64_models", selected(args.models, args.only), Path(tmp),
+                           lambda f, w: ["--target", args.target, "--worker", str(f), str(runner), str(w)],
+                           {"compiled": False, "ran": False},
+                           lambda r: format_table([r], args.target).splitlines()[-1 - ("error" in r)])
     table = format_table(rows, args.target)
     print()
     print(table)

@@ -20,9 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -30,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ziggurat.benchmarks.wasm_models import default_folders
+from ziggurat.benchmarks.target_runs import compare, run_workers, selected, tolerance
 
 C_TARGET = "c -num-cores=1"
 LLVM_TARGET = "llvm -num-cores=1"
@@ -40,12 +38,7 @@ def _check(model, data: dict, expected: dict, tol: dict) -> tuple[list, float, b
     inputs = [np.ascontiguousarray(data[s.name], dtype=s.dtype) for s in model.inputs]
     got = model(*inputs)
     got = list(got) if isinstance(got, (list, tuple)) else [got]
-    errs, ok = [], True
-    for name, g in zip(model.output_names, got):
-        want = expected[name]
-        errs.append(float(np.max(np.abs(g.astype(np.float64) - want))) if want.size else 0.0)
-        ok = ok and bool(np.allclose(g, want, rtol=tol["rtol"], atol=tol["atol"]))
-    return inputs, max(errs), ok
+    return (inputs, *compare(model.output_names, got, expected, tol))
 
 
 def paired_times(fa, fb, rounds: int, budget_s: float = 6.0) -> tuple[float, float, float]:
@@ -69,8 +62,7 @@ def worker(folder: Path, work: Path, c_target: str, rounds: int) -> dict:
     from ziggurat.runtime import load
 
     row: dict = {"model": folder.name}
-    meta = json.loads((folder / "meta.json").read_text())
-    tol = meta.get("suggested_tolerance", {"rtol": 1e-3, "atol": 1e-4})
+    tol = tolerance(folder)
     row["rtol"], row["atol"] = tol["rtol"], tol["atol"]
     data, expected = dict(np.load(folder / "inputs.npz")), dict(np.load(folder / "expected.npz"))
     try:
@@ -129,24 +121,11 @@ def main(argv: list[str] | None = None) -> int:
         folder, work = (Path(p) for p in args.worker)
         print("ROW " + json.dumps(worker(folder, work, args.c_target, args.rounds)), flush=True)
         return 0
-    folders = args.models or default_folders()
-    if args.only:
-        keep = set(args.only.split(","))
-        folders = [f for f in folders if f.name in keep]
-    rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for folder in folders:
-            work = Path(tmp) / folder.name
-            work.mkdir()
-            cmd = [sys.executable, "-m", "ziggurat.benchmarks.c_target", "--c-target", args.c_target,
-                   "--rounds", str(args.rounds), "--worker", str(folder), str(work)]
-            done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "ZIGGURAT_CACHE": "0"})
-            found = [ln for ln in done.stdout.splitlines() if ln.startswith("ROW ")]
-            row = (json.loads(found[-1][4:]) if found else
-                   {"model": folder.name, "error": f"worker exit {done.returncode}: "
-                                                   f"{done.stderr.strip().splitlines()[-1:]}"})
-            rows.append(row)
-            print(format_table([row], args.c_target).splitlines()[-1 - ("error" in row)], flush=True)
+        rows = run_workers("ziggurat.benchmarks.c_target", selected(args.models, args.only), Path(tmp),
+                           lambda f, w: ["--c-target", args.c_target, "--rounds", str(args.rounds), "--worker",
+                                         str(f), str(w)],
+                           {}, lambda r: format_table([r], args.c_target).splitlines()[-1 - ("error" in r)])
     table = format_table(rows, args.c_target)
     print()
     print(table)

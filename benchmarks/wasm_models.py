@@ -23,9 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -33,16 +31,10 @@ from pathlib import Path
 
 import numpy as np
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "models"
-SMALL = ("lenet5", "lstm_seq16_h128", "mlp_784_512_256_10", "transformer_encoder_2l_d128", "vgg_small_bn")
-REAL = ("distilbert_encoder", "efficientnet_b0", "llama_tiny_lm", "mobilenetv3_large", "regnet_y_small",
-        "segformer_b0_seg", "whisper_tiny_encoder")
+from ziggurat.benchmarks.target_runs import compare, run_workers, selected, tolerance
+
 TARGET = "llvm -mtriple=wasm32-wasi -mattr=+simd128"
 NATIVE = "llvm -num-cores=1"
-
-
-def default_folders() -> list[Path]:
-    return [SHARED / n for n in SMALL] + [SHARED / "real" / n for n in REAL]
 
 
 def time_calls(fn, budget_s: float = 2.0, max_calls: int = 20) -> float:
@@ -63,8 +55,7 @@ def worker(folder: Path, target: str, work: Path, native: bool) -> dict:
     from ziggurat.runtime import wasm
 
     row: dict = {"model": folder.name, "compiled": False, "ran": False}
-    meta = json.loads((folder / "meta.json").read_text())
-    tol = meta.get("suggested_tolerance", {"rtol": 1e-3, "atol": 1e-4})
+    tol = tolerance(folder)
     row["rtol"], row["atol"] = tol["rtol"], tol["atol"]
     t0 = time.perf_counter()
     try:
@@ -85,13 +76,7 @@ def worker(folder: Path, target: str, work: Path, native: bool) -> dict:
         row["error"] = f"run: {type(err).__name__}: {str(err).splitlines()[0][:200]}"
         return row
     row["ran"] = True
-    expected = dict(np.load(folder / "expected.npz"))
-    errs, ok = [], True
-    for name, g in zip(m.output_names, got):
-        want = expected[name]
-        errs.append(float(np.max(np.abs(g.astype(np.float64) - want))) if want.size else 0.0)
-        ok = ok and bool(np.allclose(g, want, rtol=tol["rtol"], atol=tol["atol"]))
-    row["max_error"], row["within_tolerance"] = max(errs), ok
+    row["max_error"], row["within_tolerance"] = compare(m.output_names, got, dict(np.load(folder / "expected.npz")), tol)
     if native:
         try:
             nm = ziggurat.compile(str(folder / "model.onnx"), target=NATIVE)
@@ -141,25 +126,12 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as err:  # noqa: BLE001
         print(f"cannot run: {err}", file=sys.stderr)
         return 2
-    folders = args.models or default_folders()
-    if args.only:
-        keep = set(args.only.split(","))
-        folders = [f for f in folders if f.name in keep]
-    rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for folder in folders:
-            work = Path(tmp) / folder.name
-            work.mkdir()
-            env = {**os.environ, "ZIGGURAT_CACHE": "0"}
-            cmd = [sys.executable, "-m", "ziggurat.benchmarks.wasm_models", "--target", args.target,
-                   "--worker", str(folder), str(work)] + (["--no-native"] if args.no_native else [])
-            done = subprocess.run(cmd, capture_output=True, text=True, env=env)
-            found = [ln for ln in done.stdout.splitlines() if ln.startswith("ROW ")]
-            row = (json.loads(found[-1][4:]) if found else
-                   {"model": folder.name, "compiled": False, "ran": False,
-                    "error": f"worker exit {done.returncode}: {done.stderr.strip().splitlines()[-1:]}"})
-            rows.append(row)
-            print(format_table([row], args.target).splitlines()[-1 - ("error" in row)], flush=True)
+        rows = run_workers("ziggurat.benchmarks.wasm_models", selected(args.models, args.only), Path(tmp),
+                           lambda f, w: ["--target", args.target, "--worker", str(f), str(w)]
+                           + (["--no-native"] if args.no_native else []),
+                           {"compiled": False, "ran": False},
+                           lambda r: format_table([r], args.target).splitlines()[-1 - ("error" in r)])
     table = format_table(rows, args.target)
     print()
     print(table)
