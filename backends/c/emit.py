@@ -40,6 +40,7 @@ from xdsl.ir import Attribute, Block, Operation, SSAValue
 from ziggurat.backends.c.ctypes_map import Types, scalar_info
 from ziggurat.backends.llvm.lltypes import memref_strides
 from ziggurat.backends.llvm.options import ModuleInfo
+from ziggurat.backends.entry_slots import EntrySlots
 from ziggurat.errors import CompileError
 
 STACK_LIMIT = 16 * 1024  # scratch up to this size is a stack array (the LLVM backend's alloca limit)
@@ -90,8 +91,10 @@ class _Scope:
         self.decls, self.indent, self.frees = decls, indent, []  # type: ignore[var-annotated]
 
 
-class Emitter:
+class Emitter(EntrySlots):
     """Walks one module once and prints C."""
+
+    backend = "c"
 
     def __init__(self, options: COptions, handlers: dict[str, Handler]):
         self.options = options
@@ -110,8 +113,7 @@ class Emitter:
         self.in_parallel = False
         self.func_name = ""
         self.is_entry = False
-        self._const_slots: dict[str, int] = {}
-        self._arena_end = 0
+        self.init_slots()
         self._entry: func.FuncOp | None = None
 
     # -- output helpers ----------------------------------------------------------------
@@ -182,8 +184,7 @@ class Emitter:
         if self._entry is None:
             raise CompileError(f"c backend: the module has no entry function @{self.options.entry}")
         self._entry_wrapper()
-        self.info.arena_size = -(-self._arena_end // 64) * 64
-        self.info.const_names = sorted(self._const_slots, key=self._const_slots.__getitem__)
+        self.finish_slots()
         parts = [PREAMBLE, *self.types.typedefs.values(), "", *self.helpers.values(), "", *protos, ""]
         body = []
         for x in self.out:
@@ -281,23 +282,6 @@ class Emitter:
             name = _op_name(op) if op is not None else "?"
             raise CompileError(f"c backend: cannot print '{name}' in @{self.func_name}: {e}") from e
 
-    def arena_slot(self, op: Operation, nbytes: int) -> int:
-        attr = op.attributes.get("arena_offset")
-        if attr is not None:
-            off = attr.value.data  # type: ignore[attr-defined]
-            if off < 0:
-                raise CompileError(f"c backend: negative arena_offset {off} on loop.alloc")
-        else:
-            off = -(-self._arena_end // 64) * 64
-        self._arena_end = max(self._arena_end, off + nbytes)
-        self.info.arena_offsets.append(off)
-        return off
-
-    def const_slot(self, name: str) -> int:
-        slot = self._const_slots.get(name)
-        if slot is None:
-            slot = self._const_slots[name] = len(self._const_slots)
-        return slot
 
 
 def _op_name(op: Operation) -> str:

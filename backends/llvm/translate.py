@@ -41,6 +41,7 @@ from ziggurat.backends.llvm.math_ops import MATH_HANDLERS
 from ziggurat.backends.llvm.memory import MEMORY_HANDLERS
 from ziggurat.backends.llvm.x86_ops import X86_HANDLERS
 from ziggurat.backends.llvm.options import LLVMOptions, ModuleInfo
+from ziggurat.backends.entry_slots import EntrySlots
 from ziggurat.errors import CompileError
 
 PREFER_VECTOR_WIDTH = '"prefer-vector-width"="512"'
@@ -104,8 +105,10 @@ class FuncState:
         return y
 
 
-class Translator:
+class Translator(EntrySlots):
     """Walks one module once and emits an `llvmlite.ir.Module`."""
+
+    backend = "llvm"
 
     def __init__(self, options: LLVMOptions):
         self.options = options
@@ -119,8 +122,7 @@ class Translator:
         self._types: dict[int, tuple[Attribute, ir.Type]] = {}
         self._strides: dict[int, tuple[Attribute, tuple[int, ...]]] = {}
         self._entry: tuple[func.FuncOp, ir.Function] | None = None
-        self._arena_end = 0
-        self._const_slots: dict[str, int] = {}
+        self.init_slots()
         self._outlined = 0
         self._hints: dict[str, ir.MDValue] = {}
         self._profile: ir.GlobalVariable | None = None
@@ -147,8 +149,7 @@ class Translator:
             raise CompileError(
                 f"llvm backend: the module has no entry function @{self.options.entry}; "
                 "set LLVMOptions(export_all=True) to export every function under its own name")
-        self.info.arena_size = -(-self._arena_end // 64) * 64
-        self.info.const_names = sorted(self._const_slots, key=self._const_slots.__getitem__)
+        self.finish_slots()
         return self.module, self.info
 
     def _declare(self, fop: func.FuncOp) -> None:
@@ -310,25 +311,6 @@ class Translator:
             hit = self._fm_cache[id(fm)] = (fm, tuple(sorted(set(self.fast_math) | own)))
         return hit[1]
 
-    def arena_slot(self, op: Operation, nbytes: int) -> int:
-        """Byte offset of an entry-function allocation in the static arena."""
-        attr = op.attributes.get("arena_offset")
-        if attr is not None:
-            off = attr.value.data  # type: ignore[attr-defined]
-            if off < 0:
-                raise CompileError(f"llvm backend: negative arena_offset {off} on loop.alloc")
-        else:
-            off = -(-self._arena_end // 64) * 64
-        self._arena_end = max(self._arena_end, off + nbytes)
-        self.info.arena_offsets.append(off)
-        return off
-
-    def const_slot(self, name: str) -> int:
-        """Index of a named const buffer among the const slots of the entry ABI."""
-        slot = self._const_slots.get(name)
-        if slot is None:
-            slot = self._const_slots[name] = len(self._const_slots)
-        return slot
 
     def ret(self, f: FuncState, value: ir.Value | None) -> None:
         """Free the function's heap scratch and return."""
