@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ziggurat.benchmarks.target_runs import compare, run_workers, selected, tolerance
+from ziggurat.benchmarks.target_runs import compare, compile_export, run_workers, selected, start_row
 
 TARGET = "llvm -mtriple=aarch64-linux-gnu -mattr=+neon -num-cores=2"
 RUNNER_C = Path(__file__).resolve().parents[1] / "runtime" / "runner" / "runner.c"
@@ -43,19 +43,11 @@ def build_runner(out: Path, cc: str = "aarch64-linux-gnu-gcc") -> Path:
 
 def worker(folder: Path, target: str, runner: Path, work: Path) -> dict:
     """Compile, export, run under qemu and compare one model; the row."""
-    import ziggurat
-
-    row: dict = {"model": folder.name, "compiled": False, "ran": False}
-    tol = tolerance(folder)
-    row["rtol"], row["atol"] = tol["rtol"], tol["atol"]
-    t0 = time.perf_counter()
-    try:
-        model = ziggurat.compile(str(folder / "model.onnx"), target=target)
-        lib = model.export(work / "model.so")
-    except Exception as err:  # noqa: BLE001 - the row reports it
-        row["error"] = f"compile: {type(err).__name__}: {str(err).splitlines()[0][:200]}"
+    row, tol = start_row(folder)
+    built = compile_export(folder, target, work / "model.so", row)
+    if built is None:
         return row
-    row["compiled"], row["compile_s"] = True, round(time.perf_counter() - t0, 1)
+    model, lib = built
     inputs = dict(np.load(folder / "inputs.npz"))
     paths = []
     for i, name in enumerate(model.input_names):

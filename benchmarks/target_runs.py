@@ -8,7 +8,9 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Sequence
+from typing import Any
 from pathlib import Path
 
 import numpy as np
@@ -65,3 +67,25 @@ def run_workers(module: str, folders: Sequence[Path], work_root: Path, extra: Ca
         rows.append(row)
         print(show(row), flush=True)
     return rows
+
+
+def start_row(folder: Path) -> tuple[dict, dict]:
+    """A model's row (name, not yet compiled or run, its tolerance) and the tolerance."""
+    tol = tolerance(folder)
+    return {"model": folder.name, "compiled": False, "ran": False, "rtol": tol["rtol"], "atol": tol["atol"]}, tol
+
+
+def compile_export(folder: Path, target: str, out: Path, row: dict) -> tuple[Any, Path] | None:
+    """`folder`'s model compiled for `target` and exported to `out`, its seconds in `row`; None, with
+    `row["error"]`, when either fails."""
+    import ziggurat
+
+    t0 = time.perf_counter()
+    try:
+        model = ziggurat.compile(str(folder / "model.onnx"), target=target)
+        path = model.export(out)
+    except Exception as err:  # noqa: BLE001 - the row reports it
+        row["error"] = f"compile: {type(err).__name__}: {str(err).splitlines()[0][:200]}"
+        return None
+    row["compiled"], row["compile_s"] = True, round(time.perf_counter() - t0, 1)
+    return model, path

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ziggurat.benchmarks.target_runs import compare, run_workers, selected, tolerance
+from ziggurat.benchmarks.target_runs import compare, compile_export, run_workers, selected, start_row
 
 TARGET = "llvm -mtriple=wasm32-wasi -mattr=+simd128"
 NATIVE = "llvm -num-cores=1"
@@ -54,17 +54,11 @@ def worker(folder: Path, target: str, work: Path, native: bool) -> dict:
     import ziggurat
     from ziggurat.runtime import wasm
 
-    row: dict = {"model": folder.name, "compiled": False, "ran": False}
-    tol = tolerance(folder)
-    row["rtol"], row["atol"] = tol["rtol"], tol["atol"]
-    t0 = time.perf_counter()
-    try:
-        model = ziggurat.compile(str(folder / "model.onnx"), target=target)
-        path = model.export(work / "model.wasm")
-    except Exception as err:  # noqa: BLE001 - the row reports it
-        row["error"] = f"compile: {type(err).__name__}: {str(err).splitlines()[0][:200]}"
+    row, tol = start_row(folder)
+    built = compile_export(folder, target, work / "model.wasm", row)
+    if built is None:
         return row
-    row["compiled"], row["compile_s"] = True, round(time.perf_counter() - t0, 1)
+    model, path = built
     row["wasm_kib"] = round(path.stat().st_size / 1024)
     data = dict(np.load(folder / "inputs.npz"))
     try:
