@@ -58,6 +58,7 @@ _SORT = "Re-export the model, or sort its nodes topologically and check it with 
 def validate_model(model: onnx.ModelProto, label: str, memory_limit: int | str | None = None) -> None:
     """Refuses (ModelLoadError, MemoryLimitError) what the module docstring lists;
     `memory_limit` None means limits.default_memory_limit()."""
+    _check_text(model, label)
     _check_opsets(model, label)
     graph = model.graph
     if not graph.output:
@@ -199,6 +200,30 @@ def _check_tensor(tensor: onnx.TensorProto, what: str) -> None:
 
 
 # -- structure and attributes -------------------------------------------------
+
+def _check_text(model: onnx.ModelProto, label: str) -> None:
+    """Refuses names, op types and domains that are not valid UTF-8 (protobuf hands them over as
+    bytes: a corrupt file)."""
+    def refuse(what: str) -> None:
+        raise ModelLoadError(f"{label} is corrupt: {what} is not valid UTF-8 text. Re-export or re-download it.")
+
+    if any(not isinstance(e.domain, str) for e in model.opset_import):
+        refuse("an opset_import domain")
+
+    def walk(graph: onnx.GraphProto, where: str) -> None:
+        for kind, items in (("an input", graph.input), ("an output", graph.output),
+                            ("a value_info entry", graph.value_info), ("an initializer", graph.initializer)):
+            if any(not isinstance(x.name, str) for x in items):
+                refuse(f"the name of {kind} of {where}")
+        for i, node in enumerate(graph.node):
+            names = [node.op_type, node.domain, node.name, *node.input, *node.output, *(a.name for a in node.attribute)]
+            if any(not isinstance(n, str) for n in names):
+                refuse(f"a name, op type or domain of node #{i} of {where}")
+            for name, body in _subgraphs(node):
+                walk(body, f"the subgraph '{name}' of node #{i}")
+
+    walk(model.graph, "the main graph")
+
 
 def _subgraphs(node: onnx.NodeProto) -> Iterator[tuple[str, onnx.GraphProto]]:
     for attr in node.attribute:

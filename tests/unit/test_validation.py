@@ -488,3 +488,16 @@ def test_ops_onnx_reference_folds_wrong_match_onnxruntime_on_constants(name):
     got = ziggurat.compile(model, cache=False)()[0]
     assert got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_name_that_is_not_utf8_is_a_load_error():
+    """A bit flip in an op type (the 30-minute fuzz run, seed 2026: onnx.defs.get_schema got bytes and
+    raised TypeError) is one ModelLoadError."""
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    data = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    assert data.count(b"Relu") == 1
+    with pytest.raises(ModelLoadError, match=r"corrupt: a name, op type or domain of node #0 of the main graph is not "
+                                             r"valid UTF-8"):
+        ziggurat.compile(data.replace(b"Relu", b"\xffelu"), cache=False)
