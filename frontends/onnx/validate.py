@@ -315,6 +315,8 @@ def _check_attributes(node: onnx.NodeProto, here: str, shapes: dict[str, list[in
         for attr in node.attribute:
             if attr.name in _FLAGS and attr.type == onnx.AttributeProto.INT and attr.i not in (0, 1):
                 raise _Invalid(f"{here}: {attr.name}={attr.i} must be 0 or 1. {_REPAIR}")
+            if attr.name in ("to", "dtype") and attr.type == onnx.AttributeProto.INT and not is_known_type(attr.i):
+                raise _Invalid(f"{here}: {attr.name}={attr.i} is an element type code ONNX does not define. {_REPAIR}")
     for op, name in _POSITIVE:
         value = _ints(node, name) if node.op_type == op and node.domain in _DEFAULT_DOMAINS else None
         if value is not None and any(v < 1 for v in value):

@@ -501,3 +501,15 @@ def test_a_name_that_is_not_utf8_is_a_load_error():
     with pytest.raises(ModelLoadError, match=r"corrupt: a name, op type or domain of node #0 of the main graph is not "
                                              r"valid UTF-8"):
         ziggurat.compile(data.replace(b"Relu", b"\xffelu"), cache=False)
+
+
+@pytest.mark.parametrize("code", [-100, 2147483647, 0])
+def test_cast_to_an_unknown_element_type_is_refused(code):
+    """Cast's `to` outside ONNX's codes (the 30-minute fuzz run, seed 2027: a ValueError from
+    protobuf's enum) is one ModelLoadError naming the node."""
+    node = helper.make_node("Cast", ["x"], ["y"], name="cast", to=code)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(ModelLoadError, match=rf"Cast node 'cast'.*to={code} is an element type code ONNX does not"):
+        import_onnx(model)
