@@ -136,7 +136,8 @@ def _unsigned(sym: str) -> Scalar:
     return lambda a, t: f"({t})(({UNSIGNED[t]}){a[0]} {sym} ({UNSIGNED[t]}){a[1]})"
 
 
-def _sel_fn(e: Emitter, vt_name: str, mt_name: str) -> str:
+def sel_fn(e: Emitter, vt_name: str, mt_name: str) -> str:
+    """The helper that blends two vectors by a lane mask (all-ones lanes take `a`)."""
     return e.helper(f"zg_sel_{vt_name}", f"static inline {vt_name} zg_sel_{vt_name}({mt_name} m, {vt_name} a, "
                     f"{vt_name} b) {{ return ({vt_name})((m & ({mt_name})a) | (~m & ({mt_name})b)); }}")
 
@@ -167,7 +168,7 @@ def _minmax(kind: str) -> Callable:
             if size == 4 and ctype == "float":
                 vt = e.types.c(res.type)
                 mt = e.types.mask(e.types.lanes(res.type))
-                sel = _sel_fn(e, vt, mt)
+                sel = sel_fn(e, vt, mt)
                 name = f"zg_{kind}_{vt}"
                 if nan_wins:
                     zero = "&" if gt == ">" else "|"
@@ -261,7 +262,7 @@ def select(e: Emitter, res: SSAValue, c: SSAValue, a: SSAValue, b: SSAValue) -> 
         return
     if scalar_info(elem(res.type))[2] == 4 and not is_mask(res.type):
         vt = e.types.c(res.type)
-        sel = _sel_fn(e, vt, e.types.mask(e.types.lanes(res.type)))  # type: ignore[arg-type]
+        sel = sel_fn(e, vt, e.types.mask(e.types.lanes(res.type)))  # type: ignore[arg-type]
         e.define(res, f"{sel}({e.get(c)}, {e.get(a)}, {e.get(b)})")
         return
     lanewise(e, res, [c, a, b], lambda x, t: f"({x[0]} ? {x[1]} : {x[2]})")

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from xdsl.dialects.builtin import VectorType
 from xdsl.ir import Operation
 
-from ziggurat.backends.c.arith_ops import cmpf, elem, elementwise, libm, select
+from ziggurat.backends.c.arith_ops import cmpf, elem, elementwise, libm, sel_fn, select
 from ziggurat.backends.c.ctypes_map import scalar_info
 from ziggurat.backends.c.emit import tile_ref
 from ziggurat.backends.llvm.fast_math import ERF_P, ERF_Q, EXP_POLY, TANH_POLY
@@ -249,8 +249,7 @@ def _vexp(e: Emitter, vt: str) -> str:
     name = f"zg_vexp_{vt}"
     n = int(vt[2:vt.index("_")])
     it = e.types.mask(n)
-    sel = e.helper(f"zg_sel_{vt}", f"static inline {vt} zg_sel_{vt}({it} m, {vt} a, {vt} b) {{ return "
-                   f"({vt})((m & ({it})a) | (~m & ({it})b)); }}")
+    sel = sel_fn(e, vt, it)
     body = (
         f"{vt} xc = {sel}(x > -87.33f, x, ({vt}){{0}} - 87.33f); xc = {sel}(xc < 88.72f, xc, ({vt}){{0}} + 88.72f); "
         f"{vt} t = xc * 1.44269504088896341f + 0.5f; {vt} fx = __builtin_convertvector(__builtin_convertvector(t, {it}), {vt}); "
@@ -268,7 +267,7 @@ def _vtanh(e: Emitter, vt: str) -> str:
     n = int(vt[2:vt.index("_")])
     it = e.types.mask(n)
     ex = _vexp(e, vt)
-    sel = f"zg_sel_{vt}"
+    sel = sel_fn(e, vt, it)
     body = (f"{it} sign = ({it})x & (-2147483647 - 1); {vt} ax = ({vt})(({it})x & 2147483647); {vt} z = x * x; "
             f"{vt} small = x + (x * z) * ({_poly_expr('z', TANH_POLY)}); "
             f"{vt} ex = {ex}({sel}(ax < 20.0f, ax, ({vt}){{0}} + 20.0f) * 2.0f); "
@@ -281,8 +280,7 @@ def _verf(e: Emitter, vt: str) -> str:
     name = f"zg_verf_{vt}"
     n = int(vt[2:vt.index("_")])
     it = e.types.mask(n)
-    sel = e.helper(f"zg_sel_{vt}", f"static inline {vt} zg_sel_{vt}({it} m, {vt} a, {vt} b) {{ return "
-                   f"({vt})((m & ({it})a) | (~m & ({it})b)); }}")
+    sel = sel_fn(e, vt, it)
     body = (f"{vt} xc = {sel}(x > -4.0f, x, ({vt}){{0}} - 4.0f); xc = {sel}(xc < 4.0f, xc, ({vt}){{0}} + 4.0f); "
             f"{vt} x2 = xc * xc; {vt} y = (xc * ({_poly_expr('x2', ERF_P)})) / ({_poly_expr('x2', ERF_Q)}); "
             f"return {sel}(x != x, x, y);")

@@ -358,6 +358,18 @@ def cross_linker(triple: str) -> str:
     return found
 
 
+def keep_exports(mod: "llvm.ModuleRef", exports: list[str]) -> None:
+    """Makes every defined function of the parsed module `mod` but `exports` internal (so the
+    optimizer may inline and drop it); refuses exports the module does not define."""
+    defined = [f for f in mod.functions if not f.is_declaration]
+    missing = set(exports) - {f.name for f in defined}
+    if missing:
+        raise CompileError(f"llvm backend: cannot export undefined functions {sorted(missing)}")
+    for f in defined:
+        if f.name not in exports:
+            f.linkage = llvm.Linkage.internal
+
+
 def emit_shared_library(source: ir.Module | str, path: str | os.PathLike, options: LLVMOptions | None = None,
                         exports: list[str] | None = None) -> Path:
     """Compile to a shared library at `path`, with `<path>.json` recording the target.
@@ -380,12 +392,7 @@ def emit_shared_library(source: ir.Module | str, path: str | os.PathLike, option
             exports = [f.name for f in defined if f.linkage != llvm.Linkage.internal]
         else:
             exports = [f"{o.prefix}_entry"]
-    missing = set(exports) - {f.name for f in defined}
-    if missing:
-        raise CompileError(f"llvm backend: cannot export undefined functions {sorted(missing)}")
-    for f in defined:
-        if f.name not in exports:
-            f.linkage = llvm.Linkage.internal
+    keep_exports(mod, exports)
     optimize(mod, tm, o.opt_level)
     uses_openmp = any(f.is_declaration and f.name.startswith(_OPENMP_PREFIXES) for f in mod.functions)
     out = Path(path)

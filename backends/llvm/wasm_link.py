@@ -84,18 +84,12 @@ def wasi_libdir() -> str:
 
 def wasm_object(source: ir.Module | str, options: LLVMOptions, exports: list[str]) -> bytes:
     """The optimized wasm32 object of `source` with only `exports` external."""
-    from ziggurat.backends.llvm.jit import _parse, create_target_machine, optimize
+    from ziggurat.backends.llvm.jit import _parse, create_target_machine, keep_exports, optimize
 
     o = options
     tm = create_target_machine(o.cpu, o.features, o.opt_level, triple=o.triple)
     mod, _ = _parse(source, tm)
-    defined = [f for f in mod.functions if not f.is_declaration]
-    missing = set(exports) - {f.name for f in defined}
-    if missing:
-        raise CompileError(f"llvm backend: cannot export undefined functions {sorted(missing)}")
-    for f in defined:
-        if f.name not in exports:
-            f.linkage = llvm.Linkage.internal
+    keep_exports(mod, exports)
     optimize(mod, tm, o.opt_level)
     gomp = [f.name for f in mod.functions if f.is_declaration and f.name.startswith(("GOMP_", "omp_"))]
     if gomp:
