@@ -21,7 +21,7 @@ import math
 from xdsl.builder import Builder
 from xdsl.dialects import arith, builtin
 from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import SSAValue
 from xdsl.rewriter import InsertPoint
 
 from ziggurat.dialects import loop
@@ -199,12 +199,13 @@ def halo_boxes(shape: list[int], pads: dict[int, tuple[int, int]]) -> list[list[
 
 
 def erase_dead(blk: loop.BlockOp) -> None:
-    """Drops the now unused index tests and clamps (pure arith ops) of `blk`."""
+    """Drops the now unused index tests, clamps and reads (pure arith ops and `loop.load`) of `blk`."""
     changed = True
     while changed:
         changed = False
         for op in reversed(list(blk.body.block.ops)):
-            if isinstance(op, Operation) and op.name.startswith("arith.") and all(not r.uses for r in op.results):
+            pure = op.name.startswith("arith.") or isinstance(op, loop.LoadOp)
+            if pure and op.results and all(not r.uses for r in op.results):
                 op.detach()
                 op.erase()
                 changed = True

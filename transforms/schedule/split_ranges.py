@@ -31,7 +31,8 @@ from xdsl.ir import Operation, SSAValue
 
 from ziggurat.dialects import loop
 from ziggurat.transforms.schedule.nest import chain, depends, stride
-from ziggurat.transforms.schedule.pad import _const, index_range
+from ziggurat.lowering.convert_loop_to_hw import const_int
+from ziggurat.transforms.schedule.pad import erase_dead, index_range
 
 MAX_PIECES = 16  # a concat of more inputs stays one nest
 # predicate -> (offset to the boundary constant, whether the test holds below the boundary)
@@ -41,14 +42,14 @@ _BELOW = {"slt": (0, True), "ult": (0, True), "sle": (1, True), "ule": (1, True)
 
 def _tests(blk: loop.BlockOp) -> list[tuple[arith.CmpiOp, SSAValue, int, str]]:
     """The block's index tests `x pred C` (C a constant): (op, x, C, predicate)."""
-    out = []
-    for op in blk.body.block.ops:
-        if isinstance(op, arith.CmpiOp) and isinstance(op.lhs.type, builtin.IndexType):
-            pred = arith.CMPI_COMPARISON_OPERATIONS[op.predicate.value.data]
-            c = _const(op.rhs)
-            if isinstance(c, int) and pred in _BELOW:
-                out.append((op, op.lhs, c, pred))
-    return out
+    return [(op, *t) for op in blk.body.block.ops if isinstance(op, arith.CmpiOp) for t in _test_of(op)]
+
+
+def _test_of(op: arith.CmpiOp) -> list[tuple[SSAValue, int, str]]:
+    """`[(x, C, predicate)]` when `op` tests an index against a constant, else []."""
+    pred = arith.CMPI_COMPARISON_OPERATIONS[op.predicate.value.data]
+    c = const_int(op.rhs)
+    return [(op.lhs, c, pred)] if isinstance(op.lhs.type, builtin.IndexType) and c is not None and pred in _BELOW else []
 
 
 def _decided(x: SSAValue, c: int, pred: str, ranges: dict[SSAValue, tuple[int, int]]) -> bool | None:
@@ -111,21 +112,21 @@ def fold_decided(blk: loop.BlockOp, ranges: dict[SSAValue, tuple[int, int]]) -> 
         changed = False
         for op in list(blk.body.block.ops):
             if isinstance(op, arith.CmpiOp):
-                t = next((t for t in _tests_of(op)), None)
-                if t is not None and (v := _decided(*t, ranges)) is not None:
+                t = _test_of(op)
+                if t and (v := _decided(*t[0], ranges)) is not None:
                     _replace(op, _constant(op, int(v), builtin.i1))
                     changed = True
             elif isinstance(op, (arith.AndIOp, arith.OrIOp)) and op.result.type == builtin.i1:
-                a, b = _const(op.lhs), _const(op.rhs)
+                a, b = const_int(op.lhs), const_int(op.rhs)
                 if a is not None and b is not None:
                     v = (a and b) if isinstance(op, arith.AndIOp) else (a or b)
                     _replace(op, _constant(op, int(bool(v)), builtin.i1))
                     changed = True
-            elif isinstance(op, arith.SelectOp) and (c := _const(op.cond)) is not None:
+            elif isinstance(op, arith.SelectOp) and (c := const_int(op.cond)) is not None:
                 _replace(op, op.lhs if c else op.rhs)
                 changed = True
             elif isinstance(op, (arith.DivUIOp, arith.RemUIOp)) and isinstance(op.lhs.type, builtin.IndexType):
-                d, r = _const(op.rhs), index_range(op.lhs, ranges)
+                d, r = const_int(op.rhs), index_range(op.lhs, ranges)
                 if isinstance(d, int) and d > 0 and r is not None and r[0] >= 0 and r[0] // d == r[1] // d:
                     q = r[0] // d
                     if isinstance(op, arith.DivUIOp):
@@ -135,26 +136,7 @@ def fold_decided(blk: loop.BlockOp, ranges: dict[SSAValue, tuple[int, int]]) -> 
                     else:
                         continue
                     changed = True
-    _erase_unused(blk)
-
-
-def _tests_of(op: arith.CmpiOp):
-    pred = arith.CMPI_COMPARISON_OPERATIONS[op.predicate.value.data]
-    c = _const(op.rhs)
-    if isinstance(op.lhs.type, builtin.IndexType) and isinstance(c, int) and pred in _BELOW:
-        yield op.lhs, c, pred
-
-
-def _erase_unused(blk: loop.BlockOp) -> None:
-    changed = True
-    while changed:
-        changed = False
-        for op in reversed(list(blk.body.block.ops)):
-            pure = op.name.startswith("arith.") or isinstance(op, loop.LoadOp)
-            if pure and op.results and all(not r.uses for r in op.results):
-                op.detach()
-                op.erase()
-                changed = True
+    erase_dead(blk)
 
 
 def split_select_ranges(top: loop.ForOp, blk: loop.BlockOp) -> list[loop.ForOp]:
