@@ -5,7 +5,7 @@ files builds under the same `compile_key`) before it imports anything, and
 after a miss stores what it built. A hit costs a hash of the model file, one file
 read and a link of object code: no ONNX import, no passes, no LLVM
 optimization or code generation, and the same machine code as the first
-compile (`backends/llvm/jit.py`: `JITModule.object_code`, `load_object`).
+compile (`backends/llvm/jit.py`: `JITModule.objects`, `load_objects`).
 
 **Key**: `cache_key.compile_key`, a sha256 of the model as given, `bind`'s values, the
 pipeline, the tuning database, the target and LLVM options, and the code (ziggurat's `.py`
@@ -146,7 +146,7 @@ class DiskCache:
     def load(self, key: CacheKey, options: Any) -> Hit | None:
         """The entry of `key` linked into this process (compiled for `options`), or None.
         A damaged entry is removed; one whose code cannot be linked here is a miss."""
-        from ziggurat.backends.llvm.jit import load_object
+        from ziggurat.backends.llvm.jit import load_objects
         from ziggurat.signature import TensorSpec
 
         path = self.path(key)
@@ -160,7 +160,7 @@ class DiskCache:
                 if header.get("key") != key.digest:
                     raise _Damaged("another key's entry")
                 sections = header["sections"]
-                obj = _section(buf, sections["object"]).tobytes()
+                objects = [_section(buf, s).tobytes() for s in sections["objects"]]
                 llvm_ir = zlib.decompress(_section(buf, sections["llvm_ir"])).decode()
                 constants = tuple(_section(buf, (c["offset"], c["nbytes"])).view(dtype_from_name(c["dtype"])).reshape(c["shape"])
                                   for c in header["constants"])
@@ -173,7 +173,7 @@ class DiskCache:
                 _remove_if_same(path, f)
                 return None
         try:
-            jit = load_object(obj, llvm_ir, options, externals)
+            jit = load_objects(objects, llvm_ir, options, externals)
         except (CompileError, RuntimeError, OSError, ValueError):
             return None  # e.g. a library this process cannot find: compile it here instead
         try:
@@ -203,7 +203,7 @@ class DiskCache:
         A build that cannot be stored (no object code, a dtype the header cannot name, an
         unwritable folder) is simply not cached."""
         jit = built.jit
-        if getattr(jit, "object_code", None) is None:
+        if not getattr(jit, "objects", ()):
             return False
         tmp = None
         try:
@@ -304,7 +304,7 @@ def _layout(key: CacheKey, jit: Any, constants: Any, inputs: list[Any], outputs:
         offset = start + view.nbytes
         return start, view.nbytes
 
-    sections = {"object": add(jit.object_code), "llvm_ir": add(zlib.compress(jit.llvm_ir.encode(), 1))}
+    sections = {"objects": [add(o) for o in jit.objects], "llvm_ir": add(zlib.compress(jit.llvm_ir.encode(), 1))}
     table = []
     for c in constants:
         array = np.asarray(c)

@@ -357,11 +357,12 @@ def _build(work: _Work, spec: str, options: Any, stats: CompileStats, after_pass
     llvmlite IR objects are dropped once the LLVM IR text exists (IR has parent links: the cycle
     collector returns their memory; a `gc.collect()` here would cost 0.5 s on mobilenetv3_large).
     """
+    from ziggurat.backends.llvm.codegen_pool import compile_jobs
     from ziggurat.backends.llvm.jit import jit_compile
 
     low = _lower(work, spec, options, stats, after_pass)
     t0 = time.perf_counter()
-    jit = jit_compile(low.llvm_ir, options, low.info)
+    jit = jit_compile(low.llvm_ir, options, low.info, jobs=compile_jobs())
     stats.seconds["llvm"] += time.perf_counter() - t0
     return _Built(jit, low.info.entry_symbol, low.info.arena_size, low.constants, low.kernels, low.kernel_calls,
                   low.arena_bytes, low.unplanned_bytes, low.tuned_kernels)

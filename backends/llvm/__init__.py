@@ -7,17 +7,22 @@ jm = jit_compile(llvm_module, LLVMOptions(num_threads=2), info)
 ```
 """
 
-from ziggurat.backends.llvm.jit import (
-    JITModule,
-    compile_module,
-    create_target_machine,
-    emit_shared_library,
-    jit_compile,
-    load_libgomp,
-    optimize,
-)
-from ziggurat.backends.llvm.options import LLVMOptions, ModuleInfo
-from ziggurat.backends.llvm.translate import translate_module
+import importlib
+
+# What each public name is imported from, on first use (PEP 562): the codegen workers
+# (codegen_pool.py) import jit.py without translate.py and xDSL.
+_FROM = {
+    "JITModule": "jit", "compile_module": "jit", "create_target_machine": "jit",
+    "emit_shared_library": "jit", "jit_compile": "jit", "load_libgomp": "jit", "optimize": "jit",
+    "LLVMOptions": "options", "ModuleInfo": "options", "translate_module": "translate",
+}
+
+
+def __getattr__(name: str):
+    if name not in _FROM:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_FROM[name]}"), name)
+
 
 __all__ = [
     "JITModule",

@@ -12,8 +12,8 @@
   module uses OpenMP, after its wait policy is set (`apply_omp_wait_policy`:
   the user's OMP_WAIT_POLICY/GOMP_SPINCOUNT, else ZIGGURAT_OMP_WAIT, else
   OMP_WAIT_DEFAULT).
-* `jit_compile` keeps the object code MCJIT generated (`JITModule.object_code`)
-  and the external symbols it calls; `load_object` links such an object into
+* `jit_compile` keeps the object code MCJIT generated (`JITModule.objects`)
+  and the external symbols it calls; `load_objects` links such objects into
   a new engine without optimizing or generating code again (the persistent
   compile cache, `cache.py`, stores and reloads it; Numba caches the same way).
 * `emit_shared_library` builds a separate PIC machine, keeps only the entry
@@ -40,9 +40,11 @@ import ctypes
 import ctypes.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 
@@ -224,13 +226,14 @@ class JITModule:
     def __init__(self, engine: llvm.ExecutionEngine, module: llvm.ModuleRef, tm: llvm.TargetMachine,
                  llvm_ir: str, info: ModuleInfo | None, uses_openmp: bool):
         self.engine = engine
-        self.module = module
+        self.module = module  # empty when the code was linked from objects (`objects`)
         self.target_machine = tm
         self.llvm_ir = llvm_ir
         self.info = info
         self.uses_openmp = uses_openmp
         self.externals: list[str] = []  # the external functions the code calls
-        self.object_code: bytes | None = None  # what MCJIT generated (load_object links it again)
+        self.objects: tuple[bytes, ...] = ()  # the object code (load_objects links it again)
+        self.linked = False  # whether `module` is empty (the code came from `objects`)
         self._asm: str | None = None
 
     def address(self, name: str) -> int:
@@ -244,15 +247,25 @@ class JITModule:
         """A ctypes callable for the function `name`."""
         return ctypes.CFUNCTYPE(restype, *argtypes)(self.address(name))
 
+    def _whole(self) -> llvm.ModuleRef:
+        """The optimized module (for linked code: `llvm_ir` optimized again, in one piece)."""
+        if not self.linked:
+            return self.module
+        mod, _ = _parse(self.llvm_ir, self.target_machine)
+        optimize(mod, self.target_machine, self.target_machine_level)
+        return mod
+
+    target_machine_level = 3
+
     @property
     def optimized_ir(self) -> str:
         """The module's IR after the optimization pipeline."""
-        return str(self.module)
+        return str(self._whole())
 
     def assembly(self) -> str:
         """Native assembly of the module (computed on first use)."""
         if self._asm is None:
-            self._asm = self.target_machine.emit_assembly(self.module)
+            self._asm = self.target_machine.emit_assembly(self._whole())
         return self._asm
 
 
@@ -269,13 +282,26 @@ def _parse(source: ir.Module | str, tm: llvm.TargetMachine) -> tuple[llvm.Module
 
 
 def jit_compile(source: ir.Module | str, options: LLVMOptions | None = None,
-                info: ModuleInfo | None = None) -> JITModule:
-    """Optimize and JIT-compile an `llvmlite.ir.Module` (or its text)."""
+                info: ModuleInfo | None = None, jobs: int = 1) -> JITModule:
+    """Optimize and JIT-compile an `llvmlite.ir.Module` (or its text).
+
+    `jobs` > 1 splits a module of at least `codegen_pool.MIN_SPLIT_CHARS` characters into that many
+    parts (split.py) and compiles all but the first in codegen worker processes while this one
+    compiles the first; MCJIT links the objects. The code is the same function for function."""
     o = options or LLVMOptions()
     _refuse_foreign(o)
     _init_llvm()
+    text = source if isinstance(source, str) else str(source)
+    if jobs > 1:
+        from ziggurat.backends.llvm import codegen_pool
+        from ziggurat.backends.llvm.split import split_module
+
+        parts = split_module(text, jobs) if len(text) >= codegen_pool.MIN_SPLIT_CHARS else None
+        if parts is not None:
+            objects = codegen_pool.compile_parts(parts, o)
+            return load_objects(objects, text, o, declared_externals(text), info)
     tm = create_target_machine(o.cpu, o.features, o.opt_level)
-    mod, text = _parse(source, tm)
+    mod, text = _parse(text, tm)
     if uses_amx(text):
         require_amx()  # the permission first: a tile instruction without it is SIGILL
     optimize(mod, tm, o.opt_level)
@@ -287,8 +313,27 @@ def jit_compile(source: ir.Module | str, options: LLVMOptions | None = None,
     engine.finalize_object()
     jm = JITModule(engine, mod, tm, text, info, uses_openmp)
     jm.externals = names
-    jm.object_code = objects[0] if len(objects) == 1 else None
+    jm.objects = tuple(objects)
+    jm.target_machine_level = o.opt_level
     return jm
+
+
+def emit_jit_object(text: str, cpu: str, features: str, opt_level: int) -> bytes:
+    """LLVM IR text optimized and compiled to an object for a JIT engine of that CPU (what MCJIT
+    would generate for it; a codegen worker's job, `codegen_pool.py`)."""
+    tm = create_target_machine(cpu, features, opt_level)
+    mod, _ = _parse(text, tm)
+    optimize(mod, tm, opt_level)
+    return tm.emit_object(mod)
+
+
+_DECLARE = re.compile(r'^declare [^@]*@("(?:[^"\\]|\\.)*"|[-a-zA-Z$._][-a-zA-Z$._0-9]*)', re.M)
+
+
+def declared_externals(text: str) -> list[str]:
+    """The external functions LLVM IR text declares (LLVM intrinsics aside), without parsing it."""
+    names = (m.group(1).strip('"') for m in _DECLARE.finditer(text))
+    return [n for n in names if not n.startswith("llvm.")]
 
 
 def _refuse_foreign(o: LLVMOptions) -> None:
@@ -298,14 +343,16 @@ def _refuse_foreign(o: LLVMOptions) -> None:
                            "`ziggurat compile ... --export model.so`; docs/targets.md)")
 
 
-def load_object(object_code: bytes, llvm_ir: str, options: LLVMOptions, externals: list[str]) -> JITModule:
-    """A `JITModule` of object code that `jit_compile` generated for `options` (its `object_code`
-    and `externals`), linked into a new engine: no optimization, no code generation.
+def load_objects(objects: Sequence[bytes], llvm_ir: str, options: LLVMOptions, externals: list[str],
+                 info: ModuleInfo | None = None) -> JITModule:
+    """A `JITModule` of object code generated for `options` (a `JITModule`'s `objects` and
+    `externals`, or the parts `jit_compile` had compiled in parallel), linked into a new engine: no
+    optimization, no code generation; the objects resolve each other's symbols.
 
     `llvm_ir` is the text it was compiled from (`JITModule.llvm_ir`; AMX code gets its permission
-    first). The result's `module` is empty, so `optimized_ir` and `assembly()` say nothing. Raises
-    CompileError when an external cannot be resolved in this process (before linking: MCJIT
-    would abort the process).
+    first). The result's `module` is empty; `optimized_ir` and `assembly()` optimize `llvm_ir`
+    again. Raises CompileError when an external cannot be resolved in this process (before
+    linking: MCJIT would abort the process).
     """
     _refuse_foreign(options)
     _init_llvm()
@@ -317,10 +364,12 @@ def load_object(object_code: bytes, llvm_ir: str, options: LLVMOptions, external
     mod.triple = tm.triple
     mod.data_layout = str(tm.target_data)
     engine = llvm.create_mcjit_compiler(mod, tm)
-    engine.add_object_file(llvm.ObjectFileRef.from_data(bytes(object_code)))
+    for obj in objects:
+        engine.add_object_file(llvm.ObjectFileRef.from_data(bytes(obj)))
     engine.finalize_object()
-    jm = JITModule(engine, mod, tm, llvm_ir, None, uses_openmp)
-    jm.externals, jm.object_code = list(externals), bytes(object_code)
+    jm = JITModule(engine, mod, tm, llvm_ir, info, uses_openmp)
+    jm.externals, jm.objects, jm.linked = list(externals), tuple(bytes(o) for o in objects), True
+    jm.target_machine_level = options.opt_level
     return jm
 
 
