@@ -79,9 +79,11 @@ HW: dict[int, tuple[str, ...]] = {0: (), 1: ("convert-loop-to-hw",), 2: ("conver
 
 OPT_LEVELS = tuple(sorted(GRAPH))
 
-# The passes that end a stage (graph -> loop, whole-module, schedule): `compile` verifies the IR after
-# these, before lowering (`TO_LOOP[0]`) and after the last pass, instead of after every pass.
-STAGE_ENDS = frozenset({TO_LOOP[-1], *(p[-1] for p in MODULE.values() if p), *(p[-1] for p in SCHEDULE.values() if p)})
+# The passes that end a stage (graph -> loop, whole-module): `compile` verifies the IR after these,
+# before lowering (`TO_LOOP[0]`) and after the last pass, instead of after every pass. The schedule
+# stage is checked with the hw stage, at the end: verifying the scheduled loop IR took 0.7 s of
+# regnet_y_small's 8 s compile (the IR is largest there), and the hw lowering reads all of it.
+STAGE_ENDS = frozenset({TO_LOOP[-1], *(p[-1] for p in MODULE.values() if p)})
 
 
 def _width(t: Target) -> dict[str, object]:

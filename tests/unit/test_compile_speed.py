@@ -1,6 +1,9 @@
-"""Parallel code generation: split.py cuts a module's LLVM IR into parts, codegen_pool.py compiles
+"""What makes compiles faster must not change what they compute.
+
+Parallel code generation: split.py cuts a module's LLVM IR into parts, codegen_pool.py compiles
 them in worker processes, jit.py links the objects. The code must compute what the whole module
-computes (checked against numpy), and a worker that dies or refuses must not lose a compile."""
+computes (checked against numpy), and a worker that dies or refuses must not lose a compile.
+The collector thresholds that `compile` raises come back, also after concurrent compiles."""
 
 from __future__ import annotations
 
@@ -211,3 +214,29 @@ def test_the_disk_cache_stores_and_links_every_part(split_everything, monkeypatc
     assert warm.info["stats"].cache == "disk"
     assert warm._keepalive is not cold._keepalive and len(warm._keepalive.objects) == 2
     np.testing.assert_allclose(warm(x)[0], reference(model, x), rtol=1e-5, atol=1e-6)
+
+
+def test_compile_restores_the_collector_thresholds(monkeypatch) -> None:
+    import gc
+    import threading
+
+    from ziggurat import compiler
+
+    monkeypatch.setenv("ZIGGURAT_CACHE", "0")
+    before = gc.get_threshold()
+    seen = []
+    real = compiler._build
+
+    def spy(*args, **kwargs):
+        seen.append(gc.get_threshold()[0])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(compiler, "_build", spy)
+    models = [two_layer_model() for _ in range(4)]
+    threads = [threading.Thread(target=ziggurat.compile, args=(m,), kwargs={"cache": False}) for m in models]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(seen) == 4 and min(seen) >= compiler.GC_GEN0
+    assert gc.get_threshold() == before
