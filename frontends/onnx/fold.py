@@ -41,10 +41,12 @@ GENERATOR_OPS = frozenset(
 """Ops whose every input is a shape parameter: their output (values and
 shape) is fully decided by those values, so it is a compile-time constant."""
 
-REFERENCE_UNRELIABLE = frozenset({"BatchNormalization", "GlobalMaxPool", "MaxPool", "AveragePool", "LpPool", "Pad"})
+REFERENCE_UNRELIABLE = frozenset({"BatchNormalization", "GlobalMaxPool", "MaxPool", "AveragePool", "LpPool", "Pad",
+                                  "Mean"})
 """Ops whose onnx.reference evaluation is wrong somewhere (found by tests/fuzz.py): BatchNormalization
 before opset 14 uses the batch statistics, a 3-D GlobalMaxPool drops a dim, MaxPool with SAME_LOWER and
-a stride above the kernel gives an empty result, Pad refuses negative pads. On constant inputs they are
+a stride above the kernel gives an empty result, Pad refuses negative pads, Mean adds in place into its
+first input (a (1, 1) first input and a (2,) second fail to broadcast). On constant inputs they are
 converted like any other node (and folded later by fold-constants with our own kernels' semantics)."""
 
 MAX_FOLDED_ELEMENTS = 1 << 24
