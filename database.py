@@ -136,6 +136,9 @@ class TuningRecord:
     started: float = field(default_factory=time.time)
     finished: float = field(default_factory=time.time)
     versions: dict[str, str] = field(default_factory=versions)
+    # the candidate's loop-nest features (autotune/features), so that a later tuning run of another
+    # model can train its cost model on this record without the kernel's text (transfer)
+    features: list[float] | None = None
 
     def __post_init__(self) -> None:
         if self.error not in ERROR_CODES:
@@ -174,6 +177,7 @@ class TuningRecord:
             "started": self.started,
             "finished": self.finished,
             "versions": self.versions,
+            **({"features": [float(x) for x in self.features]} if self.features is not None else {}),
         }
 
     @staticmethod
@@ -188,6 +192,7 @@ class TuningRecord:
             started=float(d["started"]),
             finished=float(d["finished"]),
             versions={str(k): str(v) for k, v in d.get("versions", {}).items()},
+            features=[float(x) for x in d["features"]] if isinstance(d.get("features"), list) else None,
         )
 
 

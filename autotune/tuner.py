@@ -7,14 +7,19 @@
   measured again nor lost (the cost model is retrained on them first).
   Two tuners may share a database (it locks; `database.py`): each reads the
   other's new records before choosing a batch and skips what it measured.
-* `tune_model(onnx, trials, db)` runs the pipeline up to the schedule
-  (`lowering/pipelines.py` `graph_stage` and `lowering_stage`: graph passes,
-  TO_LOOP, MODULE with dedupe-kernels),
-  takes each distinct kernel as a task, and hands out the trials batch by
-  batch: every task first gets one batch (its default schedule is measured),
-  then the task with the largest estimated remaining gain (calls x best cost,
-  halved for each round without improvement) gets the next. A progress line
-  per batch goes to stderr.
+* `tune_model(onnx, trials, db, time_budget=...)` runs the pipeline up to the
+  schedule (`lowering/pipelines.py` `graph_stage` and `lowering_stage`: graph
+  passes, TO_LOOP, MODULE with dedupe-kernels), takes each distinct kernel as
+  a task with its calls per model run, and hands out the trials batch by batch
+  through the task scheduler (autotune/scheduler.py): every task first gets
+  one batch (its default schedule is measured), then the task whose time is
+  expected to fall fastest (Ansor's gradient of the model's estimated latency)
+  gets the next; kernels under 1% of the estimate get no more. It stops at
+  `trials` new measurements or before a batch would overrun `time_budget`
+  seconds (the validation round reserved). The tasks share one cost model,
+  trained first on the database's records of other kernels (transfer: records
+  carry their features). A progress line per batch goes to stderr: the
+  model's estimated kernel time, its speedup over the defaults, an ETA.
 * With `validate=N` (the CLI's `--validate`, default 4), the default schedule
   and the N best traces of each task are re-measured together at the end, in
   two passes, as one validation round; the database's `best` picks among them
@@ -101,6 +106,7 @@ class TuneResult:
     best_cost: float
     best_trace: Any
     seconds: float
+    calls: int = 1  # calls per model run (tune_model)
 
 
 class Tuner:
@@ -109,8 +115,9 @@ class Tuner:
     def __init__(self, db: JSONDatabase, target: str | Target = "llvm", timeout: float = 10.0,
                  parallel_builds: int = 2, seed: int = 0, batch_size: int = 8,
                  runner_options: dict[str, Any] | None = None, builder: Builder | None = None,
-                 runner: Runner | None = None):
+                 runner: Runner | None = None, shared_model: GBTCostModel | None = None):
         self.db = db
+        self.shared_model = shared_model  # one cost model for every task (tune_model), else one per task
         self.target = Target.parse(target)
         self.target_key = record_target(self.target)
         self.vector_width = self.target.vector_width
@@ -126,6 +133,7 @@ class Tuner:
         opts = {"timeout": timeout, "repeat": 5, "min_repeat_ms": 15.0, **(runner_options or {})}
         self.runner = runner or LocalRunner(**opts)
         self.timing = {"search": 0.0, "build": 0.0, "run": 0.0, "model": 0.0}  # wall seconds per phase
+        self.measured = 0  # candidates measured by `step`
 
     def _refresh(self) -> None:
         """Reads in the records other processes appended to the database since (JSONDatabase.refresh)."""
@@ -163,7 +171,7 @@ class Tuner:
         """A task for kernel `name` of `text`, resumed from the database's records of it."""
         space = SearchSpace(text, name, self.vector_width, self.num_threads, target=self.target)
         key = WorkloadKey.from_text(text, name)
-        model = GBTCostModel(n_estimators=60, seed=self.seed)
+        model = self.shared_model or GBTCostModel(n_estimators=60, seed=self.seed)
         rng = random.Random(f"{self.seed}:{key.hash}")
         search = EvolutionarySearch(space, model, self.db, key, rng)
         shapes, outs = _signature(next(f for f in space.module.ops if isinstance(f, func.FuncOp)
@@ -230,13 +238,15 @@ class Tuner:
         costs = []
         before = t.best_cost
         for c, inp, res in zip(batch, inputs, results):
-            self.db.commit(to_record(inp, res, self.target_key))
+            features = [float(x) for x in c.features] if c.features is not None else None
+            self.db.commit(dataclasses.replace(to_record(inp, res, self.target_key), features=features))
             costs.append(res.median)
             if res.median < t.best_cost:
                 t.best_cost, t.best_trace = res.median, c.trace
             if c.trace == DEFAULT_TRACE and res.error == "ok":
                 t.default_cost = res.median
         t.trials += len(batch)
+        self.measured += len(batch)
         t.stale = 0 if t.best_cost < before else t.stale + 1
         t.history.append(t.best_cost)
         t.model.update(np.stack([c.features for c in batch]), costs, t.key.hash)
@@ -292,18 +302,29 @@ def _fmt(s: float) -> str:
     return f"{s * 1e6:.1f}us" if s < 1e-2 else f"{s * 1e3:.2f}ms"
 
 
-def progress_line(done: int, total: int, tasks: list[Task], started: float, width: int = 20,
-                  timing: dict[str, float] | None = None) -> str:
-    """`[#####.....] 12/40 trials 8.1s (0.68 s/trial: search 0.10 build 0.31 run 0.22 model 0.05) | dense_0
-    31.2us (default 40.1us) | ...`"""
-    filled = int(width * min(done, total) / max(total, 1))
-    parts = [f"{t.name} {_fmt(t.best_cost)} (default {_fmt(t.default_cost)})" for t in tasks]
+def progress_line(done: int, total: int | None, tasks: list[Task], started: float, width: int = 20,
+                  timing: dict[str, float] | None = None, current: Task | None = None,
+                  budget: float | None = None) -> str:
+    """`[#####.....] 12/40 trials 8.1s ETA 19s (0.68 s/trial: search 0.10 build 0.31 run 0.22 model 0.05) |
+    model ~1.52ms (1.08x) | dense_0 31.2us (default 40.1us)`: the bar follows the trials or, with a
+    `budget` (seconds), the time; the model's estimated kernel time (calls x best, scheduler.py) and
+    its speedup over the defaults; then `current` (or, without it, every task)."""
+    from ziggurat.autotune.scheduler import estimated_latency, speedup
+
+    elapsed = time.time() - started
+    fractions = ([done / total] if total else []) + ([elapsed / budget] if budget else [])
+    frac = min(1.0, max(fractions)) if fractions else 0.0
+    filled = int(width * frac)
+    eta = f" ETA {elapsed / frac - elapsed:.0f}s" if 0 < frac < 1 else ""
+    shown = [current] if current is not None else tasks
+    parts = [f"{t.name} {_fmt(t.best_cost)} (default {_fmt(t.default_cost)})" for t in shown]
     per = ""
     if timing is not None and done:
-        per = f" ({(time.time() - started) / done:.2f} s/trial: " + \
-            " ".join(f"{k} {v / done:.2f}" for k, v in timing.items()) + ")"
-    return f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total} trials {time.time() - started:.1f}s{per} | " + \
-        " | ".join(parts)
+        per = f" ({elapsed / done:.2f} s/trial: " + " ".join(f"{k} {v / done:.2f}" for k, v in timing.items()) + ")"
+    model = f"model ~{_fmt(estimated_latency(tasks))} ({speedup(tasks):.2f}x)"
+    count = f"{done}/{total}" if total else f"{done}"
+    return (f"[{'#' * filled}{'.' * (width - filled)}] {count} trials {elapsed:.1f}s"
+            + (f"/{budget:.0f}s" if budget else "") + f"{eta}{per} | {model} | " + " | ".join(parts))
 
 
 def tune_kernel(kernel_module_text: str, name: str, trials: int, db: JSONDatabase, target: str | Target = "llvm",
@@ -321,7 +342,7 @@ def tune_kernel(kernel_module_text: str, name: str, trials: int, db: JSONDatabas
                 break
             done += got
             if log is not None:
-                print(progress_line(done, trials, [t], started, timing=tuner.timing), file=log, flush=True)
+                print(progress_line(done, trials, [t], started, timing=tuner.timing, current=t), file=log, flush=True)
         if validate:
             tuner.validate(t, validate)
     return TuneResult(name, t.key, done, t.default_cost, t.best_cost, t.best_trace, time.time() - started)
@@ -350,41 +371,80 @@ def extract_tasks(model: Any, opt_level: int = 3, target: str | Target = "llvm")
     return [(n, kernel_text(module, n), calls.get(n, 1)) for n in kernel_names(module)]
 
 
-def tune_model(model: Any, trials: int, db: JSONDatabase, target: str | Target = "llvm", opt_level: int = 3,
+def _transfer(model: GBTCostModel, db: JSONDatabase, target_key: str, own: set[str]) -> int:
+    """Trains `model` on the database's records of other workloads for this target that carry their
+    features (records written by earlier tuning runs, of this model or any other); how many."""
+    from ziggurat.transforms.costs.features import FEATURE_NAMES
+
+    def featurize(r: Any) -> np.ndarray | None:
+        return np.asarray(r.features) if r.features is not None and len(r.features) == len(FEATURE_NAMES) else None
+
+    records = [r for r in db.records() if r.target == target_key and r.workload.hash not in own and r.ok
+               and not r.message.startswith(VALIDATION)]
+    return model.pretrain(records, featurize)
+
+
+def _validation_reserve(tuner: Tuner, tasks: list[Task], validate: int) -> float:
+    """Seconds the final validation round is expected to take: per task the default and `validate`
+    finalists, each built once and run 5 times, at the build and run seconds per candidate so far."""
+    if not validate or not tuner.measured:
+        return 0.0
+    per_build, per_run = tuner.timing["build"] / tuner.measured, tuner.timing["run"] / tuner.measured
+    traces = sum(min(1 + validate, 1 + max(t.trials - 1, 0)) for t in tasks if np.isfinite(t.best_cost))
+    return traces * (per_build + 5 * per_run)
+
+
+def tune_model(model: Any, trials: int | None, db: JSONDatabase, target: str | Target = "llvm", opt_level: int = 3,
                timeout: float = 10.0, parallel_builds: int = 2, seed: int = 0, batch_size: int = 8,
                runner_options: dict[str, Any] | None = None, log: TextIO | None = None,
                progress: bool = True, builder: Builder | None = None,
-               runner: Runner | None = None, validate: int = 0) -> list[TuneResult]:
-    """Tunes a model's distinct kernels, sharing `trials` by estimated remaining gain; one result per kernel.
+               runner: Runner | None = None, validate: int = 0, time_budget: float | None = None,
+               transfer: bool = True) -> list[TuneResult]:
+    """Tunes a model's distinct kernels; one result per kernel.
 
-    With `progress`, a progress line per batch goes to `log` (default: stderr).
+    The batches go where the task scheduler (autotune/scheduler.py) expects the model's estimated
+    latency to fall fastest; kernels under 1% of it get only their first batch. It stops after
+    `trials` new measurements, or once `time_budget` seconds (everything included: extraction,
+    search, measuring and the validation round, which is reserved for from the measured build and
+    run times) would be exceeded by another batch, whichever comes first; at least one of the two
+    must be given. All tasks share one cost model, first trained (`transfer`) on the database's
+    records of other kernels, of this model or others, that carry their features. With `progress`,
+    a progress line per batch goes to `log` (default: stderr).
     """
+    from ziggurat.autotune.scheduler import TaskScheduler
+
+    if trials is None and time_budget is None:
+        raise TuningError("tune_model needs a number of trials, a time budget or both")
     log = (log or sys.stderr) if progress else None
     started = time.time()
     specs = extract_tasks(model, opt_level, target)
     if not specs:
         raise TuningError("the model has no kernel to tune")
-    with Tuner(db, target, timeout, parallel_builds, seed, batch_size, runner_options, builder, runner) as tuner:
+    shared = GBTCostModel(n_estimators=60, seed=seed)
+    with Tuner(db, target, timeout, parallel_builds, seed, batch_size, runner_options, builder, runner,
+               shared_model=shared) as tuner:
+        if transfer:
+            _transfer(shared, db, tuner.target_key, {WorkloadKey.from_text(text, name).hash for name, text, _ in specs})
         tasks = [tuner.task(text, name, calls) for name, text, calls in specs]
-        done, dry = 0, set()
-
-        def gain(t: Task) -> float:
-            cost = t.best_cost if np.isfinite(t.best_cost) else 1.0
-            return t.calls * cost / (2 ** t.stale)
-
-        order: list[Task] = [t for t in tasks if not np.isfinite(t.best_cost)]
-        while done < trials and len(dry) < len(tasks):
-            live = [t for t in tasks if t.name not in dry]
-            t = order.pop(0) if order else max(live, key=gain)
-            if t.name in dry:
-                continue
-            got = tuner.step(t, min(batch_size, trials - done))
+        sched = TaskScheduler(tasks)
+        done, batches, looping = 0, 0, time.time()
+        while trials is None or done < trials:
+            if time_budget is not None and batches:
+                per_batch = (time.time() - looping) / batches
+                if time.time() - started + per_batch + _validation_reserve(tuner, tasks, validate) > time_budget:
+                    break
+            t = sched.next()
+            if t is None:
+                break
+            got = tuner.step(t, batch_size if trials is None else min(batch_size, trials - done))
             if got == 0:
-                dry.add(t.name)
+                sched.mark_dry(t)
                 continue
-            done += got
+            done, batches = done + got, batches + 1
+            sched.observe(t)
             if log is not None:
-                print(progress_line(done, trials, tasks, started, timing=tuner.timing), file=log, flush=True)
+                print(progress_line(done, trials, tasks, started, timing=tuner.timing, current=t,
+                                    budget=time_budget), file=log, flush=True)
         if validate:
             for t in tasks:
                 tuner.validate(t, validate)
@@ -398,4 +458,5 @@ def tune_model(model: Any, trials: int, db: JSONDatabase, target: str | Target =
                                                       if r.message == best.message and r.trace == DEFAULT_TRACE]
                                                      or [t.default_cost]))
     elapsed = time.time() - started
-    return [TuneResult(t.name, t.key, t.trials, t.default_cost, t.best_cost, t.best_trace, elapsed) for t in tasks]
+    return [TuneResult(t.name, t.key, t.trials, t.default_cost, t.best_cost, t.best_trace, elapsed, t.calls)
+            for t in tasks]

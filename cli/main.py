@@ -228,7 +228,16 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from ziggurat.autotune import JSONDatabase, tune_model
     from ziggurat.autotune.measure import rotate_bytes_for_host
 
-    if args.trials < 1 or args.timeout <= 0 or args.parallel_builds < 1:
+    from ziggurat.autotune.scheduler import parse_duration
+
+    budget = None
+    if args.time_budget is not None:
+        try:
+            budget = parse_duration(args.time_budget)
+        except ValueError as err:
+            raise ZigguratError(f"ziggurat tune: --time-budget: {err}") from None
+    trials = args.trials if args.trials is not None or budget is not None else 64
+    if (trials is not None and trials < 1) or args.timeout <= 0 or args.parallel_builds < 1:
         raise ZigguratError("ziggurat tune: --trials and --parallel-builds must be at least 1 and --timeout positive")
     rotate = rotate_bytes_for_host() if args.cache_flush else 0
     with contextlib.ExitStack() as stack:
@@ -240,9 +249,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
             client = stack.enter_context(connect(args.dask_scheduler))
             pools = {"builder": DaskBuilder(client), "runner": DaskRunner(client, timeout=args.timeout, repeat=5,
                                                                           min_repeat_ms=15.0, rotate_bytes=rotate)}
-        results = tune_model(args.model, args.trials, db, target=args.target, opt_level=args.opt_level,
+        results = tune_model(args.model, trials, db, target=args.target, opt_level=args.opt_level,
                              timeout=args.timeout, parallel_builds=args.parallel_builds, seed=args.seed,
-                             validate=args.validate, runner_options={"rotate_bytes": rotate}, **pools)
+                             validate=args.validate, runner_options={"rotate_bytes": rotate}, time_budget=budget,
+                             transfer=not args.no_transfer, **pools)
         if args.report:
             from ziggurat.autotune.report import format_report, ranking_report
             from ziggurat.autotune.tuner import extract_tasks
@@ -253,12 +263,18 @@ def cmd_tune(args: argparse.Namespace) -> int:
             print(format_report(rows) if rows else "ranking report: too few records")
     if results:
         print(f"tuning wall time {results[0].seconds:.1f} s (per trial: the progress lines)")
+        both = [r for r in results if r.best_cost < float("inf") and r.default_cost < float("inf")]
+        if both:
+            default = sum(r.calls * r.default_cost for r in both)
+            best = sum(r.calls * r.best_cost for r in both)
+            print(f"model kernels (calls x time): default {default * 1e3:.3f} ms, tuned {best * 1e3:.3f} ms "
+                  f"({default / best:.2f}x)")
     for r in results:
         if r.best_cost == float("inf"):
             print(f"{r.name}: {r.trials} trials, nothing measured yet (raise --trials)")
             continue
         gain = r.default_cost / r.best_cost if r.best_cost > 0 else float("nan")
-        print(f"{r.name}: {r.trials} trials, best {r.best_cost * 1e6:.1f} us, default {r.default_cost * 1e6:.1f} us "
+        print(f"{r.name} (x{r.calls}): {r.trials} trials, best {r.best_cost * 1e6:.1f} us, default {r.default_cost * 1e6:.1f} us "
               f"({gain:.2f}x)")
     print(f"records in {args.db}; compile with --tuning-db {args.db}")
     return 0
@@ -346,7 +362,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("tune", help="tune the model's kernels; records go to a JSON-lines database")
     p.add_argument("model")
-    p.add_argument("--trials", type=int, default=64, help="measurements in all, shared across the kernels (default 64)")
+    p.add_argument("--trials", type=int, default=None,
+                   help="measurements in all, shared across the kernels (default 64 without --time-budget)")
+    p.add_argument("--time-budget", default=None, metavar="DURATION",
+                   help="stop before this much wall time is spent (600, 90s, 10m, 1h; the validation round "
+                        "included): the batches go where the model's estimated time falls fastest")
+    p.add_argument("--no-transfer", action="store_true",
+                   help="do not train the cost model on the database's records of other kernels first")
     p.add_argument("--db", required=True, help="tuning record database (JSON lines); an existing one is resumed")
     p.add_argument("--timeout", type=float, default=10.0, help="seconds to measure one candidate (default 10)")
     p.add_argument("--parallel-builds", type=int, default=2, help="worker processes compiling candidates (default 2)")
