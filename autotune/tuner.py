@@ -107,6 +107,7 @@ class TuneResult:
     best_trace: Any
     seconds: float
     calls: int = 1  # calls per model run (tune_model)
+    model_check: Any = None  # tune_model's ModelCheck (autotune/model_check.py), the same for every kernel
 
 
 class Tuner:
@@ -254,11 +255,13 @@ class Tuner:
         self.timing["model"] += time.perf_counter() - t2
         return len(batch)
 
-    def validate(self, t: Task, top: int = 4, passes: int = 5) -> int:
+    def validate(self, t: Task, top: int = 4, passes: int = 5, revert: bool = False) -> int:
         """Re-measures the default schedule and the `top` best traces of task `t` together, `passes`
         times in turn, as one validation round (records with message `validation <round>`); the
         database's `best` then picks among them. One measurement taken during a load spike (this
-        machine is shared) can no longer crown a candidate. Returns the measurements taken."""
+        machine is shared) can no longer crown a candidate. With `revert`, the round holds the default
+        alone, so the database's `best` answers the default again (what the model check does when the
+        tuned kernels do not make the whole model faster). Returns the measurements taken."""
         self._refresh()  # finalists found by another tuner on this database compete too
         recs = [r for r in self.db.records(t.key) if r.target == self.target_key and r.ok
                 and not r.message.startswith(VALIDATION)]
@@ -268,7 +271,9 @@ class Tuner:
                 seen.add(r.trace_hash)
                 finalists.append(r.trace)
         traces = [DEFAULT_TRACE] + finalists[:top]
-        if len(traces) < 2:
+        if revert:  # a round of the default alone: `best` then answers the default (model_check.py)
+            traces = [DEFAULT_TRACE]
+        elif len(traces) < 2:
             return 0
         inputs = []
         reference = t.space.default().mlir
@@ -399,7 +404,7 @@ def tune_model(model: Any, trials: int | None, db: JSONDatabase, target: str | T
                runner_options: dict[str, Any] | None = None, log: TextIO | None = None,
                progress: bool = True, builder: Builder | None = None,
                runner: Runner | None = None, validate: int = 0, time_budget: float | None = None,
-               transfer: bool = True) -> list[TuneResult]:
+               transfer: bool = True, model_check: bool = False) -> list[TuneResult]:
     """Tunes a model's distinct kernels; one result per kernel.
 
     The batches go where the task scheduler (autotune/scheduler.py) expects the model's estimated
@@ -408,9 +413,15 @@ def tune_model(model: Any, trials: int | None, db: JSONDatabase, target: str | T
     search, measuring and the validation round, which is reserved for from the measured build and
     run times) would be exceeded by another batch, whichever comes first; at least one of the two
     must be given. All tasks share one cost model, first trained (`transfer`) on the database's
-    records of other kernels, of this model or others, that carry their features. With `progress`,
-    a progress line per batch goes to `log` (default: stderr).
+    records of other kernels, of this model or others, that carry their features. With
+    `model_check`, the model built with the tuned kernels is timed against the default build at the
+    end (autotune/model_check.py); unless it is at least 1% faster, the defaults are re-measured as
+    the latest validation round of every kernel the database would change, so compile keeps them
+    (the budget reserves time for this too). With `progress`, a progress line per batch goes to
+    `log` (default: stderr).
     """
+    from ziggurat.autotune.model_check import BLOCKS, RUNS, check_model
+    from ziggurat.autotune.scheduler import estimated_latency
     from ziggurat.autotune.scheduler import TaskScheduler
 
     if trials is None and time_budget is None:
@@ -418,6 +429,7 @@ def tune_model(model: Any, trials: int | None, db: JSONDatabase, target: str | T
     log = (log or sys.stderr) if progress else None
     started = time.time()
     specs = extract_tasks(model, opt_level, target)
+    extract_s = time.time() - started
     if not specs:
         raise TuningError("the model has no kernel to tune")
     shared = GBTCostModel(n_estimators=60, seed=seed)
@@ -431,7 +443,10 @@ def tune_model(model: Any, trials: int | None, db: JSONDatabase, target: str | T
         while trials is None or done < trials:
             if time_budget is not None and batches:
                 per_batch = (time.time() - looping) / batches
-                if time.time() - started + per_batch + _validation_reserve(tuner, tasks, validate) > time_budget:
+                reserve = _validation_reserve(tuner, tasks, validate)
+                if model_check:  # two compiles (each about an extraction) and the paired timing
+                    reserve += 2.5 * extract_s + 3 * (BLOCKS * RUNS + 1) * estimated_latency(tasks)
+                if time.time() - started + per_batch + reserve > time_budget:
                     break
             t = sched.next()
             if t is None:
@@ -457,6 +472,17 @@ def tune_model(model: Any, trials: int | None, db: JSONDatabase, target: str | T
                     t.default_cost = float(np.median([r.cost for r in tuner.db.records(t.key)
                                                       if r.message == best.message and r.trace == DEFAULT_TRACE]
                                                      or [t.default_cost]))
+        check = None
+        if model_check and getattr(db, "path", None) is not None:
+            changed = [t for t in tasks if (b := tuner.db.best(t.key, tuner.target_key)) is not None
+                       and b.trace != DEFAULT_TRACE]
+            check = check_model(model, str(db.path), str(tuner.target), opt_level, len(changed))
+            if log is not None:
+                print(check.line(), file=log, flush=True)
+            if not check.kept:
+                for t in changed:
+                    tuner.validate(t, revert=True)
+                    t.best_trace, t.best_cost = DEFAULT_TRACE, t.default_cost
     elapsed = time.time() - started
-    return [TuneResult(t.name, t.key, t.trials, t.default_cost, t.best_cost, t.best_trace, elapsed, t.calls)
+    return [TuneResult(t.name, t.key, t.trials, t.default_cost, t.best_cost, t.best_trace, elapsed, t.calls, check)
             for t in tasks]

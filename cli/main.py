@@ -252,7 +252,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         results = tune_model(args.model, trials, db, target=args.target, opt_level=args.opt_level,
                              timeout=args.timeout, parallel_builds=args.parallel_builds, seed=args.seed,
                              validate=args.validate, runner_options={"rotate_bytes": rotate}, time_budget=budget,
-                             transfer=not args.no_transfer, **pools)
+                             transfer=not args.no_transfer, model_check=not args.no_model_check, **pools)
         if args.report:
             from ziggurat.autotune.report import format_report, ranking_report
             from ziggurat.autotune.tuner import extract_tasks
@@ -269,6 +269,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
             best = sum(r.calls * r.best_cost for r in both)
             print(f"model kernels (calls x time): default {default * 1e3:.3f} ms, tuned {best * 1e3:.3f} ms "
                   f"({default / best:.2f}x)")
+        if results[0].model_check is not None:
+            print(results[0].model_check.line())
     for r in results:
         if r.best_cost == float("inf"):
             print(f"{r.name}: {r.trials} trials, nothing measured yet (raise --trials)")
@@ -367,6 +369,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--time-budget", default=None, metavar="DURATION",
                    help="stop before this much wall time is spent (600, 90s, 10m, 1h; the validation round "
                         "included): the batches go where the model's estimated time falls fastest")
+    p.add_argument("--no-model-check", action="store_true",
+                   help="skip the final check that the model built with the tuned kernels runs faster than the "
+                        "default build (without it, the defaults are kept when it is not 1%% faster)")
     p.add_argument("--no-transfer", action="store_true",
                    help="do not train the cost model on the database's records of other kernels first")
     p.add_argument("--db", required=True, help="tuning record database (JSON lines); an existing one is resumed")

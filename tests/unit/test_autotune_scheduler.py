@@ -20,7 +20,8 @@ from ziggurat.autotune.cost_model import GBTCostModel
 from ziggurat.autotune.measure import BuildResult, MeasureResult
 from ziggurat.autotune.scheduler import TaskScheduler, estimated_latency, parse_duration, speedup
 from ziggurat.cli.main import main as ziggurat_main
-from ziggurat.database import structural_hash
+from ziggurat.autotune.space import DEFAULT_TRACE
+from ziggurat.database import VALIDATION, structural_hash
 from ziggurat.errors import TuningError
 
 TARGET = "llvm -num-cores=1"
@@ -187,3 +188,37 @@ def test_cli_refuses_a_bad_time_budget(tmp_path, capsys) -> None:
     assert ziggurat_main(["tune", str(path), "--db", str(tmp_path / "db.jsonl"), "--time-budget", "soon"]) != 0
     err = capsys.readouterr().err
     assert "--time-budget" in err and "soon" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("speedup", [0.97, 1.05])
+def test_the_model_check_keeps_only_a_faster_model(tmp_path, monkeypatch, speedup) -> None:
+    """The fake runner makes some sketched schedules 'win'; the model check then compiles and runs
+    both builds for real, its timing replaced by `speedup`. Below 1.01x every changed kernel gets a
+    validation round of the default alone, and compile applies nothing."""
+    from ziggurat.autotune import model_check
+
+    path = tmp_path / "a.onnx"
+    onnx.save(mlp(0, 64), path)
+    timed = []
+
+    def fake_time_pair(a, b, inputs, **kw):
+        x = inputs[0]
+        np.testing.assert_allclose(a(*inputs)[0], b(*inputs)[0], rtol=1e-4, atol=1e-4)  # both builds run
+        timed.append(x.shape)
+        return 1e-3 * speedup, 1e-3, speedup
+
+    monkeypatch.setattr(model_check, "time_pair", fake_time_pair)
+    monkeypatch.setenv("ZIGGURAT_CACHE", "0")
+    db_path = tmp_path / "db.jsonl"
+    with JSONDatabase(db_path, fsync=False) as db:
+        results = tune_model(str(path), 24, db, target=TARGET, batch_size=4, builder=FakeBuilder(),
+                             runner=FakeRunner(), progress=False, validate=2, model_check=True)
+    check = results[0].model_check
+    assert timed and check.speedup == speedup and check.changed_kernels > 0  # something was tuned
+    assert check.kept == (speedup >= model_check.MIN_MODEL_GAIN)
+    with JSONDatabase(db_path, fsync=False) as db:
+        changed = [r for r in results if db.best(r.key, TARGET).trace != DEFAULT_TRACE]
+        reverts = [r for r in db.records() if r.message.startswith(VALIDATION) and r.trace == DEFAULT_TRACE]
+    assert len(changed) == (check.changed_kernels if check.kept else 0)
+    assert all(r.best_trace == DEFAULT_TRACE for r in results) or check.kept
+    assert reverts  # the validation rounds (kept) or the reverting rounds (not kept) measured the default
