@@ -170,3 +170,21 @@ def test_mean_of_constants_whose_first_input_is_the_smaller():
               [("x", TensorProto.FLOAT, [1, 1, 1, 1])], [("y", TensorProto.FLOAT, [1, 1, 1, 2])],
               {"c1": np.full((1, 1, 1, 1), 0.5, np.float32), "c3": np.array([1.0, -3.0], np.float32)})
     check(m, {"x": np.full((1, 1, 1, 1), 2.0, np.float32)})
+
+
+@pytest.mark.parametrize(("op", "shape", "axis"), [("Softmax", [1, 8], 0), ("Softmax", [3, 1, 20], 1),
+                                                   ("LogSoftmax", [1, 40], 0), ("Softmax", [2, 1], 1)])
+def test_softmax_over_an_axis_of_extent_one(op, shape, axis):
+    """Flatten(axis=0) then Softmax(axis=0) of a [2, 4] input (found by the 30-minute run, seed 2029):
+    over an axis of extent 1 the exp nest reads the max at its own indices, so the schedule fused it
+    into the max nest's store blocks, where its output buffer was not allocated yet ('used before it
+    is defined'). Every result is 1 (Softmax) or 0 (LogSoftmax)."""
+    m = model([helper.make_node("Relu", ["x"], ["r"]), helper.make_node(op, ["r"], ["y"], axis=axis)],
+              [("x", TensorProto.FLOAT, shape)], [("y", TensorProto.FLOAT, shape)])
+    check(m, {"x": np.random.default_rng(0).standard_normal(shape).astype(np.float32)})
+
+
+def test_flatten_then_softmax_on_axis_zero():
+    m = model([helper.make_node("Flatten", ["x"], ["t"], axis=0), helper.make_node("Softmax", ["t"], ["y"], axis=0)],
+              [("x", TensorProto.FLOAT, [2, 4])], [("y", TensorProto.FLOAT, [1, 8])])
+    check(m, {"x": np.random.default_rng(1).standard_normal((2, 4)).astype(np.float32)})

@@ -117,7 +117,7 @@ def fuse_epilogues(fn) -> int:
                 continue
             blk, buf, loads, store = stage
             producers = _producers(fn, buf, blk)
-            if producers is None:
+            if producers is None or not _in_order(fn, producers, blk, loads, store):
                 continue
             for st in producers:
                 _inline(blk, loads, store, st)
@@ -130,6 +130,34 @@ def fuse_epilogues(fn) -> int:
             changed = True
             break
     return moved
+
+
+def _top(fn, op):
+    """The op of `fn`'s body that holds `op`."""
+    while op.parent_op() is not fn:
+        op = op.parent_op()
+    return op
+
+
+def _in_order(fn, producers: list[loop.StoreOp], stage: loop.BlockOp, loads: list[loop.LoadOp],
+              store: loop.StoreOp) -> bool:
+    """Whether the stage may run inside the producer's nest, which comes earlier in `fn`: every other
+    buffer it reads is written (if at all) before that nest, and the buffer it writes is allocated
+    before it (its `loop.alloc` is moved up when it came between them: an alloc has no operands).
+    A softmax over an axis of extent 1 reads its max at the exp nest's own indices, so the exp nest
+    qualified as an epilogue of the max nest while its output was allocated after that nest."""
+    ops = list(fn.body.block.ops)
+    first = min(ops.index(_top(fn, st)) for st in producers)
+    for o in stage.body.block.ops:
+        if isinstance(o, loop.LoadOp) and o not in loads:
+            writers = [u.operation for u in o.buffer.uses if isinstance(u.operation, loop.StoreOp)]
+            if any(ops.index(_top(fn, w)) >= first for w in writers):
+                return False
+    owner = store.buffer.owner
+    if isinstance(owner, loop.AllocOp) and owner.parent_op() is fn and ops.index(owner) > first:
+        owner.detach()
+        fn.body.block.insert_op_before(owner, ops[first])
+    return True
 
 
 def _inline(stage: loop.BlockOp, loads: list[loop.LoadOp], store: loop.StoreOp, at: loop.StoreOp) -> None:
