@@ -54,6 +54,7 @@ from ziggurat.dialects import loop
 from ziggurat.lowering import pipelines
 from ziggurat.errors import ScheduleError, TuningError
 from ziggurat.target import Target
+from ziggurat.transforms.costs.features import FEATURE_NAMES
 from ziggurat.transforms.schedule.apply_tuning import kernel_names, kernel_text, record_target
 
 
@@ -187,7 +188,8 @@ class Tuner:
                 t.best_cost, t.best_trace = r.cost, r.trace
             if r.trace == DEFAULT_TRACE and r.ok:
                 t.default_cost = r.cost
-            f = self._features(space, r.trace)
+            f = (np.asarray(r.features) if r.features is not None and len(r.features) == len(FEATURE_NAMES)
+                 else self._features(space, r.trace))  # stored since 2026-11-27; replaying costs ~40 ms a record
             if f is not None:
                 feats.append(f)
                 costs.append(r.cost)
@@ -266,8 +268,10 @@ class Tuner:
         recs = [r for r in self.db.records(t.key) if r.target == self.target_key and r.ok
                 and not r.message.startswith(VALIDATION)]
         seen, finalists = set(), []
+        # only candidates measured faster than the default at least once can win the round
+        default = min((r.cost for r in recs if r.trace == DEFAULT_TRACE), default=float("inf"))
         for r in sorted(recs, key=lambda r: r.cost):
-            if r.trace_hash not in seen and r.trace != DEFAULT_TRACE:
+            if r.trace_hash not in seen and r.trace != DEFAULT_TRACE and r.cost < default:
                 seen.add(r.trace_hash)
                 finalists.append(r.trace)
         traces = [DEFAULT_TRACE] + finalists[:top]
@@ -379,8 +383,6 @@ def extract_tasks(model: Any, opt_level: int = 3, target: str | Target = "llvm")
 def _transfer(model: GBTCostModel, db: JSONDatabase, target_key: str, own: set[str]) -> int:
     """Trains `model` on the database's records of other workloads for this target that carry their
     features (records written by earlier tuning runs, of this model or any other); how many."""
-    from ziggurat.transforms.costs.features import FEATURE_NAMES
-
     def featurize(r: Any) -> np.ndarray | None:
         return np.asarray(r.features) if r.features is not None and len(r.features) == len(FEATURE_NAMES) else None
 
@@ -395,7 +397,9 @@ def _validation_reserve(tuner: Tuner, tasks: list[Task], validate: int) -> float
     if not validate or not tuner.measured:
         return 0.0
     per_build, per_run = tuner.timing["build"] / tuner.measured, tuner.timing["run"] / tuner.measured
-    traces = sum(min(1 + validate, 1 + max(t.trials - 1, 0)) for t in tasks if np.isfinite(t.best_cost))
+    # a task is validated when a candidate was measured faster than its default (Tuner.validate)
+    traces = sum(min(1 + validate, 1 + max(t.trials - 1, 0)) for t in tasks
+                 if np.isfinite(t.best_cost) and t.best_cost < t.default_cost)
     return traces * (per_build + 5 * per_run)
 
 

@@ -160,10 +160,14 @@ def test_validation_round_decides_the_best(tmp_path):
         res = tune_kernel(KERNEL, "mm_0", 4, db, target=TARGET, timeout=5, batch_size=4, runner_options=FAST,
                           validate=2)
         val = [r for r in db.records() if r.message.startswith(VALIDATION)]
-        assert len(val) == 5 * 3 and len({r.message for r in val}) == 1  # default + 2 finalists, five passes
-        assert sum(r.trace == DEFAULT_TRACE for r in val) == 5
-        best = db.best(res.key, TARGET)
-        assert best.message == val[0].message
+        searched = [r for r in db.records() if not r.message.startswith(VALIDATION) and r.ok]
+        default = min(r.cost for r in searched if r.trace == DEFAULT_TRACE)
+        faster = {r.trace_hash for r in searched if r.trace != DEFAULT_TRACE and r.cost < default}
+        finalists = min(2, len(faster))  # only candidates measured faster than the default compete
+        assert len(val) == (5 * (1 + finalists) if finalists else 0)  # default + finalists, five passes
+        if finalists:
+            assert len({r.message for r in val}) == 1 and sum(r.trace == DEFAULT_TRACE for r in val) == 5
+            assert db.best(res.key, TARGET).message == val[0].message
         # a later round replaces the earlier one
         db.commit(TuningRecord(res.key, TARGET, DEFAULT_TRACE, [1e-9], message=VALIDATION + "9" * 17))
         assert db.best(res.key, TARGET).trace == DEFAULT_TRACE
