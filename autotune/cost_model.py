@@ -131,10 +131,12 @@ class GBTCostModel:
         self._groups.extend([group] * len(c))
         self._weights.extend([weight] * len(c))
 
-    def update(self, features: np.ndarray, costs: Sequence[float], group: str = "default") -> None:
-        """Adds measurements (cost in seconds; inf or nan for an error) of one workload and refits."""
+    def update(self, features: np.ndarray, costs: Sequence[float], group: str = "default", refit: bool = True) -> None:
+        """Adds measurements (cost in seconds; inf or nan for an error) of one workload and refits
+        (`refit=False`: later, by `fit`, e.g. once after loading many workloads' records)."""
         self._add(features, costs, group, 1.0)
-        self.fit()
+        if refit:
+            self.fit()
 
     def pretrain(self, records: Iterable[TuningRecord], featurize: Callable[[TuningRecord], np.ndarray | None]) -> int:
         """Adds records of other workloads (transfer) and refits; returns how many were used.

@@ -193,8 +193,8 @@ class Tuner:
             if f is not None:
                 feats.append(f)
                 costs.append(r.cost)
-        if feats:
-            model.update(np.stack(feats), costs, key.hash)
+        if feats:  # a shared model is fitted once, after every task has been loaded (tune_model)
+            model.update(np.stack(feats), costs, key.hash, refit=self.shared_model is None)
         return t
 
     def _features(self, space: SearchSpace, trace: Any) -> np.ndarray | None:
@@ -442,6 +442,7 @@ def tune_model(model: Any, trials: int | None, db: JSONDatabase, target: str | T
         if transfer:
             _transfer(shared, db, tuner.target_key, {WorkloadKey.from_text(text, name).hash for name, text, _ in specs})
         tasks = [tuner.task(text, name, calls) for name, text, calls in specs]
+        shared.fit()
         sched = TaskScheduler(tasks)
         done, batches, looping = 0, 0, time.time()
         while trials is None or done < trials:
