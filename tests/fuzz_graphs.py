@@ -295,7 +295,9 @@ def check_case(worker, case: Case) -> tuple[str, str] | None:
         return ("refused", f"{got['phase']}: {got['type']}: {got['msg'][:300]}")
     if got["names"] != ref["names"]:
         return ("wrong", f"output names {got['names']} vs {ref['names']}")
-    from tests.fuzz_worker import compare
+    from tests.fuzz_worker import compare, ort_fusion_deviates
 
     why = compare(got["outputs"], ref["outputs"], case.rtol, case.atol)
+    if why and ort_fusion_deviates(worker, data, case.feeds, got["outputs"], case.rtol, case.atol):
+        return ("invalid", f"onnxruntime's graph optimizations deviate from the graph as written: {why}")
     return ("wrong", why) if why else None

@@ -188,3 +188,25 @@ def test_flatten_then_softmax_on_axis_zero():
     m = model([helper.make_node("Flatten", ["x"], ["t"], axis=0), helper.make_node("Softmax", ["t"], ["y"], axis=0)],
               [("x", TensorProto.FLOAT, [2, 4])], [("y", TensorProto.FLOAT, [1, 8])])
     check(m, {"x": np.random.default_rng(1).standard_normal((2, 4)).astype(np.float32)})
+
+
+def test_layernorm_over_two_axes_after_an_add_matches_the_graph_as_written():
+    """whisper_tiny_encoder with its last LayerNormalization's axis mutated from -1 to 1 (seed 2030):
+    onnxruntime's Add + LayerNormalization fusion normalizes over the last axis only, so with graph
+    optimizations on it disagrees with the graph; ziggurat matches onnxruntime with them off (and the
+    fuzzer now checks that before it reports a wrong result)."""
+    rng = np.random.default_rng(0)
+    m = model([helper.make_node("Add", ["x", "r"], ["s"]),
+               helper.make_node("LayerNormalization", ["s", "g", "b"], ["y"], axis=1, epsilon=1e-5)],
+              [("x", TensorProto.FLOAT, [1, 6, 8]), ("r", TensorProto.FLOAT, [1, 6, 8])],
+              [("y", TensorProto.FLOAT, [1, 6, 8])],
+              {"g": rng.standard_normal(8).astype(np.float32), "b": rng.standard_normal(8).astype(np.float32)})
+    feeds = {k: rng.standard_normal((1, 6, 8)).astype(np.float32) for k in ("x", "r")}
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    want = ort.InferenceSession(m.SerializeToString(), opts, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    s = feeds["x"] + feeds["r"]
+    mean, var = s.mean(axis=(1, 2), keepdims=True), s.var(axis=(1, 2), keepdims=True)
+    g, b = (numpy_helper.to_array(i) for i in m.graph.initializer)
+    np.testing.assert_allclose(want, (s - mean) / np.sqrt(var + 1e-5) * g + b, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(ziggurat.compile(m)(feeds)[0], want, rtol=1e-4, atol=1e-5)
