@@ -19,7 +19,7 @@ Equal, Where, ...) disappear at import time: only tensor compute reaches the
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 
 import numpy as np
@@ -27,7 +27,7 @@ import onnx
 from onnx import helper
 
 import ziggurat.dtypes as dtypes
-from ziggurat.errors import ZigguratError
+from ziggurat.errors import ShapeError, ZigguratError
 from ziggurat.frontends.onnx.context import ConversionContext, attributes
 
 NONDETERMINISTIC = frozenset(
@@ -53,9 +53,13 @@ MAX_FOLDED_ELEMENTS = 1 << 24
 """Results larger than this stay run-time computations (guards against blow-ups)."""
 
 
-def fold_node(ctx: ConversionContext, node: onnx.NodeProto) -> list[np.ndarray] | None:
+def fold_node(ctx: ConversionContext, node: onnx.NodeProto,
+              convertible: Callable[[onnx.NodeProto], bool] | None = None) -> list[np.ndarray] | None:
     """The outputs of `node` evaluated at import time, or None when some input
-    is only known at run time (or the op must not be folded)."""
+    is only known at run time (or the op must not be folded). When onnx.reference
+    fails on the constants and `convertible(node)` says the op converts to graph ops,
+    None too: the node is converted and folded later by our own kernels (the reference
+    raised on Softsign of a rank-0 tensor: fuzz seed 2031); otherwise its error stands."""
     if node.op_type in ("Shape", "Size"):
         return [_shape_op(ctx, node)]
     if node.op_type == "EyeLike" and ctx.constant(node.input[0]) is None:
@@ -73,7 +77,12 @@ def fold_node(ctx: ConversionContext, node: onnx.NodeProto) -> list[np.ndarray] 
     own = _OWN_FOLDS.get(node.op_type)
     if own is None and (node.op_type in REFERENCE_UNRELIABLE or not has_reference_impl(node.op_type, ctx.opset)):
         return None
-    results = own(ctx, node, *arrays) if own is not None else evaluate(ctx, node, dict(zip(names, arrays)))
+    try:
+        results = own(ctx, node, *arrays) if own is not None else evaluate(ctx, node, dict(zip(names, arrays)))
+    except ShapeError:
+        if own is None and convertible is not None and convertible(node):
+            return None
+        raise
     outputs = _as_declared(ctx, node, results)  # type: ignore[arg-type]
     if any(np.asarray(o).size > MAX_FOLDED_ELEMENTS for o in outputs):
         return None

@@ -461,7 +461,7 @@ def _convert(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
     sequence_op = convert_structured(ctx, node) if node.domain in _DEFAULT_DOMAINS else refuse_structured(ctx, node)
     if sequence_op is not None:
         return sequence_op
-    folded = fold_node(ctx, node)
+    folded = fold_node(ctx, node, lambda n: _converter(n) is not None)
     if folded is not None:
         return folded
     converter = _converter(node)

@@ -210,3 +210,14 @@ def test_layernorm_over_two_axes_after_an_add_matches_the_graph_as_written():
     g, b = (numpy_helper.to_array(i) for i in m.graph.initializer)
     np.testing.assert_allclose(want, (s - mean) / np.sqrt(var + 1e-5) * g + b, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(ziggurat.compile(m)(feeds)[0], want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("op", ["Softsign", "Softplus", "Relu", "Sigmoid"])
+def test_activation_of_a_rank0_constant(op):
+    """Softsign of a rank-0 initializer (found by the 30-minute run, seed 2031): onnx.reference raised
+    on it at import ('Issues with types'), which was reported as the model's error; an op that
+    converts to graph ops is now converted instead and folded by our own kernels."""
+    m = model([helper.make_node(op, ["c"], ["t"]), helper.make_node("Add", ["t", "x"], ["y"])],
+              [("x", TensorProto.FLOAT, [])], [("y", TensorProto.FLOAT, [])],
+              {"c": np.array(0.42654312, np.float32)})
+    check(m, {"x": np.array(1.5, np.float32)})
