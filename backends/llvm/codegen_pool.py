@@ -5,12 +5,9 @@ generation in parallel needs processes. `jit_compile(..., jobs=N)` splits a larg
 (split.py) into N parts; `compile_parts` sends parts 1..N-1 to workers and compiles part 0 in
 this process meanwhile, then returns the N objects (jit.py links them with `load_objects`).
 
-A worker is `python -m ziggurat.backends.llvm.codegen_pool`: it imports llvmlite and jit.py (not
-xDSL), reads requests from its stdin and answers on its stdout, one at a time, and exits when its
-stdin closes (this process exiting, killed or not). Workers start on first use and are reused by
-later compiles of the process. A request is one JSON line `{"cpu", "features", "opt_level",
-"nbytes"}` and `nbytes` of IR text; a reply is one JSON line `{"ok", "nbytes"}` and `nbytes` of
-object code (or, when not ok, LLVM's message). A worker that died or answers garbage is dropped and
+A worker is `python -m ziggurat.backends.llvm.codegen_worker` (its protocol: codegen_worker.py);
+it exits when its stdin closes (this process exiting, killed or not). Workers start on first use and
+are reused by later compiles of the process. A worker that died or answers garbage is dropped and
 its part compiled here; an LLVM error in a part is a CompileError, as it would be here.
 
 `compile_jobs()`: how many parts a model's module is cut into: `ZIGGURAT_COMPILE_JOBS` (1 turns
@@ -27,7 +24,8 @@ import os
 import subprocess
 import sys
 import threading
-from typing import IO, Any
+from collections.abc import Callable
+from typing import Any
 
 from ziggurat.errors import CompileError
 
@@ -52,7 +50,7 @@ class _Worker:
     """One worker process and its pipes."""
 
     def __init__(self) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "ziggurat.backends.llvm.codegen_pool"],
+        self.proc = subprocess.Popen([sys.executable, "-m", "ziggurat.backends.llvm.codegen_worker"],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE)
 
     def compile(self, text: str, options: Any) -> tuple[bool, bytes]:
@@ -102,11 +100,11 @@ def shutdown() -> None:
         w.close()
 
 
-def compile_parts(parts: list[str], options: Any) -> list[bytes]:
-    """Object code for each of `parts` (LLVM IR texts), in order: parts 1.. in workers, part 0 here,
-    at the same time; a part whose worker failed is compiled here afterwards."""
-    from ziggurat.backends.llvm.jit import emit_jit_object
-
+def compile_parts(parts: list[str], options: Any, emit_jit_object: Callable[[str, str, str, int], bytes]
+                  ) -> list[bytes]:
+    """Object code for each of `parts` (LLVM IR texts), in order: parts 1.. in workers, part 0 here
+    with `emit_jit_object` (jit.py's), at the same time; a part whose worker failed is compiled here
+    afterwards."""
     try:
         workers = _take(len(parts) - 1)
     except OSError:
@@ -142,23 +140,3 @@ def compile_parts(parts: list[str], options: Any) -> list[bytes]:
         else:  # LLVM refused the part: the error compiling it here would give
             raise CompileError(f"llvm backend: {got[1].decode(errors='replace')}")
     return objects
-
-
-def serve(stdin: IO[bytes], stdout: IO[bytes]) -> None:
-    """The worker's loop: one request in, one reply out, until `stdin` closes."""
-    from ziggurat.backends.llvm.jit import emit_jit_object
-
-    while head := stdin.readline():
-        req = json.loads(head)
-        text = stdin.read(req["nbytes"]).decode()
-        try:
-            body, ok = emit_jit_object(text, req["cpu"], req["features"], req["opt_level"]), True
-        except Exception as err:  # noqa: BLE001 - the parent reports it
-            body, ok = str(err).encode(), False
-        stdout.write(json.dumps({"ok": ok, "nbytes": len(body)}).encode() + b"\n")
-        stdout.write(body)
-        stdout.flush()
-
-
-if __name__ == "__main__":
-    serve(sys.stdin.buffer, sys.stdout.buffer)

@@ -298,7 +298,7 @@ def jit_compile(source: ir.Module | str, options: LLVMOptions | None = None,
 
         parts = split_module(text, jobs) if len(text) >= codegen_pool.MIN_SPLIT_CHARS else None
         if parts is not None:
-            objects = codegen_pool.compile_parts(parts, o)
+            objects = codegen_pool.compile_parts(parts, o, emit_jit_object)
             return load_objects(objects, text, o, declared_externals(text), info)
     tm = create_target_machine(o.cpu, o.features, o.opt_level)
     mod, text = _parse(text, tm)
@@ -320,7 +320,7 @@ def jit_compile(source: ir.Module | str, options: LLVMOptions | None = None,
 
 def emit_jit_object(text: str, cpu: str, features: str, opt_level: int) -> bytes:
     """LLVM IR text optimized and compiled to an object for a JIT engine of that CPU (what MCJIT
-    would generate for it; a codegen worker's job, `codegen_pool.py`)."""
+    would generate for it; a codegen worker's job, `codegen_worker.py`)."""
     tm = create_target_machine(cpu, features, opt_level)
     mod, _ = _parse(text, tm)
     optimize(mod, tm, opt_level)

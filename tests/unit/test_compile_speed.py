@@ -186,7 +186,8 @@ def test_invalid_ir_in_a_worker_part_is_a_compile_error() -> None:
     assert parts is not None
     with pytest.raises(CompileError, match="nowhere"):
         codegen_pool.compile_parts([parts[0] if "nowhere" not in parts[0] else parts[1],
-                                    parts[1] if "nowhere" not in parts[0] else parts[0]], LLVMOptions(num_threads=1))
+                                    parts[1] if "nowhere" not in parts[0] else parts[0]], LLVMOptions(num_threads=1),
+                                   emit_jit_object)
 
 
 @pytest.mark.parametrize("raw", ["0", "two", "-1"])
