@@ -258,8 +258,19 @@ def _drawn() -> list[str]:
 def reference_deviates(model, outputs) -> str | None:
     """Why onnxruntime's outputs cannot serve as the reference: an output shape other than the one
     ONNX shape inference gives (onnxruntime's MaxPool with SAME_UPPER and a dilation makes a 2x2
-    input 2x1 where the spec, onnx.reference and ziggurat make it 2x2)."""
+    input 2x1 where the spec, onnx.reference and ziggurat make it 2x2), or a pool with SAME padding
+    and a dilation at all: onnxruntime places the padding as if the window were not dilated (a
+    [1,1,1,1] input, kernel 2, dilation 2, stride 2: the spec pads 1 and 1, so the one window holds
+    only padding; onnxruntime pads 0 and 1 and returns the input; seed 2032)."""
     import onnx
+
+    for node in model.graph.node:
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        auto_pad = attrs.get("auto_pad", b"NOTSET")
+        auto_pad = auto_pad.decode() if isinstance(auto_pad, bytes) else str(auto_pad)
+        if (node.op_type in ("MaxPool", "AveragePool", "LpPool") and auto_pad.startswith("SAME")
+                and any(d != 1 for d in attrs.get("dilations", []))):
+            return f"onnxruntime pads {node.op_type} with {auto_pad} and dilations {list(attrs['dilations'])} unlike the spec"
 
     try:
         inferred = onnx.shape_inference.infer_shapes(model).graph.output
