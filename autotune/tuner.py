@@ -39,7 +39,7 @@ import dataclasses
 import random
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TextIO
 
 import numpy as np
@@ -91,8 +91,6 @@ class Task:
     best_cost: float = float("inf")
     best_trace: Any = None
     trials: int = 0
-    stale: int = 0
-    history: list[float] = field(default_factory=list)
     known: int = 0  # records of the database (all workloads) this task has looked at
 
 
@@ -188,8 +186,9 @@ class Tuner:
                 t.best_cost, t.best_trace = r.cost, r.trace
             if r.trace == DEFAULT_TRACE and r.ok:
                 t.default_cost = r.cost
-            f = (np.asarray(r.features) if r.features is not None and len(r.features) == len(FEATURE_NAMES)
-                 else self._features(space, r.trace))  # stored since 2026-11-27; replaying costs ~40 ms a record
+            f = _stored_features(r)  # stored since 2026-11-27; replaying the trace costs ~40 ms a record
+            if f is None:
+                f = self._features(space, r.trace)
             if f is not None:
                 feats.append(f)
                 costs.append(r.cost)
@@ -241,7 +240,7 @@ class Tuner:
         costs = []
         before = t.best_cost
         for c, inp, res in zip(batch, inputs, results):
-            features = [float(x) for x in c.features] if c.features is not None else None
+            features = [float(x) for x in c.features] or None
             self.db.commit(dataclasses.replace(to_record(inp, res, self.target_key), features=features))
             costs.append(res.median)
             if res.median < t.best_cost:
@@ -250,8 +249,6 @@ class Tuner:
                 t.default_cost = res.median
         t.trials += len(batch)
         self.measured += len(batch)
-        t.stale = 0 if t.best_cost < before else t.stale + 1
-        t.history.append(t.best_cost)
         t.model.update(np.stack([c.features for c in batch]), costs, t.key.hash)
         t.search.observe(batch, costs)
         self.timing["model"] += time.perf_counter() - t2
@@ -380,15 +377,17 @@ def extract_tasks(model: Any, opt_level: int = 3, target: str | Target = "llvm")
     return [(n, kernel_text(module, n), calls.get(n, 1)) for n in kernel_names(module)]
 
 
+def _stored_features(r: Any) -> np.ndarray | None:
+    """The feature vector a record carries, when it has one of this version's length."""
+    return np.asarray(r.features) if r.features is not None and len(r.features) == len(FEATURE_NAMES) else None
+
+
 def _transfer(model: GBTCostModel, db: JSONDatabase, target_key: str, own: set[str]) -> int:
     """Trains `model` on the database's records of other workloads for this target that carry their
     features (records written by earlier tuning runs, of this model or any other); how many."""
-    def featurize(r: Any) -> np.ndarray | None:
-        return np.asarray(r.features) if r.features is not None and len(r.features) == len(FEATURE_NAMES) else None
-
     records = [r for r in db.records() if r.target == target_key and r.workload.hash not in own and r.ok
                and not r.message.startswith(VALIDATION)]
-    return model.pretrain(records, featurize)
+    return model.pretrain(records, _stored_features)
 
 
 def _validation_reserve(tuner: Tuner, tasks: list[Task], validate: int) -> float:
@@ -425,8 +424,7 @@ def tune_model(model: Any, trials: int | None, db: JSONDatabase, target: str | T
     `log` (default: stderr).
     """
     from ziggurat.autotune.model_check import BLOCKS, RUNS, check_model
-    from ziggurat.autotune.scheduler import estimated_latency
-    from ziggurat.autotune.scheduler import TaskScheduler
+    from ziggurat.autotune.scheduler import TaskScheduler, estimated_latency
 
     if trials is None and time_budget is None:
         raise TuningError("tune_model needs a number of trials, a time budget or both")

@@ -79,11 +79,17 @@ class _Worker:
 
 
 def _take(n: int) -> list[_Worker]:
+    """`n` workers, idle ones first; fewer when no more can be started (their parts compile here)."""
     with _lock:
         alive = [w for w in _idle if w.proc.poll() is None]
         _idle[:] = alive[n:]
         taken = alive[:n]
-    return taken + [_Worker() for _ in range(n - len(taken))]
+    try:
+        while len(taken) < n:
+            taken.append(_Worker())
+    except OSError:
+        pass
+    return taken
 
 
 def _give_back(workers: list[_Worker]) -> None:
@@ -105,10 +111,7 @@ def compile_parts(parts: list[str], options: Any, emit_jit_object: Callable[[str
     """Object code for each of `parts` (LLVM IR texts), in order: parts 1.. in workers, part 0 here
     with `emit_jit_object` (jit.py's), at the same time; a part whose worker failed is compiled here
     afterwards."""
-    try:
-        workers = _take(len(parts) - 1)
-    except OSError:
-        workers = []
+    workers = _take(len(parts) - 1)
     results: dict[int, tuple[bool, bytes] | BaseException] = {}
 
     def run(k: int, w: _Worker) -> None:

@@ -224,8 +224,9 @@ class JITModule:
     """A JIT-compiled module. Keep this object alive while calling its code."""
 
     def __init__(self, engine: llvm.ExecutionEngine, module: llvm.ModuleRef, tm: llvm.TargetMachine,
-                 llvm_ir: str, info: ModuleInfo | None, uses_openmp: bool):
+                 llvm_ir: str, info: ModuleInfo | None, uses_openmp: bool, opt_level: int = 3):
         self.engine = engine
+        self.opt_level = opt_level  # what `_whole` optimizes linked code's `llvm_ir` with again
         self.module = module  # empty when the code was linked from objects (`objects`)
         self.target_machine = tm
         self.llvm_ir = llvm_ir
@@ -252,10 +253,8 @@ class JITModule:
         if not self.linked:
             return self.module
         mod, _ = _parse(self.llvm_ir, self.target_machine)
-        optimize(mod, self.target_machine, self.target_machine_level)
+        optimize(mod, self.target_machine, self.opt_level)
         return mod
-
-    target_machine_level = 3
 
     @property
     def optimized_ir(self) -> str:
@@ -311,10 +310,9 @@ def jit_compile(source: ir.Module | str, options: LLVMOptions | None = None,
     objects: list[bytes] = []
     engine.set_object_cache(lambda _module, buffer: objects.append(buffer))
     engine.finalize_object()
-    jm = JITModule(engine, mod, tm, text, info, uses_openmp)
+    jm = JITModule(engine, mod, tm, text, info, uses_openmp, o.opt_level)
     jm.externals = names
     jm.objects = tuple(objects)
-    jm.target_machine_level = o.opt_level
     return jm
 
 
@@ -367,9 +365,8 @@ def load_objects(objects: Sequence[bytes], llvm_ir: str, options: LLVMOptions, e
     for obj in objects:
         engine.add_object_file(llvm.ObjectFileRef.from_data(bytes(obj)))
     engine.finalize_object()
-    jm = JITModule(engine, mod, tm, llvm_ir, info, uses_openmp)
+    jm = JITModule(engine, mod, tm, llvm_ir, info, uses_openmp, options.opt_level)
     jm.externals, jm.objects, jm.linked = list(externals), tuple(bytes(o) for o in objects), True
-    jm.target_machine_level = options.opt_level
     return jm
 
 
