@@ -36,6 +36,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from ziggurat.components import connected_components
+
 _NAME = re.compile(r'@("(?:[^"\\]|\\.)*"|[-a-zA-Z$._][-a-zA-Z$._0-9]*)')
 _GLOBAL_DEF = re.compile(r'^@("(?:[^"\\]|\\.)*"|[-a-zA-Z$._][-a-zA-Z$._0-9]*)\s*=\s*(\w+)')
 KEEP = ('"main"', '"ziggurat_entry"')
@@ -93,27 +95,12 @@ def _declaration(define_line: str) -> str:
 
 
 def _groups(functions: list[_Function], keep: tuple[str, ...]) -> list[list[_Function]]:
-    parent = {f.name: f.name for f in functions}
-
-    def find(x: str) -> str:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
+    """Each function with what it calls; the functions in `keep` together, their calls not followed."""
     kept = [f.name for f in functions if f.name in keep]
-    for a, b in zip(kept, kept[1:]):
-        parent[find(a)] = find(b)
-    for f in functions:
-        if f.name in keep:
-            continue
-        for callee in f.calls:
-            if callee not in keep:
-                parent[find(f.name)] = find(callee)
-    groups: dict[str, list[_Function]] = {}
-    for f in functions:
-        groups.setdefault(find(f.name), []).append(f)
-    return list(groups.values())
+    edges = list(zip(kept, kept[1:])) + [(f.name, c) for f in functions if f.name not in keep
+                                          for c in f.calls if c not in keep]
+    by_name = {f.name: f for f in functions}
+    return [[by_name[n] for n in g] for g in connected_components([f.name for f in functions], edges)]
 
 
 def split_module(text: str, parts: int, keep: tuple[str, ...] = KEEP) -> list[str] | None:

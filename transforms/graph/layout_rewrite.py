@@ -16,6 +16,7 @@ from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Operation, SSAValue
 from xdsl.rewriter import InsertPoint
 
+from ziggurat.components import connected_components
 from ziggurat.dialects import graph
 from ziggurat.dialects.graph_layout import (
     Conv2dNchwcOp,
@@ -120,22 +121,9 @@ def find_members(ops: list[Operation], block: int, grouped: bool = True) -> list
 
 def regions_of(members: list[Operation]) -> list[list[Operation]]:
     """Connected components of `members` (edges: one member uses another's result)."""
-    parent = {op: op for op in members}
-
-    def root(o: Operation) -> Operation:
-        while parent[o] is not o:
-            parent[o] = parent[parent[o]]
-            o = parent[o]
-        return o
-
-    for op in members:
-        for v in op.operands:
-            if v.owner in parent:
-                parent[root(op)] = root(v.owner)  # type: ignore[index]
-    groups: dict[Operation, list[Operation]] = {}
-    for op in members:
-        groups.setdefault(root(op), []).append(op)
-    return list(groups.values())
+    inside = set(members)
+    return connected_components(members, [(op, v.owner) for op in members for v in op.operands
+                                          if v.owner in inside])  # type: ignore[misc]
 
 
 def to_blocked_array(a: np.ndarray, b: int, fill: float = 0.0) -> np.ndarray:
