@@ -12,6 +12,9 @@ The environment is set in `pytest_configure`, before any test module is imported
 for one, reads it at import time); the session fixture `isolated_caches` writes FIXED peaks into
 the roofline cache there, so fusion decisions in tests never depend on a peak measured while the
 machine was busy, and are the same on every host and every run.
+
+`ZIGGURAT_VERIFY=1`: every compile in the tests verifies the lowered IR too (compiler.py `_lower`),
+which a user's compile does only where translating it fails.
 """
 
 from __future__ import annotations
@@ -47,6 +50,8 @@ def pytest_configure(config) -> None:
         _SAVED[key] = os.environ.get(key)
         path.mkdir(parents=True, exist_ok=True)
         os.environ[key] = str(path)
+    _SAVED.setdefault("ZIGGURAT_VERIFY", os.environ.get("ZIGGURAT_VERIFY"))
+    os.environ["ZIGGURAT_VERIFY"] = "1"
     hypothesis_configuration.set_hypothesis_home_dir(_ENV["HYPOTHESIS_STORAGE_DIRECTORY"])
 
 
@@ -77,3 +82,20 @@ def isolated_caches() -> Path:
         path.write_text(fixed)
     assert cost_oracle.machine_peaks() == cost_oracle.Peaks(PEAK_GFLOPS, BANDWIDTH_GBS)
     return root
+
+
+@pytest.fixture(scope="module", autouse=True)
+def plugins_of_this_module_only():
+    """Plugin passes and dialects a test module registers (plugins.load_plugin) are unregistered
+    after it: they enter the compile cache's key (cache_key.py), so a plugin left loaded made a
+    later module's compiles miss entries that child processes without it had written."""
+    from ziggurat import plugins, registry
+
+    passes, dialects, loaded = dict(registry._PASSES), dict(registry._DIALECTS), dict(plugins._LOADED)
+    yield
+    plugins._LOADED.clear()
+    plugins._LOADED.update(loaded)
+    registry._PASSES.clear()
+    registry._PASSES.update(passes)
+    registry._DIALECTS.clear()
+    registry._DIALECTS.update(dialects)

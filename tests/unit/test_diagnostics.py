@@ -162,7 +162,7 @@ def test_compile_verifies_at_stage_ends_and_names_the_passes_since_the_last_chec
     from xdsl.dialects import builtin
     from xdsl.passes import ModulePass
 
-    from ziggurat.compiler import run_passes
+    from ziggurat.compiler import run_passes, verify_lowered
     from ziggurat.dialects import graph
     from ziggurat.errors import CompileError
     from ziggurat.registry import parse_pipeline
@@ -192,3 +192,9 @@ def test_compile_verifies_at_stage_ends_and_names_the_passes_since_the_last_chec
         run_passes(Parser(make_context(), text).parse_module(), passes, verify="stages")
     with pytest.raises(CompileError, match=r"the IR is invalid after pass 'break-shapes'"):
         run_passes(Parser(make_context(), text).parse_module(), passes, verify=True)
+    # deferred: nothing checked after the last stage; the caller verifies where translation fails
+    module = Parser(make_context(), text).parse_module()
+    unverified = run_passes(module, passes, verify="deferred")
+    assert unverified == ["cse", "break-shapes", "dce"]
+    with pytest.raises(CompileError, match=r"invalid after one of the passes 'cse', 'break-shapes', 'dce'"):
+        verify_lowered(module, unverified)
