@@ -28,7 +28,7 @@ from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import VerifyException
 
 from ziggurat import cache as disk_cache
-from ziggurat.errors import CompileError, ZigguratError
+from ziggurat.errors import CompileError, DynamicAxesError, InputError, ZigguratError
 from ziggurat.lowering import pipelines
 from ziggurat.registry import make_context, parse_pipeline
 from ziggurat.target import Target
@@ -186,6 +186,8 @@ def compile(  # noqa: A001 - the public name, as in TVM's relay.build / torch.co
     cast_inputs: bool = False,
     memory_limit: int | str | None = None,
     check_indices: bool = True,
+    shapes: dict[str, Any] | None = None,
+    on_new_shape: str = "compile",
 ):
     """Compiles an ONNX model (path, bytes or ModelProto) for `target`.
 
@@ -214,7 +216,11 @@ def compile(  # noqa: A001 - the public name, as in TVM's relay.build / torch.co
     `check_indices=False` leaves out the run-time bounds checks of
     data-dependent indices (an index out of range then reads the nearest
     element instead of raising `InputError`; frontends/onnx/index_checks.py).
-    Returns a `ziggurat.runtime.executor.CompiledModel`.
+    Returns a `ziggurat.runtime.executor.CompiledModel`; for a model whose
+    inputs have dynamic axes, a `ziggurat.runtime.dynamic.DynamicModel`, which
+    compiles one variant per binding of the axes' symbols: those of `shapes`
+    (symbol -> value or list of values) now, others at the first call that
+    brings them (`on_new_shape="compile"`) or never (`"error"`).
     """
     from ziggurat.backends.llvm.translate import LLVMOptions
     from ziggurat.runtime.executor import CompiledModel
@@ -251,7 +257,18 @@ def compile(  # noqa: A001 - the public name, as in TVM's relay.build / torch.co
         stats.cache_hit, stats.cache = True, "disk"
     else:
         with _fewer_collections():
-            work, inputs, outputs = _import_model(model, bind, memory_limit, check_indices, stats)
+            try:
+                work, inputs, outputs = _import_model(model, bind, memory_limit, check_indices, stats)
+            except DynamicAxesError:
+                if not tgt.is_native:
+                    raise
+                return _dynamic(model, bind, memory_limit, shapes, on_new_shape, dict(
+                    target=target, opt_level=opt_level, pipeline=pipeline, after_pass=after_pass,
+                    tuning_db=tuning_db, profile=profile, cache=cache, cast_inputs=cast_inputs,
+                    memory_limit=memory_limit, check_indices=check_indices))
+            if shapes:
+                raise InputError(f"shapes= gives values for {', '.join(map(repr, shapes))}, but the model's "
+                                 f"inputs have no dynamic axes ({', '.join(s.name + str(list(s.shape)) for s in inputs)})")
             model = None
             built = _build(work, spec, options, stats, after_pass)
     if disk is not None and hit is None and (found is None or not disk.path(key).exists()):  # type: ignore[arg-type]
@@ -310,6 +327,20 @@ def _import_model(model: Any, bind: dict[str, Any] | None, memory_limit: int | s
     # store in place, and `_build` frees what the native code no longer needs (a caller's
     # ImportedModel is copied instead and stays as it was).
     return _Work.of(imported, owned), inputs, outputs
+
+
+def _dynamic(model: Any, bind: dict[str, Any] | None, memory_limit: int | str | None, shapes: Any,
+             on_new_shape: str, options: dict[str, Any]):
+    """The `DynamicModel` of a model with dynamic axes: each variant is `compile` of the static
+    model at one shape, with the caller's options."""
+    from ziggurat.frontends.onnx.loader import load_model
+    from ziggurat.frontends.onnx.specialize import bind_inputs
+    from ziggurat.runtime.dynamic import DynamicModel
+
+    proto = load_model(model, memory_limit)[0]
+    if bind:
+        proto = bind_inputs(proto, bind)
+    return DynamicModel(proto, lambda data: compile(data, **options), shapes, on_new_shape)
 
 
 def check_arena(arena_size: int, memory_limit: int | str | None) -> None:

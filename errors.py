@@ -35,6 +35,11 @@ class ShapeError(ZigguratError):
     """A shape that is unknown, dynamic where a static one is needed, or inconsistent."""
 
 
+class DynamicAxesError(ShapeError):
+    """A graph input with dynamic axes where only static shapes are handled: `ziggurat.compile`
+    catches it and compiles a `runtime.dynamic.DynamicModel` instead."""
+
+
 class ModelLoadError(ZigguratError):
     """A model file that cannot be read: missing, malformed, or unsafe."""
 

@@ -42,6 +42,30 @@ def _add_compile_options(p: argparse.ArgumentParser) -> None:
                    help="load a plugin (module name or .py path) whose dialects and passes -p may use; repeatable (docs/tutorial.md)")
     p.add_argument("--weights", metavar="NPZ", help="weights of a .mlir model (default: the file its graph.weights_file "
                                                     "names, relative to the .mlir file's folder)")
+    _add_shapes_option(p)
+
+
+def _add_shapes_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--shapes", metavar="SYM=N,...", default=None,
+                   help="for a model with dynamic axes: fix every symbol (dim_param) to a value, e.g. "
+                        "batch=1,sequence=128, and work on that static model (run takes any shape without it)")
+
+
+def _fix_shapes(args: argparse.Namespace) -> None:
+    """With --shapes, `args.model` becomes the static model of that binding (a temporary file)."""
+    import atexit
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from ziggurat.frontends.onnx.symbols import fix_shapes, parse_shapes
+
+    data = fix_shapes(args.model, parse_shapes(args.shapes))
+    folder = tempfile.mkdtemp(prefix="ziggurat-shapes-")
+    atexit.register(shutil.rmtree, folder, True)
+    fixed = Path(folder) / f"{Path(args.model).stem}.{args.shapes.replace('=', '').replace(',', '.')}.onnx"
+    fixed.write_bytes(data)
+    args.model = str(fixed)
 
 
 def _compile(args: argparse.Namespace, pipeline: str | None = None, after_pass=None):
@@ -143,6 +167,9 @@ def cmd_compile(args: argparse.Namespace) -> int:
     if args.explain_fusion:
         print(annotate_costs.format_fusion_table(decisions) if fused else
               f"fusion: the O{args.opt_level} graph pipeline has no fuse-ops; nothing to explain (use -O2 or -O3)")
+    if "stats" not in model.info:  # a DynamicModel: nothing compiled until a shape is known
+        raise ZigguratError(f"{args.model} has dynamic axes ({', '.join(model.symbols)}); give --shapes "
+                            f"{','.join(s + '=N' for s in model.symbols)} to compile one shape")
     stats = model.info["stats"]
     times = ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in stats.seconds.items())
     print(f"compiled {args.model}: {stats.kernels} kernels ({stats.kernel_calls} calls), {model.info['num_threads']} thread(s); {times}; total {stats.total:.2f} s", file=sys.stderr)
@@ -340,6 +367,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--weights", help="also save the weights as an .npz file")
     p.add_argument("--print-debuginfo", action="store_true",
                    help="print each op's location: loc(\"<ONNX node name>\") (ziggurat-opt reads them back)")
+    _add_shapes_option(p)
     p.set_defaults(func=cmd_import)
 
     p = sub.add_parser("compile", help="compile a model (.onnx, or .mlir text IR of any level); print the IR after passes and the compile times")
@@ -392,6 +420,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "model run: the calls rotate over copies of the arguments totalling twice the cores' L2 (below "
                         "L3, so unlike TVM's clflush they still come from L3); for memory-bound kernels such as "
                         "batch-1 matrix-vector products. Keep one setting per --db")
+    _add_shapes_option(p)
     p.add_argument("--report", action="store_true",
                    help="then print the cost model's ranking quality on held-out records (autotune/report.py)")
     p.set_defaults(func=cmd_tune)
@@ -440,6 +469,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         for spec in getattr(args, "load_plugin", []):
             plugins.load_plugin(spec)
+        if getattr(args, "shapes", None):
+            _fix_shapes(args)
         return args.func(args)
     except KeyboardInterrupt:
         return 130

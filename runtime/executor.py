@@ -24,7 +24,7 @@ import numpy as np
 from ziggurat.errors import InputError
 from ziggurat.signature import IndexCheck, TensorSpec
 
-__all__ = ["CompiledModel", "IndexCheck", "ModelSignature", "TensorSpec", "aligned", "aligned_copy", "aligned_empty", "data_address",
+__all__ = ["CompiledModel", "IndexCheck", "ModelSignature", "TensorSpec", "aligned", "aligned_copy", "aligned_empty", "data_address", "weight_key",
            "is_aligned"]
 
 ALIGN = 64
@@ -39,6 +39,13 @@ def data_address(array: np.ndarray) -> int:
         return ctypes.addressof(_BYTE.from_buffer(array))
     except (TypeError, ValueError, BufferError):
         return array.ctypes.data
+
+
+def weight_key(array: np.ndarray) -> tuple:
+    """What makes two constant buffers interchangeable: shape, dtype and bytes (digested)."""
+    import hashlib
+
+    return (array.shape, array.dtype.str, hashlib.blake2b(np.ascontiguousarray(array).data, digest_size=16).digest())
 
 
 def aligned_empty(nbytes: int) -> np.ndarray:
@@ -176,6 +183,14 @@ class CompiledModel(ModelSignature):
     def constants(self) -> list[np.ndarray]:
         """The constant buffers (weights) the entry function reads, in argument order."""
         return list(self._constants)
+
+    def share_constants(self, pool: dict[tuple, np.ndarray]) -> None:
+        """Takes from `pool` the constant buffers equal to its own (`weight_key`) and adds the
+        others to it: the variants of one dynamic model (runtime/dynamic.py) keep one copy of
+        the weights they hold alike. Call it before the model runs."""
+        for i, c in enumerate(self._constants):
+            self._constants[i] = pool.setdefault(weight_key(c), c)
+        self._idle = [self._new_call()]
 
     def _gather(self, args: tuple, kwargs: dict) -> list[Any]:
         by_name = bool(kwargs)

@@ -42,7 +42,7 @@ from xdsl.ir import Attribute, Block, BlockArgument, Region, SSAValue
 from xdsl.rewriter import InsertPoint
 
 from ziggurat.dialects import graph as graph_dialect
-from ziggurat.errors import ModelLoadError, ShapeError, UnsupportedOpError
+from ziggurat.errors import DynamicAxesError, ModelLoadError, ShapeError, UnsupportedOpError
 import ziggurat.dtypes as dtypes
 from ziggurat.frontends.onnx.context import (
     ConversionContext,
@@ -380,9 +380,10 @@ def _input_shape(info: onnx.ValueInfoProto) -> Shape:
     if shape is None:
         dims = info.type.tensor_type.shape.dim
         shown = [d.dim_param or "?" if d.WhichOneof("value") != "dim_value" else d.dim_value for d in dims]
-        raise ShapeError(
-            f"input '{info.name}' has a dynamic or unknown shape {shown}; ziggurat needs static shapes. "
-            "Export the model with static shapes (no dynamic axes) or fix them with "
+        raise DynamicAxesError(
+            f"input '{info.name}' has a dynamic or unknown shape {shown}; importing needs static shapes. "
+            "ziggurat.compile compiles such a model per shape (runtime/dynamic.py); to import it, or to "
+            "cross-compile it, export the model with static shapes (no dynamic axes) or fix them with "
             "onnx.tools.update_model_dims.update_inputs_outputs_dims."
         )
     return shape

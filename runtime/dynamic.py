@@ -1,0 +1,182 @@
+"""Models with dynamic axes: one compiled variant per shape, picked at call time.
+
+`ziggurat.compile` of a model whose inputs have dynamic axes (`dim_param`
+`batch`, `sequence`, or unknown dims) returns a `DynamicModel`. Each dynamic
+axis is a symbol (frontends/onnx/symbols.py); a call binds the symbols from
+its arrays' shapes, checks them (a static axis of another extent, or one
+symbol with two values, is an `InputError` naming the input, the axis and the
+symbol) and runs the variant compiled for that binding:
+
+* `shapes={"batch": [1, 8], "sequence": [64, 128, 512]}` compiles the
+  variants of every combination up front (a bucket list per symbol; every
+  symbol must be given);
+* a call with a binding not compiled yet compiles it then
+  (`on_new_shape="compile"`, the default; such variants are kept up to
+  `CACHE_SIZE`, least recently used out, the up-front ones always) or is
+  refused (`on_new_shape="error"`), naming the shapes compiled.
+
+Every variant is a static compile of the model at that shape (the same
+kernels, arena and speed as compiling the fixed-shape model, and the disk
+cache holds each), so what a variant costs is its compile time. Weights
+that several variants hold alike (the same bytes after the graph passes) are
+kept once. What this is not yet: kernels generic in a symbol, so that one
+compile covers every shape (issue 22).
+
+    m = ziggurat.compile("distilbert_dynamic/model.onnx", shapes={"batch": [1], "sequence": [128]})
+    m(input_ids=ids, attention_mask=mask)        # (1, 128): compiled above; (4, 37): compiled now
+    m.variants                                   # {(1, 128): CompiledModel, (4, 37): CompiledModel}
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+
+from ziggurat.errors import CompileError, InputError, ZigguratError
+from ziggurat.frontends.onnx.symbols import SymbolicInput, bind_symbols, static_model, symbolic_inputs, symbols_of
+
+CACHE_SIZE = 16
+ON_NEW_SHAPE = ("compile", "error")
+
+
+class DynamicModel:
+    """A model with dynamic axes, run through one static compile per binding of its symbols.
+
+    `compile_static(model_bytes)` compiles one static model (`ziggurat.compile` with the
+    caller's options). Calls take the inputs as a `CompiledModel` does (positionally, by name,
+    or one mapping) and return its list of outputs."""
+
+    def __init__(self, model: onnx.ModelProto, compile_static: Callable[[bytes], Any],
+                 shapes: Mapping[str, int | Sequence[int]] | None = None, on_new_shape: str = "compile"):
+        if on_new_shape not in ON_NEW_SHAPE:
+            raise InputError(f"on_new_shape must be one of {', '.join(ON_NEW_SHAPE)}, got '{on_new_shape}'")
+        self.model = model
+        self.inputs: list[SymbolicInput] = symbolic_inputs(model)
+        self.symbols = symbols_of(self.inputs)
+        self.output_names = [o.name for o in model.graph.output]
+        self.on_new_shape = on_new_shape
+        self._compile_static = compile_static
+        self._variants: OrderedDict[tuple[int, ...], Any] = OrderedDict()
+        self._pinned: set[tuple[int, ...]] = set()
+        self._weights: dict[tuple, np.ndarray] = {}  # (shape, dtype, digest) -> the one array kept
+        self._lock = threading.Lock()
+        self.compiles = 0
+        for binding in buckets(self.symbols, shapes):
+            self._pinned.add(self._key(binding))
+            self.variant(binding)
+
+    @property
+    def input_names(self) -> list[str]:
+        return [i.name for i in self.inputs]
+
+    @property
+    def variants(self) -> dict[tuple[int, ...], Any]:
+        """The compiled variants by the values of `symbols`, in that order."""
+        return dict(self._variants)
+
+    @property
+    def info(self) -> dict[str, Any]:
+        return {"symbols": list(self.symbols), "inputs": {i.name: list(i.dims) for i in self.inputs},
+                "variants": [dict(zip(self.symbols, k)) for k in self._variants], "compiles": self.compiles}
+
+    def _key(self, binding: Mapping[str, int]) -> tuple[int, ...]:
+        return tuple(int(binding[s]) for s in self.symbols)
+
+    def _shown(self, key: Sequence[int]) -> str:
+        return ", ".join(f"{s}={v}" for s, v in zip(self.symbols, key))
+
+    def bind(self, shapes: Mapping[str, Sequence[int]]) -> dict[str, int]:
+        """The symbols' values for inputs of these shapes (by input name), checked."""
+        return bind_symbols(self.inputs, shapes)
+
+    def variant(self, binding: Mapping[str, int]) -> Any:
+        """The `CompiledModel` for this binding of every symbol, compiled now if it is new
+        (and `on_new_shape` allows it)."""
+        missing = [s for s in self.symbols if s not in binding]
+        if missing:
+            raise InputError(f"no value for symbol(s) {', '.join(map(repr, missing))}; "
+                             f"the model's symbols are {', '.join(map(repr, self.symbols))}")
+        key = self._key(binding)
+        with self._lock:
+            found = self._variants.get(key)
+            if found is not None:
+                self._variants.move_to_end(key)
+                return found
+            if self.on_new_shape == "error" and key not in self._pinned:
+                compiled = "; ".join(self._shown(k) for k in self._variants) or "none"
+                raise InputError(f"no variant compiled for {self._shown(key)} (compiled: {compiled}); add it to "
+                                 "shapes= or compile with on_new_shape='compile'")
+            compiled = self._compile(key)
+            self._variants[key] = compiled
+            while len(self._variants) > len(self._pinned) + CACHE_SIZE:
+                old = next(k for k in self._variants if k not in self._pinned)
+                del self._variants[old]
+            return compiled
+
+    def _compile(self, key: tuple[int, ...]) -> Any:
+        binding = dict(zip(self.symbols, key))
+        try:
+            compiled = self._compile_static(static_model(self.model, self.inputs, binding))
+        except ZigguratError as err:  # the shape the error belongs to, on its first line
+            err.args = (f"at {self._shown(key)}: {err.args[0] if err.args else err}", *err.args[1:])
+            raise
+        self.compiles += 1
+        share = getattr(compiled, "share_constants", None)
+        if share is not None:
+            share(self._weights)
+        return compiled
+
+    def _gather(self, args: tuple, kwargs: dict) -> list[Any]:
+        if len(args) == 1 and isinstance(args[0], Mapping) and not kwargs:
+            args, kwargs = (), dict(args[0])
+        if args and kwargs:
+            raise InputError("pass inputs either positionally or by name, not both")
+        names = self.input_names
+        if kwargs:
+            unknown = sorted(set(kwargs) - set(names))
+            missing = [n for n in names if n not in kwargs]
+            if unknown or missing:
+                raise InputError(f"unknown input(s) {unknown} / missing input(s) {missing}; the model's inputs "
+                                 f"are {names}")
+            return [kwargs[n] for n in names]
+        if len(args) != len(names):
+            raise InputError(f"the model takes {len(names)} input(s) {names}, got {len(args)}")
+        return list(args)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> list[np.ndarray]:
+        values = self._gather(args, kwargs)
+        binding = self.bind({i.name: np.shape(v) for i, v in zip(self.inputs, values)})
+        return self.variant(binding)(*values)
+
+    def export(self, path: Any) -> Any:
+        raise CompileError("a model with dynamic axes exports one shape at a time: "
+                           "m.variant({'batch': 1, ...}).export(path)")
+
+
+def buckets(symbols: Sequence[str], shapes: Mapping[str, int | Sequence[int]] | None) -> list[dict[str, int]]:
+    """Every binding of `shapes` (symbol -> a value or a list of values): their product."""
+    if not shapes:
+        return []
+    unknown = sorted(set(shapes) - set(symbols))
+    if unknown:
+        raise InputError(f"shapes= names {', '.join(map(repr, unknown))}, not a symbol of the model; "
+                         f"its symbols are {', '.join(map(repr, symbols)) or 'none (its shapes are static)'}")
+    missing = [s for s in symbols if s not in shapes]
+    if missing:
+        raise InputError(f"shapes= gives no value for {', '.join(map(repr, missing))}; give a value or a list "
+                         f"for every symbol ({', '.join(map(repr, symbols))})")
+    lists = []
+    for s in symbols:
+        v = shapes[s]
+        values = [v] if isinstance(v, int | np.integer) else list(v)
+        if not values or any(not isinstance(n, int | np.integer) or n < 1 for n in values):
+            raise InputError(f"shapes= '{s}' must be a positive int or a list of them, got {v!r}")
+        lists.append([int(n) for n in values])
+    return [dict(zip(symbols, combo)) for combo in itertools.product(*lists)]
+

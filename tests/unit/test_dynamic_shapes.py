@@ -1,0 +1,168 @@
+"""Models with dynamic axes (runtime/dynamic.py, frontends/onnx/symbols.py): one compile call,
+a variant per shape, checked against onnxruntime; the symbols' checks and their errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from onnx import TensorProto, helper, numpy_helper
+
+import ziggurat
+from ziggurat.errors import InputError, ShapeError
+from ziggurat.frontends.onnx.symbols import bind_symbols, symbolic_inputs
+from ziggurat.runtime.dynamic import DynamicModel
+
+H = 8
+
+
+def encoder_like(batch="batch", seq="sequence") -> onnx.ModelProto:
+    """x, m: [batch, sequence, 8] -> softmax(reshape((x + m) @ W)) as an exporter writes it: the
+    reshape's target computed from Shape at run time, and a mean over the sequence axis."""
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.standard_normal((H, H)).astype(np.float32), "w")
+    tail = numpy_helper.from_array(np.array([2, H // 2], np.int64), "tail")
+    nodes = [
+        helper.make_node("Add", ["x", "m"], ["s"]),
+        helper.make_node("MatMul", ["s", "w"], ["h"]),
+        helper.make_node("Shape", ["x"], ["shape"], end=2),
+        helper.make_node("Concat", ["shape", "tail"], ["target"], axis=0),
+        helper.make_node("Reshape", ["h", "target"], ["r"]),
+        helper.make_node("Softmax", ["r"], ["p"], axis=-1),
+        helper.make_node("ReduceMean", ["p"], ["y"], axes=[1], keepdims=0),
+    ]
+    dims = [batch, seq, H]
+    g = helper.make_graph(nodes, "enc", [helper.make_tensor_value_info("x", TensorProto.FLOAT, dims),
+                                         helper.make_tensor_value_info("m", TensorProto.FLOAT, dims)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 2, H // 2])], [w, tail])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def feeds(b: int, s: int, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {n: rng.standard_normal((b, s, H)).astype(np.float32) for n in ("x", "m")}
+
+
+@pytest.fixture(scope="module")
+def model() -> onnx.ModelProto:
+    return encoder_like()
+
+
+@pytest.fixture(scope="module")
+def reference(model):
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return lambda f: session.run(None, f)[0]
+
+
+@pytest.fixture(scope="module")
+def compiled(model) -> DynamicModel:
+    return ziggurat.compile(model, shapes={"batch": [1, 2], "sequence": 5})
+
+
+def test_symbols_are_read_from_dim_params_and_unnamed_axes():
+    m = encoder_like(batch="", seq="sequence")  # no name: a symbol of its own per input
+    inputs = symbolic_inputs(m)
+    assert [i.dims for i in inputs] == [("x:0", "sequence", H), ("m:0", "sequence", H)]
+    assert bind_symbols(inputs, {"x": (3, 4, H), "m": (2, 4, H)}) == {"x:0": 3, "sequence": 4, "m:0": 2}
+
+
+def test_up_front_buckets_are_compiled_and_calls_at_them_compile_nothing(compiled, reference):
+    assert isinstance(compiled, DynamicModel) and compiled.symbols == ["batch", "sequence"]
+    assert sorted(compiled.variants) == [(1, 5), (2, 5)] and compiled.compiles == 2
+    for b in (1, 2):
+        f = feeds(b, 5, seed=b)
+        np.testing.assert_allclose(compiled(**f)[0], reference(f), rtol=1e-5, atol=1e-6)
+    assert compiled.compiles == 2
+
+
+def test_a_new_shape_compiles_a_variant_that_shares_the_weights(model, reference):
+    m = ziggurat.compile(model)
+    for b, s in [(1, 3), (4, 7), (1, 3)]:
+        f = feeds(b, s)
+        np.testing.assert_allclose(m(f["x"], f["m"])[0], reference(f), rtol=1e-5, atol=1e-6)
+    assert m.compiles == 2 and sorted(m.variants) == [(1, 3), (4, 7)]
+    a, b = (v.constants for v in m.variants.values())
+    same = [x for x in a for y in b if x is y]
+    assert same and any(x.shape == (H, H) or x.size == H * H for x in same)  # W kept once
+
+
+@pytest.fixture(scope="module")
+def on_demand(model) -> DynamicModel:
+    return ziggurat.compile(model)
+
+
+@settings(max_examples=8, deadline=None)
+@given(b=st.integers(1, 512), s=st.integers(1, 512))
+def test_random_batch_and_sequence_lengths_match_onnxruntime(b, s, on_demand, reference):
+    b = min(b, max(1, 65536 // s))  # at most 64 Ki rows
+    f = feeds(b, s, seed=b * 1000 + s)
+    np.testing.assert_allclose(on_demand(**f)[0], reference(f), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("shapes, message", [
+    ({"x": (1, 5, 4), "m": (1, 5, 4)}, r"input 'x' axis 2 must be 8 \(shape \[batch, sequence, 8\]\), got 4"),
+    ({"x": (1, 5, H), "m": (1, 6, H)}, r"input 'm' axis 1 is 'sequence' = 6, but input 'x' axis 1 made 'sequence' = 5"),
+    ({"x": (5, H), "m": (1, 5, H)}, r"input 'x' must have rank 3"),
+])
+def test_a_call_against_the_symbols_is_one_clear_error(compiled, shapes, message):
+    with pytest.raises(InputError, match=message):
+        compiled(**{n: np.zeros(s, np.float32) for n, s in shapes.items()})
+
+
+def test_on_new_shape_error_names_the_compiled_shapes(model):
+    m = ziggurat.compile(model, shapes={"batch": 1, "sequence": [2, 3]}, on_new_shape="error")
+    assert m(**feeds(1, 3))[0].shape == (1, 2, H // 2)
+    with pytest.raises(InputError, match=r"no variant compiled for batch=2, sequence=3 \(compiled: batch=1, "
+                                         r"sequence=2; batch=1, sequence=3\)"):
+        m(**feeds(2, 3))
+
+
+@pytest.mark.parametrize("shapes, message", [
+    ({"batch": 1, "seq": 2}, r"shapes= names 'seq', not a symbol of the model; its symbols are 'batch', 'sequence'"),
+    ({"batch": 1}, r"shapes= gives no value for 'sequence'"),
+    ({"batch": 0, "sequence": 1}, r"'batch' must be a positive int"),
+])
+def test_bad_shapes_argument_is_one_clear_error(model, shapes, message):
+    with pytest.raises(InputError, match=message):
+        ziggurat.compile(model, shapes=shapes)
+
+
+def test_shapes_on_a_static_model_is_refused():
+    static = encoder_like(batch=1, seq=4)
+    with pytest.raises(InputError, match=r"no dynamic axes \(x\[1, 4, 8\]"):
+        ziggurat.compile(static, shapes={"batch": 1})
+
+
+def test_a_shape_the_model_cannot_take_names_the_binding():
+    """Reshape to [batch, -1, 3] needs sequence * 8 divisible by 3: the error says at which shape."""
+    g = helper.make_graph([helper.make_node("Reshape", ["x", "t"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "sequence", H])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "rows", 3])],
+                          [numpy_helper.from_array(np.array([0, -1, 3], np.int64), "t")])
+    m = ziggurat.compile(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
+    assert m(np.ones((2, 3, H), np.float32))[0].shape == (2, 8, 3)
+    with pytest.raises(ShapeError, match=r"^at batch=1, sequence=1: .*Reshape"):
+        m(np.ones((1, 1, H), np.float32))
+
+
+def test_cli_runs_any_shape_and_compiles_one_with_shapes(model, reference, tmp_path, capsys):
+    from ziggurat.cli.main import main
+
+    path = tmp_path / "enc.onnx"
+    onnx.save(model, str(path))
+    f = feeds(3, 6)
+    np.savez(tmp_path / "in.npz", **f)
+    np.savez(tmp_path / "out.npz", y=reference(f))
+    assert main(["run", str(path), "--inputs", str(tmp_path / "in.npz"), "--check", str(tmp_path / "out.npz")]) == 0
+    assert capsys.readouterr().out.strip().endswith("PASS")
+    assert main(["compile", str(path), "--shapes", "batch=2,sequence=4"]) == 0
+    assert "kernels" in capsys.readouterr().err
+    assert main(["compile", str(path)]) == 1
+    assert "has dynamic axes (batch, sequence); give --shapes batch=N,sequence=N" in capsys.readouterr().err
+    assert main(["compile", str(path), "--shapes", "batch=2,seq=4"]) == 1
+    assert "name 'seq' and leave out 'sequence'" in capsys.readouterr().err
+    assert main(["compile", str(path), "--shapes", "batch=two"]) == 1
+    assert "write SYMBOL=N pairs" in capsys.readouterr().err
