@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, StringAttr, VectorType, i1, i64
+from xdsl.dialects.builtin import AnyFloat, IndexType, IntegerAttr, IntegerType, MemRefType, StringAttr, VectorType, i1, i64
 from xdsl.ir import Attribute, Dialect, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
@@ -426,7 +426,46 @@ class VCmpfOp(IRDLOperation):
                  f"result must be a vector of i1 with as many lanes as the operands, got {r}")
 
 
+CONVERSIONS = ("fptoui", "fptosi", "uitofp", "sitofp")
+"""hw.vconvert's kinds: arith's integer <-> float conversions."""
+
+
+@irdl_op_definition
+class VConvertOp(IRDLOperation):
+    """Per-lane conversion between float and integer lanes, as many lanes in as out (the vector
+    form of `arith.fptoui`/`fptosi`/`uitofp`/`sitofp`, which xDSL defines on scalars only). As
+    for those, a float lane out of the integer range is poison: the te builder clamps first.
+
+    ```mlir
+    %q = hw.vconvert "fptoui" %x : vector<16xf32> -> vector<16xi8>
+    ```
+    """
+
+    name = "hw.vconvert"
+    kind = prop_def(StringAttr)
+    input = operand_def(VectorType)
+    result = result_def(VectorType)
+    traits = traits_def(Pure())
+    assembly_format = "$kind $input attr-dict `:` type($input) `->` type($result)"
+
+    def __init__(self, kind: str, x: SSAValue, result_type: VectorType):
+        super().__init__(operands=[x], properties={"kind": StringAttr(kind)}, result_types=[result_type])
+
+    def verify_(self) -> None:
+        kind = self.kind.data
+        _require(kind in CONVERSIONS, self, f"kind must be one of {CONVERSIONS}, got '{kind}'")
+        src, dst = self.input.type, self.result.type
+        _require(src.get_shape() == dst.get_shape(), self,  # type: ignore[attr-defined]
+                 f"operand and result must have as many lanes, got {src} and {dst}")
+        to_int = kind.startswith("fpto")
+        a, b = (src.element_type, dst.element_type) if to_int else (dst.element_type, src.element_type)  # type: ignore[attr-defined]
+        _require(isinstance(a, AnyFloat) and isinstance(b, IntegerType), self,
+                 f"'{kind}' converts {'float to integer' if to_int else 'integer to float'} lanes, got {src} -> {dst}")
+        _check_register(self, src)
+        _check_register(self, dst)
+
+
 HW_OPS = [VLoadOp, VStoreOp, VBroadcastOp, VFmaOp, VReduceOp, VLaneCmpOp, VMaskLoadOp, VMaskStoreOp, VSelectOp, VGatherOp,
-          VCmpfOp]
+          VCmpfOp, VConvertOp]
 
 HW = Dialect("hw", HW_OPS, [])

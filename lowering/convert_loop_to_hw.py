@@ -21,8 +21,13 @@ LANEWISE = (
     arith.AddfOp, arith.SubfOp, arith.MulfOp, arith.DivfOp, arith.NegfOp,
     arith.MaximumfOp, arith.MinimumfOp, arith.SelectOp, arith.CmpfOp,
     math.ExpOp, math.TanhOp, math.SqrtOp, math.ErfOp, math.AbsFOp, math.LogOp,
+    math.RoundEvenOp, math.TruncOp, math.FloorOp, math.CeilOp,
     arith.AndIOp, arith.OrIOp,
+    # conversions: lanes keep their count and change their type (the quantize/dequantize
+    # epilogues of int8 models: f32 -> u8 -> f32)
+    arith.ExtFOp, arith.TruncFOp, arith.FPToUIOp, arith.FPToSIOp, arith.UIToFPOp, arith.SIToFPOp,
 )
+_CONVERSIONS = {arith.FPToUIOp: "fptoui", arith.FPToSIOp: "fptosi", arith.UIToFPOp: "uitofp", arith.SIToFPOp: "sitofp"}
 # Reductions that can run in vector lanes and be combined at the end.
 SWAPPED = {"slt": "sgt", "sle": "sge", "sgt": "slt", "sge": "sle", "eq": "eq", "ne": "ne"}
 REDUCTIONS = {arith.AddfOp: "add", arith.MulfOp: "mul", arith.MaximumfOp: "max", arith.MinimumfOp: "min"}
@@ -74,6 +79,7 @@ class _Vectorizer:
                 if isinstance(op, (loop.LoadOp, loop.StoreOp))}
         if not (elts <= {builtin.f32} or elts <= {builtin.f64}):
             raise NotVectorizable(f"element types {', '.join(sorted(map(str, elts)))} are not vectorized")
+        self.lane_bits = 64 if elts == {builtin.f64} else 32
         if elts == {builtin.f64}:
             self.width = max(1, self.width // 2)
         if ub - lb < self.width and self.innermost:
@@ -138,6 +144,8 @@ class _Vectorizer:
         if any(v in self.varying for v in op.operands):
             if not isinstance(op, LANEWISE):
                 raise NotVectorizable(f"'{op.name}' has no vector form here")
+            if any(_bits(r.type) > self.lane_bits for r in op.results):
+                raise NotVectorizable(f"'{op.name}' makes lanes wider than the loop's {self.lane_bits}-bit elements")
             self.varying.update(op.results)
 
     def _lane_compare(self, op: arith.CmpiOp) -> bool:
@@ -360,12 +368,17 @@ class _Vectorizer:
             predicate = hw.FLOAT_PREDICATES[op.predicate.value.data]
             mapping[op.result] = b.insert(hw.VCmpfOp(predicate, a, c)).result
             return
+        if type(op) in _CONVERSIONS:  # xDSL's int <-> float casts are scalar only: hw.vconvert
+            lanes = VectorType(op.results[0].type, [self.width])
+            mapping[op.results[0]] = b.insert(hw.VConvertOp(_CONVERSIONS[type(op)], self._vec(op.operands[0], b, mapping, vt),
+                                                            lanes)).result
+            return
         operands = []
         for i, v in enumerate(op.operands):
             keep_scalar = isinstance(op, arith.SelectOp) and i == 0 and v not in self.varying
             operands.append(mapping.get(v, v) if keep_scalar else self._vec(v, b, mapping, vt))
         boolean = isinstance(op, arith.CmpfOp) or op.results[0].type == builtin.i1
-        lanes = VectorType(builtin.i1, [self.width]) if boolean else vt
+        lanes = VectorType(builtin.i1 if boolean else op.results[0].type, [self.width])
         new = op.create(
             operands=operands,
             result_types=[lanes],
@@ -389,6 +402,13 @@ class _Vectorizer:
             mapping[add.result] = fma.result
             return True
         return False
+
+
+def _bits(t) -> int:
+    """Bits of a scalar lane type (1 for i1; 0 for index and others that are not lanes)."""
+    if isinstance(t, builtin.IntegerType):
+        return t.width.data
+    return getattr(t, "bitwidth", 0) if isinstance(t, builtin.AnyFloat) else 0
 
 
 def _ancestors(op: Operation):
@@ -417,7 +437,9 @@ class ConvertLoopToHwPass(ModulePass):
     `vector-width` (attribute `hw.vector_width`) whose body uses
     `hw.vload`/`hw.vstore` for accesses contiguous in the loop variable,
     `hw.vbroadcast` for loop-invariant values, lane-wise `arith`/`math` on
-    vectors and `hw.vfma` for a product feeding an add. A reduction into a
+    vectors and `hw.vfma` for a product feeding an add; float <-> integer
+    casts become `hw.vconvert` (lanes may narrow, f32 -> i8 -> f32 in an int8
+    model's quantize/dequantize, never widen past the loop's elements). A reduction into a
     loop-invariant element accumulates in a vector (`loop.alloc "local"`) and
     is combined with `hw.vreduce` after the loop. A scalar loop handles the
     remaining iterations.

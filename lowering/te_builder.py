@@ -290,6 +290,12 @@ class Expr:
         src = a.type
         width = to.width.data
         lo, hi = (0, (1 << width) - 1) if unsigned else (-(1 << (width - 1)), (1 << (width - 1)) - 1)
+        if width <= 16 and isinstance(src, Float32Type):  # bounds exact in f32: no f64 detour (vector lanes stay 32-bit)
+            t = self._add(math.TruncOp(a))
+            t = self._add(arith.MaximumfOp(t, self.const(float(lo), f32)))
+            t = self._add(arith.MinimumfOp(t, self.const(float(hi), f32)))
+            t = self.select(self.cmpf(a, a, "uno"), self.const(0.0, f32), t)
+            return self._add(arith.FPToUIOp(t, to) if unsigned else arith.FPToSIOp(t, to))
         wide = a if isinstance(src, Float64Type) else self._add(arith.ExtFOp(a, f64))
         t = self._add(math.TruncOp(wide))
         t = self._add(arith.MaximumfOp(t, self.const(float(lo), f64)))

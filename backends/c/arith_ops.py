@@ -300,8 +300,9 @@ def _resize(signed: bool):
     return h
 
 
-def _convert(unsigned_src: bool):
-    """sitofp, uitofp, fptosi, fptoui, extf, truncf: a C conversion (vectors: __builtin_convertvector)."""
+def convert(unsigned_src: bool, unsigned_dst: bool = False):
+    """sitofp, uitofp, fptosi, fptoui, extf, truncf (and hw.vconvert): a C conversion (vectors:
+    __builtin_convertvector, or lane by lane)."""
 
     def h(e: Emitter, op: Operation) -> None:
         res = op.results[0]
@@ -309,7 +310,7 @@ def _convert(unsigned_src: bool):
         dst = scalar_info(elem(res.type))
         if src[3] == "b" or dst[3] == "b":
             raise CompileError(f"c backend: {op.name} from {op.operands[0].type} to {res.type} is not supported")
-        uns = op.name == "arith.fptoui"
+        uns = unsigned_dst
 
         def scalar(a: list[str], t: str) -> str:
             x = f"({UNSIGNED[src[0]]}){a[0]}" if unsigned_src else a[0]
@@ -376,11 +377,11 @@ ARITH_HANDLERS = {
     "arith.extsi": _resize(True),
     "arith.extui": _resize(False),
     "arith.trunci": _resize(True),
-    "arith.sitofp": _convert(False),
-    "arith.uitofp": _convert(True),
-    "arith.fptosi": _convert(False),
-    "arith.fptoui": _convert(False),
-    "arith.extf": _convert(False),
-    "arith.truncf": _convert(False),
+    "arith.sitofp": convert(False),
+    "arith.uitofp": convert(True),
+    "arith.fptosi": convert(False),
+    "arith.fptoui": convert(False, True),
+    "arith.extf": convert(False),
+    "arith.truncf": convert(False),
     "arith.bitcast": _bitcast,
 }

@@ -7,6 +7,7 @@
     hw.vreduce               -> a pairwise tree over the lanes (LLVM's reassociating reduction)
     hw.vlanecmp              -> `iota <pred> splat(bound - base)` on i32 lanes
     hw.vselect, hw.vcmpf     -> arith_ops.py's select and cmpf
+    hw.vconvert              -> arith_ops.py's convert (the arith casts' handler)
     hw.vmaskload/store, vgather -> lane loops that never touch a masked-off lane
     math.exp/tanh/erf on f32 vectors -> the LLVM backend's polynomials (backends/llvm/fast_math.py),
                                 as C vector code; other math ops call libm (lane by lane on vectors)
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING
 from xdsl.dialects.builtin import VectorType
 from xdsl.ir import Operation
 
-from ziggurat.backends.c.arith_ops import cmpf, elem, elementwise, libm, sel_fn, select
+from ziggurat.backends.c.arith_ops import cmpf, convert, elem, elementwise, libm, sel_fn, select
 from ziggurat.backends.c.ctypes_map import scalar_info
 from ziggurat.backends.c.emit import tile_ref
 from ziggurat.backends.llvm.fast_math import ERF_P, ERF_Q, EXP_POLY, TANH_POLY
@@ -290,6 +291,8 @@ def _verf(e: Emitter, vt: str) -> str:
 _POLY = {"exp": _vexp, "tanh": _vtanh, "erf": _verf}
 
 
+_VCONVERT = {"fptoui": convert(False, True), "fptosi": convert(False), "uitofp": convert(True), "sitofp": convert(False)}
+
 HW_HANDLERS = {
     "hw.vload": _vload,
     "hw.vstore": _vstore,
@@ -299,6 +302,7 @@ HW_HANDLERS = {
     "hw.vlanecmp": _vlanecmp,
     "hw.vselect": _vselect,
     "hw.vcmpf": _vcmpf,
+    "hw.vconvert": lambda e, op: _VCONVERT[op.properties["kind"].data](e, op),  # type: ignore[attr-defined]
     "hw.vmaskload": lambda e, op: _masked(e, op, "load"),
     "hw.vmaskstore": lambda e, op: _masked(e, op, "store"),
     "hw.vgather": lambda e, op: _masked(e, op, "gather"),

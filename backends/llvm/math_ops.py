@@ -150,6 +150,11 @@ def _vcmpf(t: Translator, f: FuncState, op: Operation) -> None:
     f.vals[op.results[0]] = f.b.fcmp_ordered(pred, a, c, "", t.flags(op))
 
 
+def _vconvert(t: Translator, f: FuncState, op: Operation) -> None:
+    kind = op.properties["kind"].data  # type: ignore[attr-defined]
+    f.vals[op.results[0]] = getattr(f.b, kind)(f.get(op.operands[0]), t.ty(op.results[0].type))
+
+
 def _vfma(t: Translator, f: FuncState, op: Operation) -> None:
     _fma(t, f, op)
 
@@ -190,6 +195,7 @@ MATH_HANDLERS = {
     "hw.vfma": _vfma,
     "hw.vselect": _vselect,
     "hw.vcmpf": _vcmpf,
+    "hw.vconvert": _vconvert,
     "hw.vreduce": _vreduce,
 }
 

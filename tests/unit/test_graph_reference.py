@@ -93,3 +93,62 @@ def test_inputs_cover_negatives_and_zeros(cls):
     nothing, would fail there), and exact zeros."""
     a = _inputs(cls, CASES[cls][0])[0]
     assert (a < 0).sum() >= 2 and (a == 0).sum() >= 1 and (a > 0).any()
+
+
+# Integer arithmetic (wrapping) and casts: what folds the weight side of int8 models
+# (DequantizeLinear of a constant: cast i8 -> f32, sub, mul; the int8 GEMM's column sums).
+INTEGER_CASES = [
+    ("graph.add %a, %b : tensor<6xi8>, tensor<6xi8> -> tensor<6xi8>", ["i8", "i8"], "i8"),
+    ("graph.mul %a, %b : tensor<6xi8>, tensor<6xi8> -> tensor<6xi8>", ["i8", "i8"], "i8"),
+    ("graph.sub %a, %b : tensor<6xi32>, tensor<6xi32> -> tensor<6xi32>", ["i32", "i32"], "i32"),
+    ("graph.max %a, %b : tensor<6xui8>, tensor<6xui8> -> tensor<6xui8>", ["ui8", "ui8"], "ui8"),
+    ('graph.reduce %a {kind = "sum", axes = array<i64: 0>, keepdims = false} : tensor<6xi32> -> tensor<i32>',
+     ["i32"], "i32"),
+    ("graph.cast %a : tensor<6xi8> -> tensor<6xf32>", ["i8"], "f32"),
+    ("graph.cast %a : tensor<6xui8> -> tensor<6xf32>", ["ui8"], "f32"),
+    ("graph.cast %a : tensor<6xi32> -> tensor<6xi8>", ["i32"], "i8"),
+    ("graph.cast %a : tensor<6xi64> -> tensor<6xf32>", ["i64"], "f32"),
+    ("graph.cast %a : tensor<6xf32> -> tensor<6xf64>", ["f32"], "f64"),
+]
+_NP = {"i8": np.int8, "ui8": np.uint8, "i32": np.int32, "i64": np.int64, "f32": np.float32, "f64": np.float64}
+_EDGES = {np.int8: [-128, 127, -1, 0, 100, -100], np.uint8: [0, 255, 128, 1, 200, 77],
+          np.int32: [2**31 - 1, -2**31, 70000, -5, 0, 123456789], np.int64: [2**40 + 3, -7, 0, 16777217, -2**33, 5],
+          np.float32: [0.5, -1.25, 3.0e38, 1e-30, -0.0, 7.0]}
+
+
+@pytest.mark.parametrize("text, ins, out", INTEGER_CASES, ids=[c[0].split(" %")[0] + ":" + c[1][0] + "->" + c[2]
+                                                                for c in INTEGER_CASES])
+def test_integer_ops_and_casts_fold_as_the_kernel_computes(text, ins, out):
+    """Wrapping integer arithmetic and exact casts are supported, and agree bit for bit with the
+    generated kernel, at the types' edges (overflowing sums and products wrap in both)."""
+    from ziggurat.transforms.graph.graph_reference import supports
+
+    names = "ab"[: len(ins)]
+    shape = "" if "keepdims = false" in text else "6x"
+    args = ", ".join(f"%{n}: tensor<6x{t}>" for n, t in zip(names, ins))
+    src = f"func.func @main({args}) -> tensor<{shape}{out}> {{\n  %r = {text}\n  func.return %r : tensor<{shape}{out}>\n}}"
+    module = Parser(make_context(), src).parse_module()
+    op = next(o for o in module.walk() if o.name.startswith("graph.") and o.name != "graph.constant")
+    assert supports(op)
+    inputs = [np.array(_EDGES[_NP[t]][::(1 if k == 0 else -1)], _NP[t]) for k, t in enumerate(ins)]
+    imported = ImportedModel(module=module, weights=WeightStore({}), input_names=list(names), output_names=["r"],
+                             input_shapes=[(6,)] * len(ins), output_shapes=[() if not shape else (6,)], opset=17)
+    (got,) = ziggurat.compile(imported, target="llvm -num-cores=1", opt_level=0)(*inputs)
+    np.testing.assert_array_equal(got, evaluate(op, inputs))
+
+
+@pytest.mark.parametrize("text", [
+    "graph.cast %a : tensor<6xf32> -> tensor<6xi8>",   # ours saturates, numpy's astype does not
+    "graph.cast %a : tensor<6xf64> -> tensor<6xf32>",  # narrowing: left to the kernel
+    "graph.div %a, %b : tensor<6xi32>, tensor<6xi32> -> tensor<6xi32>",  # integer division rounds its own way
+])
+def test_casts_and_integer_ops_numpy_does_otherwise_are_not_folded(text):
+    from ziggurat.transforms.graph.graph_reference import supports
+
+    src_t = text.split(": ")[1].split(" ->")[0].split(", ")
+    args = ", ".join(f"%{n}: {t}" for n, t in zip("ab", src_t))
+    res = text.split("-> ")[1]
+    module = Parser(make_context(), f"func.func @main({args}) -> {res} {{\n  %r = {text}\n  func.return %r : {res}\n}}"
+                    ).parse_module()
+    op = next(o for o in module.walk() if o.name.startswith("graph.") and o.name != "graph.constant")
+    assert not supports(op)

@@ -12,10 +12,12 @@ import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
+from xdsl.dialects import builtin
 from xdsl.ir import Operation
 
 import ziggurat.dtypes as dtypes
 from ziggurat.dialects import graph
+from ziggurat.dialects.graph_dtype import CastOp
 
 Evaluate = Callable[[Operation, Sequence[np.ndarray]], np.ndarray]
 
@@ -103,19 +105,54 @@ MOVEMENT = (graph.ReshapeOp, graph.TransposeOp, graph.SliceOp, graph.ConcatOp, g
 """Ops whose evaluation only moves elements: exact on every element type."""
 
 
+INTEGER = (graph.AddOp, graph.SubOp, graph.MulOp, graph.MaxOp, graph.MinOp)
+"""Ops exact on 8- to 64-bit integers when computed in int64 and wrapped to the result type
+(what the generated code's wrapping arithmetic gives); ReduceOp's sum, max and min too."""
+
+
+def _standard_int(elt) -> bool:
+    return dtypes.is_int(elt) and elt.width.data in (8, 16, 32, 64)
+
+
+def _exact_cast(op: Operation) -> bool:
+    """A cast numpy performs as the generated code does: integer to integer (wrapping), integer to
+    float32/64 (round to nearest), float to a wider or equal float. Not float to integer (ours
+    saturates) nor to or from bool, bfloat16 or float8."""
+    src, dst = (dtypes.element_of(v.type) for v in (op.operands[0], op.results[0]))
+    wide = (builtin.Float32Type, builtin.Float64Type)
+    if _standard_int(src):
+        return _standard_int(dst) or isinstance(dst, wide)
+    return isinstance(src, (builtin.Float16Type, *wide)) and isinstance(dst, wide) and dst.bitwidth >= src.bitwidth
+
+
+def _integer_only(op: Operation) -> bool:
+    if not all(_standard_int(dtypes.element_of(v.type)) for v in (*op.operands, *op.results)):
+        return False
+    return isinstance(op, INTEGER) or (isinstance(op, graph.ReduceOp) and op.kind.data in ("sum", "max", "min"))
+
+
 def supports(op: Operation) -> bool:
     """Whether `evaluate` has `op`'s semantics: arithmetic on float results
-    (computed in float64, rounded once), data movement on any element type."""
+    (computed in float64, rounded once), data movement on any element type,
+    wrapping integer arithmetic (`INTEGER`, integer sums, maxima and minima) and
+    the casts of `_exact_cast`."""
+    if isinstance(op, CastOp):
+        return _exact_cast(op)
     if type(op) not in EVALUATORS:
         return False
-    return isinstance(op, MOVEMENT) or all(
+    return isinstance(op, MOVEMENT) or _integer_only(op) or all(
         dtypes.is_float(dtypes.element_of(v.type)) for v in (*op.operands, *op.results))
 
 
 def evaluate(op: Operation, args: Sequence[np.ndarray]) -> np.ndarray:
     """`op` applied to constant `args`, as a C-contiguous array of the result's dtype."""
     dtype = dtypes.to_numpy(dtypes.element_of(op.results[0].type))
-    if isinstance(op, MOVEMENT):
+    if isinstance(op, CastOp):
+        out = np.asarray(args[0]).astype(dtype)
+    elif _integer_only(op):  # int64, then wrapped by the cast below
+        out = EVALUATORS[type(op)](op, [np.asarray(a).astype(np.int64) for a in args])
+        out = np.asarray(out).astype(np.int64).astype(dtype)
+    elif isinstance(op, MOVEMENT):
         out = EVALUATORS[type(op)](op, [np.asarray(a) for a in args])
     else:
         out = EVALUATORS[type(op)](op, [np.asarray(a, dtype=np.float64) for a in args])
