@@ -258,7 +258,8 @@ def compile(  # noqa: A001 - the public name, as in TVM's relay.build / torch.co
     else:
         with _fewer_collections():
             try:
-                work, inputs, outputs = _import_model(model, bind, memory_limit, check_indices, stats)
+                work, inputs, outputs = _import_model(model, bind, memory_limit, check_indices, stats,
+                                                      int8_dot=tgt.has("avx512vnni"))
             except DynamicAxesError:
                 if not tgt.is_native:
                     raise
@@ -299,7 +300,7 @@ def compile(  # noqa: A001 - the public name, as in TVM's relay.build / torch.co
 
 
 def _import_model(model: Any, bind: dict[str, Any] | None, memory_limit: int | str | None, check_indices: bool,
-                  stats: CompileStats) -> tuple[_Work, list[Any], list[Any]]:
+                  stats: CompileStats, int8_dot: bool = False) -> tuple[_Work, list[Any], list[Any]]:
     """Imports `model` (ONNX, after `bind`): the module and store a build runs on, and the signature
     (the inputs, then the outputs followed by the outputs of the index checks)."""
     from ziggurat.frontends.onnx import ImportedModel, import_onnx
@@ -314,7 +315,7 @@ def _import_model(model: Any, bind: dict[str, Any] | None, memory_limit: int | s
 
         model = bind_inputs(load_model(model, memory_limit)[0], bind)
     imported = (model if isinstance(model, ImportedModel)
-                else import_onnx(model, memory_limit=memory_limit, check_indices=check_indices))
+                else import_onnx(model, memory_limit=memory_limit, check_indices=check_indices, int8_dot=int8_dot))
     owned, model = imported is not model, None  # bind='s ModelProto is not needed past the import
     stats.seconds["import"] = time.perf_counter() - t0
 

@@ -22,11 +22,12 @@ LANEWISE = (
     arith.MaximumfOp, arith.MinimumfOp, arith.SelectOp, arith.CmpfOp,
     math.ExpOp, math.TanhOp, math.SqrtOp, math.ErfOp, math.AbsFOp, math.LogOp,
     math.RoundEvenOp, math.TruncOp, math.FloorOp, math.CeilOp,
-    arith.AndIOp, arith.OrIOp,
+    arith.AndIOp, arith.OrIOp, arith.AddiOp, arith.SubiOp, arith.MuliOp,
     # conversions: lanes keep their count and change their type (the quantize/dequantize
     # epilogues of int8 models: f32 -> u8 -> f32)
     arith.ExtFOp, arith.TruncFOp, arith.FPToUIOp, arith.FPToSIOp, arith.UIToFPOp, arith.SIToFPOp,
 )
+_NARROW_INTS = (builtin.i8, builtin.i16, builtin.i32)
 _CONVERSIONS = {arith.FPToUIOp: "fptoui", arith.FPToSIOp: "fptosi", arith.UIToFPOp: "uitofp", arith.SIToFPOp: "sitofp"}
 # Reductions that can run in vector lanes and be combined at the end.
 SWAPPED = {"slt": "sgt", "sle": "sge", "sgt": "slt", "sge": "sle", "eq": "eq", "ne": "ne"}
@@ -75,9 +76,12 @@ class _Vectorizer:
         # Correctness first: loops over float32 buffers, or over float64 buffers
         # only (half the lanes: the same register width), get vector code;
         # integers, bools (bit-packed in vectors) and mixed types stay scalar.
+        # Loops over float32 buffers may also read and write 8-, 16- and 32-bit integers (an int8
+        # model's quantized tensors and i32 accumulators), or over those integers alone: lanes of
+        # at most 32 bits, as many as float32 lanes.
         elts = {op.buffer.type.element_type for op in self.f.body.walk()  # type: ignore[attr-defined]
                 if isinstance(op, (loop.LoadOp, loop.StoreOp))}
-        if not (elts <= {builtin.f32} or elts <= {builtin.f64}):
+        if not (elts <= {builtin.f32, *_NARROW_INTS} or elts <= {builtin.f64}):
             raise NotVectorizable(f"element types {', '.join(sorted(map(str, elts)))} are not vectorized")
         self.lane_bits = 64 if elts == {builtin.f64} else 32
         if elts == {builtin.f64}:
@@ -99,12 +103,13 @@ class _Vectorizer:
             for var, bound in zip(op.vars, op.bindings):
                 self.stride[var] = self._s(bound)
             return
-        if isinstance(op, (arith.AddiOp, arith.SubiOp)):
+        data = any(v in self.varying for v in op.operands)  # integer arithmetic on loaded lanes, not indices
+        if isinstance(op, (arith.AddiOp, arith.SubiOp)) and not data:
             a, b = self._s(op.lhs), self._s(op.rhs)
             sign = 1 if isinstance(op, arith.AddiOp) else -1
             self.stride[op.result] = None if a is None or b is None else a + sign * b
             return
-        if isinstance(op, arith.MuliOp):
+        if isinstance(op, arith.MuliOp) and not data:
             a, b = self._s(op.lhs), self._s(op.rhs)
             const = {v: const_int(v) for v in (op.lhs, op.rhs)}
             if a == 0 and b == 0:
@@ -332,18 +337,18 @@ class _Vectorizer:
                 if mask is None:
                     zero = b.insert(arith.ConstantOp(IntegerAttr(0, IndexType()))).result
                     mask = b.insert(hw.VLaneCmpOp("sge", zero, zero, self.width)).result
-                mapping[op.result] = b.insert(hw.VGatherOp(op.buffer, idx, mask, vt, self.gathers[op])).result  # type: ignore[arg-type]
+                mapping[op.result] = b.insert(hw.VGatherOp(op.buffer, idx, mask, self._lanes(op.buffer), self.gathers[op])).result  # type: ignore[arg-type]
             elif isinstance(op, loop.LoadOp) and op in self.masked_loads:
                 base, cond = self.clamped[op.indices[-1]]
                 idx = [mapping.get(i, i) for i in op.indices[:-1]] + [mapping.get(base, base)]
                 mask = self._mask(b, mapping[cond])
-                mapping[op.result] = b.insert(hw.VMaskLoadOp(op.buffer, idx, mask, vt)).result  # type: ignore[arg-type]
+                mapping[op.result] = b.insert(hw.VMaskLoadOp(op.buffer, idx, mask, self._lanes(op.buffer))).result  # type: ignore[arg-type]
             elif isinstance(op, loop.LoadOp) and op.result in self.varying:
                 idx = [mapping.get(i, i) for i in op.indices]
                 if self.tail_mask is not None and not self._unmasked(op.buffer, idx):
-                    mapping[op.result] = b.insert(hw.VMaskLoadOp(op.buffer, idx, self.tail_mask, vt)).result
+                    mapping[op.result] = b.insert(hw.VMaskLoadOp(op.buffer, idx, self.tail_mask, self._lanes(op.buffer))).result
                 else:
-                    mapping[op.result] = b.insert(hw.VLoadOp(op.buffer, idx, vt)).result
+                    mapping[op.result] = b.insert(hw.VLoadOp(op.buffer, idx, self._lanes(op.buffer))).result
             elif isinstance(op, loop.StoreOp) and self._s(op.indices[-1]) == 1:
                 idx = [mapping.get(i, i) for i in op.indices]
                 value = self._vec(op.value, b, mapping, vt)
@@ -355,6 +360,10 @@ class _Vectorizer:
                 self._emit_lanewise(op, b, mapping, vt)
             else:
                 b.insert(op.clone(value_mapper=mapping))
+
+    def _lanes(self, buffer: SSAValue) -> VectorType:
+        """The vector type of a load from `buffer`: its element type, the loop's lane count."""
+        return VectorType(buffer.type.element_type, [self.width])  # type: ignore[attr-defined]
 
     def _emit_lanewise(self, op: Operation, b: Builder, mapping, vt) -> None:
         if isinstance(op, arith.AddfOp) and self._try_fma(op, b, mapping, vt):

@@ -75,7 +75,7 @@ def _vmaskload(t: Translator, f: FuncState, op: Operation) -> None:
     p = _lane_address(t, f, ops[0], ops[1:-1], vt)
     mask = f.get(ops[-1])
     fn = t.decl.function(f"llvm.masked.load.{suffix(vt)}.p0", vt, [vt.as_pointer(), I32, mask.type, vt])
-    zero = ir.Constant(vt, [ir.Constant(vt.element, 0.0)] * vt.count)
+    zero = ir.Constant(vt, [ir.Constant(vt.element, 0)] * vt.count)
     f.vals[res] = f.b.call(fn, [p, I32(element_size(vt)), mask, zero])
 
 
@@ -96,7 +96,7 @@ def _vgather(t: Translator, f: FuncState, op: Operation) -> None:
     ptrs = b.inttoptr(addrs, pvt)
     mask = f.get(ops[-1])
     fn = t.decl.function(f"llvm.masked.gather.{suffix(vt)}.v{lanes}p0", vt, [pvt, I32, mask.type, vt])
-    zero = ir.Constant(vt, [ir.Constant(vt.element, 0.0)] * lanes)
+    zero = ir.Constant(vt, [ir.Constant(vt.element, 0)] * lanes)
     f.vals[res] = b.call(fn, [ptrs, I32(element_size(vt.element)), mask, zero])
 
 

@@ -91,6 +91,8 @@ class ConversionContext:
         self._materialized: dict[tuple[str, Shape], SSAValue] = {}
         self.runtime_reads: list[str] = []  # names asked for as constants but known only at run time
         self.reads: dict[str, tuple[str, ...]] = {}  # value name -> the names its node read (bodies, branches too)
+        self.producers: dict[str, onnx.NodeProto] = {}  # value name -> the node of the graph that makes it
+        self.int8_dot = False  # the target has an int8 dot product: QDQ MatMuls become int8 GEMMs
 
     # -- bindings ------------------------------------------------------------
 

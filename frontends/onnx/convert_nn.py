@@ -252,7 +252,13 @@ def _scaled(ctx: ConversionContext, name: str, factor: float) -> SSAValue:
 
 def convert_matmul(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
     """MatMul (opsets 1+): numpy.matmul; a 1-D operand is made 2-D for the product
-    and the added dim is removed from the result."""
+    and the added dim is removed from the result. A QDQ MatMul on a target with an int8
+    dot product is an int8 GEMM (convert_qdq_matmul.py)."""
+    from ziggurat.frontends.onnx.convert_qdq_matmul import qdq_matmul
+
+    fused = qdq_matmul(ctx, node)
+    if fused is not None:
+        return [fused]
     a_name, b_name = node.input[0], node.input[1]
     a_shape, b_shape = ctx.shape(a_name), ctx.shape(b_name)
     if not a_shape or not b_shape:

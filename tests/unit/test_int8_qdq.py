@@ -1,7 +1,8 @@
 """QDQ (QuantizeLinear / DequantizeLinear) models, as onnxruntime's quantize_static writes them:
-the weights' dequantization folds at compile time, and the activations' quantize-dequantize
-epilogues are vector code (hw.vconvert), at 8 lanes and at the host's width; results match
-onnxruntime's literal QDQ semantics (graph optimizations off) to one quantization step."""
+the weights' dequantization folds at compile time, the activations' quantize-dequantize
+epilogues are vector code (hw.vconvert), at 8 lanes and at the host's width, and with VNNI a
+QDQ MatMul is an int8 GEMM; results match onnxruntime's literal QDQ semantics (graph
+optimizations off) to one quantization step."""
 
 from __future__ import annotations
 
@@ -63,7 +64,10 @@ def test_qdq_matmul_is_vectorized_and_matches_onnxruntime(target):
 
     m = ziggurat.compile(model, target=target, after_pass=after)
     assert seen == []  # every vectorized loop stayed vector code, the Q/DQ epilogues included
-    assert "hw.vconvert" not in m.info["llvm_ir"] and "fptoui <" in m.info["llvm_ir"]
+    ir = m.info["llvm_ir"]
+    assert "fptoui <" in ir  # the Q/DQ epilogues' casts are vector casts
+    # with VNNI the MatMul is an int8 GEMM on vpdpbusd (convert_qdq_matmul.py), else a float one
+    assert ("llvm.x86.avx512.vpdpbusd" in ir) == Target.parse(target).has("avx512vnni")
     x = (np.random.default_rng(1).standard_normal((32, 64)) * 3).astype(np.float32)
     check(m(x)[0], literal(model, x))
 
@@ -73,4 +77,19 @@ def test_qdq_matmul_is_vectorized_and_matches_onnxruntime(target):
 def test_random_qdq_matmuls_match_onnxruntime(m, k, n, seed):
     model = qdq_matmul(m, k, n, seed)
     x = (np.random.default_rng(seed).standard_normal((m, k)) * 3).astype(np.float32)
-    check(ziggurat.compile(model, target=TARGETS[0])(x)[0], literal(model, x))
+    for target in TARGETS:
+        check(ziggurat.compile(model, target=target)(x)[0], literal(model, x))
+
+
+def test_an_activation_times_activation_matmul_stays_float():
+    """Both operands dequantized at run time (attention's Q K^T): not the weight pattern, a float MatMul."""
+    model = qdq_matmul(16, 16, 16)
+    g = model.graph
+    g.node[2].input[0] = "xq"  # w := DQ(xq): a run-time tensor
+    g.node[2].input[1], g.node[2].input[2] = "xs", "xz"
+    g.node[3].input[1] = "wd"
+    del g.node[2].attribute[:]
+    x = (np.random.default_rng(0).standard_normal((16, 16)) * 3).astype(np.float32)
+    m = ziggurat.compile(model, target=TARGETS[-1])
+    assert "vpdpbusd" not in m.info["llvm_ir"]
+    check(m(x)[0], literal(model, x))

@@ -47,3 +47,28 @@ func.func @widen(%x: memref<32xf32>, %y: memref<32xf32>) {
 // CHECK-LABEL: func.func @widen
 // CHECK:         hw.not_vectorized = "'arith.extf' makes lanes wider than the loop's 32-bit elements"
 // CHECK-NOT:     hw.vconvert
+
+// -----
+
+// An int8 GEMM's epilogue: i32 accumulators and column sums loaded as i32 lanes, integer
+// subtraction lane-wise, then to f32 and scaled: one vector loop over mixed element types.
+func.func @requant(%acc: memref<32xi32>, %cols: memref<32xi32>, %scale: memref<32xf32>, %y: memref<32xf32>) {
+  loop.for %j = 0 to 32 vectorized {
+    loop.block "requant" [S %b = %j] {
+      %a = loop.load %acc[%b] : memref<32xi32>
+      %c = loop.load %cols[%b] : memref<32xi32>
+      %d = arith.subi %a, %c : i32
+      %f = arith.sitofp %d : i32 to f32
+      %s = loop.load %scale[%b] : memref<32xf32>
+      %r = arith.mulf %f, %s : f32
+      loop.store %r, %y[%b] : memref<32xf32>
+    }
+  }
+  func.return
+}
+// CHECK-LABEL: func.func @requant
+// CHECK:         %[[A:.*]] = hw.vload %acc[%{{.*}}] : memref<32xi32> -> vector<16xi32>
+// CHECK:         %[[C:.*]] = hw.vload %cols[%{{.*}}] : memref<32xi32> -> vector<16xi32>
+// CHECK:         %[[D:.*]] = arith.subi %[[A]], %[[C]] : vector<16xi32>
+// CHECK:         hw.vconvert "sitofp" %[[D]] : vector<16xi32> -> vector<16xf32>
+// CHECK-NOT:     hw.not_vectorized

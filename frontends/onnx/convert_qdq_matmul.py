@@ -1,0 +1,81 @@
+"""A QDQ MatMul as an int8 GEMM: what onnxruntime's quantize_static writes, run on `vpdpbusd`.
+
+In a QDQ model (onnxruntime.quantization, `QuantFormat.QDQ`) a quantized MatMul is
+
+    xq -> DequantizeLinear(sx, zx) -> MatMul <- DequantizeLinear(sw, zw, axis=1) <- wq (constant int8)
+
+`(xq - zx) sx @ (wq - zw) sw` equals `sx sw[j] * sum_k (xq - zx)(wq - zw)`: an integer GEMM in
+i32 (`convert_quant.int8_matmul`: `graph.qgemm` with the weight packed for `vpdpbusd`, zero
+points folded into constant column sums) scaled once per column. The float result goes on
+to the model's next QuantizeLinear as before; each DequantizeLinear is still converted, and
+dropped as dead when the MatMul was its only reader.
+
+The importer takes this path where the target has an int8 dot product
+(`import_onnx(..., int8_dot=True)`: `ziggurat.compile` passes whether the target has
+AVX512-VNNI); elsewhere the MatMul stays a float one on the folded weight, since `graph.qgemm`
+has no fast schedule without VNNI yet. Conditions: x uint8 or int8 at run time, rank >= 2,
+per-tensor scale and zero point; w a constant 2-D int8 with per-tensor or per-column
+(axis 1) scale and zero point.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from xdsl.dialects.builtin import f32
+from xdsl.ir import SSAValue
+
+from ziggurat.dialects import graph
+from ziggurat.frontends.onnx.context import ConversionContext, attributes, element_type, shape_of
+from ziggurat.frontends.onnx.convert_quant import SI8, UI8, _bin, _cast, _const, int8_matmul
+
+
+def _dequantize(ctx: ConversionContext, name: str) -> tuple[str, np.ndarray, np.ndarray | None, int] | None:
+    """(quantized input, scale, zero point or None, axis) of the DequantizeLinear that makes
+    `name`, where its scale and zero point are constants and it is not blocked; else None."""
+    node = ctx.producers.get(name)
+    if node is None or node.op_type != "DequantizeLinear" or node.domain not in ("", "ai.onnx"):
+        return None
+    attrs = attributes(node)
+    if attrs.get("block_size", 0) or attrs.get("output_dtype", 0):
+        return None
+    scale = ctx.constant(node.input[1])
+    zp_name = node.input[2] if len(node.input) > 2 else ""
+    zp = ctx.constant(zp_name) if zp_name else None
+    if scale is None or scale.dtype != np.float32 or (zp_name and zp is None):
+        return None
+    return node.input[0], scale, zp, int(attrs.get("axis", 1))
+
+
+def _zero_point(ctx: ConversionContext, zp: np.ndarray | None, label: str) -> SSAValue | None:
+    if zp is None or not np.any(zp):
+        return None
+    return _const(ctx, np.ascontiguousarray(zp.astype(np.int32)), label)
+
+
+def qdq_matmul(ctx: ConversionContext, node: onnx.NodeProto) -> SSAValue | None:
+    """The int8 GEMM for MatMul `node` when its operands are dequantized as above; None otherwise."""
+    if not getattr(ctx, "int8_dot", False):
+        return None
+    a, b = _dequantize(ctx, node.input[0]), _dequantize(ctx, node.input[1])
+    if a is None or b is None:
+        return None
+    (xq, sx, zx, _), (wq, sw, zw, axis) = a, b
+    w = ctx.constant(wq)
+    if ctx.constant(xq) is not None or w is None or w.dtype != np.int8 or w.ndim != 2:
+        return None
+    x = ctx.value(xq)
+    n = w.shape[1]
+    if element_type(x) not in (UI8, SI8) or len(shape_of(x)) < 2 or sx.size != 1 or (zx is not None and zx.size != 1):
+        return None
+    per_column = sw.size == n and n > 1
+    if sw.size not in (1, n) or (per_column and axis not in (1, -1)) or (zw is not None and zw.size != sw.size):
+        return None
+    label = ctx.node_label or "qdq_matmul"
+    acc = int8_matmul(ctx, x, ctx.value(wq), _zero_point(ctx, zx.reshape(()) if zx is not None else None, f"{label}_zx"),
+                      _zero_point(ctx, zw.reshape(-1) if zw is not None and per_column else
+                                  (zw.reshape(()) if zw is not None else None), f"{label}_zw"), label)
+    scale = (np.float32(sx.reshape(())) * sw.astype(np.float32).reshape(-1)).astype(np.float32)
+    y = _cast(ctx, acc, f32)
+    factor = _const(ctx, scale if per_column else scale.reshape(()), f"{label}_scale")
+    return _bin(ctx, graph.MulOp, y, factor)
