@@ -65,7 +65,7 @@ def test_qdq_matmul_is_vectorized_and_matches_onnxruntime(target):
     m = ziggurat.compile(model, target=target, after_pass=after)
     assert seen == []  # every vectorized loop stayed vector code, the Q/DQ epilogues included
     ir = m.info["llvm_ir"]
-    assert "fptoui <" in ir  # the Q/DQ epilogues' casts are vector casts
+    assert "llvm.roundeven.v" in ir and "llvm.roundeven.f32" not in ir  # the Q/DQ epilogues are vector code
     # with VNNI the MatMul is an int8 GEMM on vpdpbusd (convert_qdq_matmul.py), else a float one
     assert ("llvm.x86.avx512.vpdpbusd" in ir) == Target.parse(target).has("avx512vnni")
     x = (np.random.default_rng(1).standard_normal((32, 64)) * 3).astype(np.float32)
@@ -93,3 +93,50 @@ def test_an_activation_times_activation_matmul_stays_float():
     m = ziggurat.compile(model, target=TARGETS[-1])
     assert "vpdpbusd" not in m.info["llvm_ir"]
     check(m(x)[0], literal(model, x))
+
+
+def qdq_conv_bn(c: int = 16, hw: int = 10):
+    """x -> Q/DQ -> Conv (per-output-channel int8 weight) -> Q/DQ -> BatchNorm (parameters
+    dequantized, as quantize_static leaves them) -> Relu -> Q/DQ: BatchNorm cannot fold into
+    the conv behind the Q/DQ pair."""
+    rng = np.random.default_rng(0)
+    params = [nh.from_array((rng.random(c) + 0.5).astype(np.float32), n) for n in ("bn_s", "bn_b", "bn_m", "bn_v")]
+    inits = [nh.from_array(rng.integers(-127, 128, (c, c, 3, 3)).astype(np.int8), "wq"),
+             nh.from_array((rng.random(c) * 0.01 + 0.001).astype(np.float32), "ws"),
+             nh.from_array(np.zeros(c, np.int8), "wz"), nh.from_array(np.array(0.05, np.float32), "xs"),
+             nh.from_array(np.array(128, np.uint8), "xz"), nh.from_array(np.array(Y_SCALE, np.float32), "ys"),
+             nh.from_array(np.array(120, np.uint8), "yz"), *params]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"]),
+             helper.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["wd"], axis=0),
+             helper.make_node("Conv", ["xd", "wd"], ["y"], pads=[1, 1, 1, 1]),
+             helper.make_node("QuantizeLinear", ["y", "ys", "yz"], ["yq"]),
+             helper.make_node("DequantizeLinear", ["yq", "ys", "yz"], ["yd"]),
+             helper.make_node("BatchNormalization", ["yd", "bn_s", "bn_b", "bn_m", "bn_v"], ["n"]),
+             helper.make_node("Relu", ["n"], ["r"]),
+             helper.make_node("QuantizeLinear", ["r", "ys", "yz"], ["rq"]),
+             helper.make_node("DequantizeLinear", ["rq", "ys", "yz"], ["out"])]
+    g = helper.make_graph(nodes, "qdq_conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, hw, hw])],
+                          [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, c, hw, hw])], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)])
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_qdq_conv_stays_in_the_blocked_layout_and_matches_onnxruntime(target):
+    """The Q/DQ casts (compare/where once simplify-graph removes an exact cast pair) and the
+    BatchNorm (a per-channel multiply-add) stay in convert-layout's blocked region: the only
+    layout transforms are the model's boundaries."""
+    model = qdq_conv_bn()
+    transforms: list[int] = []
+
+    def after(p, module, seconds):
+        if p.name == "convert-layout":
+            transforms.append(sum(op.name == "graph.layout_transform" for op in module.walk()))
+
+    m = ziggurat.compile(model, target=target, after_pass=after)
+    assert transforms == [2]
+    x = (np.random.default_rng(2).standard_normal((1, 16, 10, 10)) * 3).astype(np.float32)
+    x[0, 0, 0, :3] = [np.nan, np.inf, -np.inf]
+    got, ref = m(x)[0], literal(model, x)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+    check(np.nan_to_num(got), np.nan_to_num(ref))

@@ -18,6 +18,7 @@ from xdsl.rewriter import InsertPoint
 
 from ziggurat.components import connected_components
 from ziggurat.dialects import graph
+from ziggurat.dialects.graph_dtype import CastOp
 from ziggurat.dialects.graph_layout import (
     Conv2dNchwcOp,
     DepthwiseConv2dNchwcOp,
@@ -105,12 +106,12 @@ def find_members(ops: list[Operation], block: int, grouped: bool = True) -> list
         ok = False
         if conv_eligible(op, block, grouped):
             ok = True
-        elif isinstance(op, graph.UnaryOp) and op.input in blocked:
-            ok = True
-        elif isinstance(op, _BINARY) and (op.lhs in blocked or op.rhs in blocked):
-            out = _shape(op.result)
+        elif isinstance(op, (graph.UnaryOp, CastOp)) and op.input in blocked:
+            ok = True  # a cast too: an int8 model's quantize/dequantize steps stay in the region
+        elif isinstance(op, (*_BINARY, graph.CompareOp, graph.WhereOp)) and any(v in blocked for v in op.operands):
+            out = _shape(op.result)  # where: a mask, e.g. an int8 model's NaN guard (simplify-graph)
             ok = len(out) == 4 and all(v in blocked or _shape(v) == out or _channel_broadcast(v, out)
-                                       for v in (op.lhs, op.rhs))
+                                       for v in op.operands)
         elif isinstance(op, graph.MaxPool2dOp) and op.input in blocked:
             ok = not (op.ceil_mode is not None and op.ceil_mode.value.data)
         if ok and _finite_on_padding(op, block):
@@ -298,6 +299,18 @@ class Rewriter:
                                    _ints(op.strides), _ints(op.pads), _ints(op.dilations))
         elif isinstance(op, graph.UnaryOp):
             new = type(op)(self.bl[op.input])
+        elif isinstance(op, CastOp):
+            blocked = TensorType(res.type.element_type, blocked_shape(_shape(res), f"NCHW{b}c"))  # type: ignore[attr-defined]
+            new = CastOp.create(operands=[self.bl[op.input]], result_types=[blocked],
+                                properties=dict(op.properties), attributes=dict(op.attributes))
+        elif isinstance(op, graph.CompareOp):
+            out = _shape(res)
+            lhs, rhs = self.operand(op, op.lhs, out), self.operand(op, op.rhs, out)
+            new = graph.CompareOp(lhs, rhs, op.kind.data, _tensor(res, blocked_shape(out, f"NCHW{b}c")))
+        elif isinstance(op, graph.WhereOp):
+            out = _shape(res)
+            cond, lhs, rhs = (self.operand(op, v, out) for v in op.operands)
+            new = graph.WhereOp(cond, lhs, rhs, _tensor(res, blocked_shape(out, f"NCHW{b}c")))
         else:
             out = _shape(res)
             lhs, rhs = self.operand(op, op.lhs, out), self.operand(op, op.rhs, out)

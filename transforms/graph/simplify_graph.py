@@ -19,6 +19,7 @@ from xdsl.pattern_rewriter import (
 )
 
 from ziggurat.dialects import graph
+from ziggurat.dialects.graph_dtype import CastOp
 from ziggurat.lowering.locations import fused_loc, keep_locations
 from ziggurat.weights import WeightStore
 from ziggurat.transforms.graph.weight_binding import weights_of
@@ -217,6 +218,96 @@ class FoldBatchNormIntoProducer(_WithWeights):
         return None
 
 
+class RemoveExactCastPair(_WithWeights):
+    """cast(cast(x : f32 -> int) -> f32) ==> where(x == x, x, 0) where x is an integer inside the
+    int type's range but for NaN (which the casts make 0): a quantize-dequantize pair's
+    `clamp(round(x / s) + zp, lo, hi)` through uint8 and back is that float already, and the
+    compare and select cost fewer vector instructions than the saturating cast and its way back."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: CastOp, rewriter: PatternRewriter) -> None:
+        inner = op.input.owner
+        if not isinstance(inner, CastOp) or op.result.type != inner.input.type:
+            return
+        src, mid = inner.input.type.element_type, inner.result.type.element_type  # type: ignore[attr-defined]
+        if src != builtin.f32 or not isinstance(mid, builtin.IntegerType) or mid.width.data not in (8, 16):
+            return
+        bits = mid.width.data
+        lo, hi = (0, (1 << bits) - 1) if mid.signedness.data == builtin.Signedness.UNSIGNED else (
+            -(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+        span = self._integral(inner.input, 8)
+        if span is None or not (lo <= span[0] and span[1] <= hi):
+            return
+        x = inner.input
+        zero = self.constant("cast_pair.zero", np.zeros((), np.float32))
+        ordered = graph.CompareOp(x, x, "eq", x.type)
+        keep = graph.WhereOp(ordered.result, x, zero.result, x.type)
+        rewriter.replace(op, [zero, ordered, keep])
+
+    def _integral(self, v: SSAValue, depth: int) -> tuple[float, float] | None:
+        """(min, max) of `v`'s elements where each is an integer or +-inf (rounded values, and
+        integral constants, combined by add, max and min); NaN aside. None where that is not
+        shown within `depth` ops."""
+        const = self.value(v)
+        owner = v.owner
+        if const is None and isinstance(owner, CastOp) and isinstance(owner.input.type.element_type, builtin.IntegerType):  # type: ignore[attr-defined]
+            const = self.value(owner.input)
+        if const is not None:
+            return (float(const.min()), float(const.max())) if const.size and np.all(np.floor(const) == const) else None
+        if depth == 0 or not isinstance(owner, Operation):
+            return None
+        if isinstance(owner, graph.RoundOp | graph.FloorOp | graph.CeilOp):
+            return (-np.inf, np.inf)
+        if isinstance(owner, graph.ReshapeOp | graph.BroadcastToOp):
+            return self._integral(owner.input, depth - 1)
+        if isinstance(owner, graph.AddOp | graph.MaxOp | graph.MinOp):
+            a, b = self._integral(owner.lhs, depth - 1), self._integral(owner.rhs, depth - 1)
+            if a is None or b is None:
+                return None
+            if isinstance(owner, graph.AddOp):  # rounded to a float, a sum of integers is one (>= 2^23 all are)
+                return (a[0] + b[0], a[1] + b[1])
+            pick = max if isinstance(owner, graph.MaxOp) else min
+            return (pick(a[0], b[0]), pick(a[1], b[1]))
+        return None
+
+
+class BatchNormToAffine(_WithWeights):
+    """batch_norm(x) ==> x * a + c per channel (a = scale / sqrt(var + eps), c = bias - mean * a),
+    where it cannot fold into a producer: two channel-broadcast ops that fuse with their
+    neighbours and stay in a blocked layout region (an int8 model's BatchNorm sits behind a
+    quantize/dequantize pair, not behind its conv)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, bn: graph.BatchNormOp, rewriter: PatternRewriter) -> None:
+        rank = len(_shape(bn.result))
+        if rank < 2 or bn.result.type.element_type != builtin.f32:  # type: ignore[attr-defined]
+            return
+        per_channel = (_shape(bn.scale)[0],) + (1,) * (rank - 2)
+        params = [self.value(v) for v in (bn.scale, bn.bias, bn.mean, bn.var)]
+        if all(p is not None for p in params):  # the constants now
+            scale, bias, mean, var = (p.astype(np.float64) for p in params)  # type: ignore[union-attr]
+            a = scale / np.sqrt(var + bn.epsilon.value.data)
+            name = getattr(bn.scale.owner, "ref", None)
+            base = name.data if name is not None else "bn"
+            made: list[Operation] = [self.constant(f"{base}.affine_a", a.reshape(per_channel)),
+                                     self.constant(f"{base}.affine_c", (bias - mean * a).reshape(per_channel))]
+            a_v, c_v = made[0].results[0], made[1].results[0]
+        else:  # computed ones (an int8 model's dequantized parameters): ops fold-constants folds
+            t = bn.scale.type
+            made = [eps := self.constant("bn.eps", np.array(bn.epsilon.value.data, np.float32))]
+            made.append(var_eps := graph.AddOp(bn.var, eps.result, t))
+            made.append(root := graph.SqrtOp(var_eps.result))
+            made.append(a_flat := graph.DivOp(bn.scale, root.result, t))
+            made.append(shift := graph.MulOp(bn.mean, a_flat.result, t))
+            made.append(c_flat := graph.SubOp(bn.bias, shift.result, t))
+            shaped = TensorType(builtin.f32, list(per_channel))
+            made += [a_op := graph.ReshapeOp(a_flat.result, shaped), c_op := graph.ReshapeOp(c_flat.result, shaped)]
+            a_v, c_v = a_op.results[0], c_op.results[0]
+        mul = graph.MulOp(bn.input, a_v, bn.result.type)
+        add = graph.AddOp(mul.result, c_v, bn.result.type)
+        rewriter.replace(bn, [*made, mul, add])
+
+
 @dataclass(frozen=True)
 class SimplifyGraphPass(ModulePass):
     """Applies small graph rewrites, each an identity, until none applies.
@@ -231,7 +322,8 @@ class SimplifyGraphPass(ModulePass):
     - `x / c ==> x * (1 / c)` for a constant c (new weight);
     - `x ** 2 ==> x * x`, `x ** 0.5 ==> sqrt(x)`, `x ** 1 ==> x` for a constant exponent;
     - `batch_norm(conv2d(x, W) [+ b0]) ==> conv2d(x, W * a) + (b0 * a + c)`, and the
-      same after a rank-2 matmul, with weights rewritten at compile time.
+      same after a rank-2 matmul, with weights rewritten at compile time; any other
+      `batch_norm(x) ==> x * a + c` with per-channel constants.
     Ops left dead are erased; run `cse` and `dce` after it for the rest.
 
     Example:
@@ -255,5 +347,5 @@ class SimplifyGraphPass(ModulePass):
         store = weights_of(op)
         if store is not None:
             patterns += [RemoveNeutralOperand(store), DivByConstantToMul(store), PowByConstant(store),
-                         FoldBatchNormIntoProducer(store)]
+                         FoldBatchNormIntoProducer(store), BatchNormToAffine(store), RemoveExactCastPair(store)]
         PatternRewriteWalker(GreedyRewritePatternApplier(patterns), listener=keep_locations()).rewrite_module(op)

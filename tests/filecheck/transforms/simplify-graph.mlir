@@ -66,10 +66,15 @@ builtin.module attributes {graph.weights_file = "WEIGHTS"} {
 
 // -----
 
-// Negative: the conv's result is used twice, so the batch_norm stays. (Without
-// a weight store simplify-graph is an error: tests/filecheck/cli/weights-required.mlir.)
+// The conv's result is used twice, so the batch_norm does not fold into its weights: it becomes
+// a per-channel multiply and add. (Without a weight store simplify-graph is an error:
+// tests/filecheck/cli/weights-required.mlir.)
 // CHECK-LABEL: func.func @bn_kept
-// CHECK:       graph.batch_norm
+// CHECK-NOT:   graph.batch_norm
+// CHECK:       %[[A:.*]] = graph.constant "s.affine_a" : tensor<4x1x1xf32>
+// CHECK:       %[[C:.*]] = graph.constant "s.affine_c" : tensor<4x1x1xf32>
+// CHECK:       %[[M:.*]] = graph.mul %c, %[[A]] : tensor<1x4x6x6xf32>, tensor<4x1x1xf32> -> tensor<1x4x6x6xf32>
+// CHECK-NEXT:  %{{.*}} = graph.add %[[M]], %[[C]]
 // CHECK:       %m = graph.relu %c
 builtin.module attributes {graph.weights_file = "WEIGHTS"} {
   func.func @bn_kept(%x: tensor<1x3x8x8xf32>, %w: tensor<4x3x3x3xf32>) -> (tensor<1x4x6x6xf32>, tensor<1x4x6x6xf32>) {
@@ -78,5 +83,63 @@ builtin.module attributes {graph.weights_file = "WEIGHTS"} {
     %bn = graph.batch_norm %c, %s, %s, %s, %s {epsilon = 1.0e-05 : f64} : tensor<1x4x6x6xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32> -> tensor<1x4x6x6xf32>
     %m = graph.relu %c : tensor<1x4x6x6xf32>
     func.return %bn, %m : tensor<1x4x6x6xf32>, tensor<1x4x6x6xf32>
+  }
+}
+
+// -----
+
+// A batch_norm whose parameters are computed (an int8 model dequantizes them): the per-channel
+// factors are ops on them, for fold-constants to fold.
+// CHECK-LABEL: func.func @bn_computed
+// CHECK-NOT:   graph.batch_norm
+// CHECK:       %[[E:.*]] = graph.add %p, %{{.*}} : tensor<4xf32>, tensor<f32> -> tensor<4xf32>
+// CHECK-NEXT:  %[[R:.*]] = graph.sqrt %[[E]]
+// CHECK-NEXT:  %[[A:.*]] = graph.div %p, %[[R]]
+// CHECK:       %[[AR:.*]] = graph.reshape %[[A]] : tensor<4xf32> -> tensor<4x1x1xf32>
+// CHECK:       graph.mul %x, %[[AR]] : tensor<1x4x6x6xf32>, tensor<4x1x1xf32> -> tensor<1x4x6x6xf32>
+builtin.module attributes {graph.weights_file = "WEIGHTS"} {
+  func.func @bn_computed(%x: tensor<1x4x6x6xf32>, %q: tensor<4xi8>) -> tensor<1x4x6x6xf32> {
+    %p = graph.cast %q : tensor<4xi8> -> tensor<4xf32>
+    %bn = graph.batch_norm %x, %p, %p, %p, %p {epsilon = 1.0e-05 : f64} : tensor<1x4x6x6xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32> -> tensor<1x4x6x6xf32>
+    func.return %bn : tensor<1x4x6x6xf32>
+  }
+}
+
+// -----
+
+// A quantize-dequantize pair: clamp(round(x) + zp, 0, 255) through ui8 and back is that float,
+// but for NaN (which the casts make 0): a compare and a select replace the two casts.
+// CHECK-LABEL: func.func @qdq_pair
+// CHECK-NOT:   graph.cast
+// CHECK:       %[[ORD:.*]] = graph.compare %[[Y:.*]], %[[Y]] {kind = "eq"}
+// CHECK-NEXT:  %[[K:.*]] = graph.where %[[ORD]], %[[Y]], %{{.*}}
+// CHECK-NEXT:  func.return %[[K]]
+builtin.module attributes {graph.weights_file = "WEIGHTS"} {
+  func.func @qdq_pair(%x: tensor<8xf32>) -> tensor<8xf32> {
+    %zero = graph.constant "zero" : tensor<8xf32>
+    %lo = graph.constant "zero" : tensor<8xf32>
+    %hi = graph.constant "two" : tensor<8xf32>
+    %r = graph.round %x : tensor<8xf32>
+    %a = graph.add %r, %zero : tensor<8xf32>, tensor<8xf32> -> tensor<8xf32>
+    %c1 = graph.max %r, %lo : tensor<8xf32>, tensor<8xf32> -> tensor<8xf32>
+    %c2 = graph.min %c1, %hi : tensor<8xf32>, tensor<8xf32> -> tensor<8xf32>
+    %q = graph.cast %c2 : tensor<8xf32> -> tensor<8xui8>
+    %d = graph.cast %q : tensor<8xui8> -> tensor<8xf32>
+    func.return %d : tensor<8xf32>
+  }
+}
+
+// -----
+
+// Negative: without the clamp the value may leave the uint8 range, where the cast saturates.
+// CHECK-LABEL: func.func @unclamped
+// CHECK:       graph.cast %r : tensor<8xf32> -> tensor<8xui8>
+// CHECK:       graph.cast
+builtin.module attributes {graph.weights_file = "WEIGHTS"} {
+  func.func @unclamped(%x: tensor<8xf32>) -> tensor<8xf32> {
+    %r = graph.round %x : tensor<8xf32>
+    %q = graph.cast %r : tensor<8xf32> -> tensor<8xui8>
+    %d = graph.cast %q : tensor<8xui8> -> tensor<8xf32>
+    func.return %d : tensor<8xf32>
   }
 }
