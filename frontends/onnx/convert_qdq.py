@@ -78,7 +78,53 @@ def _split_blocks(ctx: ConversionContext, x, axis: int, block: int):
     return ctx.reshape(x, xs[:axis] + [xs[axis] // block, block] + xs[axis + 1:])
 
 
+# Ops that only move, copy or select elements: on values of one quantization grid they give
+# values of that grid (Resize only in its default nearest mode).
+_GRID_KEEPING = {"Transpose", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Concat", "MaxPool",
+                 "Slice", "DepthToSpace", "SpaceToDepth", "Resize"}
+
+
+def _per_tensor_params(ctx: ConversionContext, node: onnx.NodeProto) -> tuple | None:
+    """(scale, zero point, its dtype) of a per-tensor Q or DQ node with constant parameters; else None."""
+    attrs = attributes(node)
+    if attrs.get("block_size", 0) or attrs.get("output_dtype", 0) or not attrs.get("saturate", 1):
+        return None
+    scale = ctx.constant(node.input[1])
+    zp_name = node.input[2] if len(node.input) > 2 else ""
+    zp = ctx.constant(zp_name) if zp_name else np.zeros((), np.uint8)
+    if scale is None or zp is None or scale.size != 1 or zp.size != 1:
+        return None
+    return float(scale.reshape(())), int(zp.reshape(())), zp.dtype.str
+
+
+def _requantized_grid(ctx: ConversionContext, node: onnx.NodeProto) -> Value | None:
+    """DequantizeLinear(QuantizeLinear(y)) is y where y is a data-movement op (`_GRID_KEEPING`) of
+    values dequantized with the same per-tensor scale and zero point: they lie on that grid,
+    inside its range, so quantizing and dequantizing them again gives them back (as
+    onnxruntime's QDQ optimizer drops such pairs). The value y, else None."""
+    q = ctx.producers.get(node.input[0])
+    if q is None or q.op_type != "QuantizeLinear" or q.domain not in ("", "ai.onnx"):
+        return None
+    params = _per_tensor_params(ctx, node)
+    if params is None or _per_tensor_params(ctx, q) != params:
+        return None
+    mover = ctx.producers.get(q.input[0])
+    if mover is None or mover.op_type not in _GRID_KEEPING or mover.domain not in ("", "ai.onnx"):
+        return None
+    if mover.op_type == "Resize" and attributes(mover).get("mode", b"nearest") not in (b"nearest", "nearest"):
+        return None
+    data = [n for n in mover.input if n] if mover.op_type == "Concat" else mover.input[:1]
+    for name in data:
+        dq = ctx.producers.get(name)
+        if dq is None or dq.op_type != "DequantizeLinear" or _per_tensor_params(ctx, dq) != params:
+            return None
+    return ctx.value(q.input[0])
+
+
 def convert_dequantize_linear(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
+    kept = _requantized_grid(ctx, node)
+    if kept is not None:
+        return [kept]
     x = ctx.value(node.input[0])
     elt = element_type(x)
     if not (_is_float_quant(elt) or (isinstance(elt, IntegerType) and elt.width.data in (2, 4, 8, 16, 32))):

@@ -140,3 +140,27 @@ def test_qdq_conv_stays_in_the_blocked_layout_and_matches_onnxruntime(target):
     got, ref = m(x)[0], literal(model, x)
     np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
     check(np.nan_to_num(got), np.nan_to_num(ref))
+
+
+@pytest.mark.parametrize("mover, scale2, pairs", [("Transpose", 0.05, 1), ("Transpose", 0.07, 2), ("Relu", 0.05, 2)])
+def test_a_requantized_data_movement_drops_its_qdq_pair(mover, scale2, pairs):
+    """Q/DQ -> Transpose -> Q/DQ with the same per-tensor parameters: the values stay on the grid, so
+    the second pair goes (as onnxruntime's QDQ optimizer drops it); another scale, or an op that
+    computes (Relu), keeps it. The result matches onnxruntime's literal semantics either way."""
+    from ziggurat.frontends.onnx import import_onnx
+
+    inits = [nh.from_array(np.array(0.05, np.float32), "s1"), nh.from_array(np.array(scale2, np.float32), "s2"),
+             nh.from_array(np.array(128, np.uint8), "z")]
+    extra = {"perm": [1, 0]} if mover == "Transpose" else {}
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s1", "z"], ["q1"]),
+             helper.make_node("DequantizeLinear", ["q1", "s1", "z"], ["d1"]),
+             helper.make_node(mover, ["d1"], ["m"], **extra),
+             helper.make_node("QuantizeLinear", ["m", "s2", "z"], ["q2"]),
+             helper.make_node("DequantizeLinear", ["q2", "s2", "z"], ["out"])]
+    shape = [6, 6]
+    g = helper.make_graph(nodes, "grid", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                          [helper.make_tensor_value_info("out", TensorProto.FLOAT, shape)], inits)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)])
+    assert sum(op.name == "graph.round" for op in import_onnx(model).module.walk()) == pairs
+    x = (np.random.default_rng(0).standard_normal(shape) * 5).astype(np.float32)
+    np.testing.assert_array_equal(ziggurat.compile(model)(x)[0], literal(model, x))
