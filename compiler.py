@@ -260,9 +260,13 @@ def compile(  # noqa: A001 - the public name, as in TVM's relay.build / torch.co
             try:
                 work, inputs, outputs = _import_model(model, bind, memory_limit, check_indices, stats,
                                                       int8_dot=tgt.has("avx512vnni"))
-            except DynamicAxesError:
+            except DynamicAxesError as err:
                 if not tgt.is_native:
                     raise
+                if after_pass is not None or profile:  # a look at one compile: it needs one shape
+                    raise DynamicAxesError(f"{err.args[0].split(';')[0]}; the passes (after_pass, profile, "
+                                           "viz) run on one shape: give the command --shapes SYM=N,... or "
+                                           "compile ziggurat.frontends.onnx.symbols.fix_shapes(model, {...})") from None
                 return _dynamic(model, bind, memory_limit, shapes, on_new_shape, dict(
                     target=target, opt_level=opt_level, pipeline=pipeline, after_pass=after_pass,
                     tuning_db=tuning_db, profile=profile, cache=cache, cast_inputs=cast_inputs,

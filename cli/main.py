@@ -167,9 +167,6 @@ def cmd_compile(args: argparse.Namespace) -> int:
     if args.explain_fusion:
         print(annotate_costs.format_fusion_table(decisions) if fused else
               f"fusion: the O{args.opt_level} graph pipeline has no fuse-ops; nothing to explain (use -O2 or -O3)")
-    if "stats" not in model.info:  # a DynamicModel: nothing compiled until a shape is known
-        raise ZigguratError(f"{args.model} has dynamic axes ({', '.join(model.symbols)}); give --shapes "
-                            f"{','.join(s + '=N' for s in model.symbols)} to compile one shape")
     stats = model.info["stats"]
     times = ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in stats.seconds.items())
     print(f"compiled {args.model}: {stats.kernels} kernels ({stats.kernel_calls} calls), {model.info['num_threads']} thread(s); {times}; total {stats.total:.2f} s", file=sys.stderr)

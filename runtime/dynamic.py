@@ -91,6 +91,14 @@ class DynamicModel:
     def _shown(self, key: Sequence[int]) -> str:
         return ", ".join(f"{s}={v}" for s, v in zip(self.symbols, key))
 
+    def input_specs(self, binding: Mapping[str, int]) -> list[Any]:
+        """The inputs as `CompiledModel.inputs` gives them (`TensorSpec`: name, shape, dtype), at
+        this binding of the symbols (for a caller that makes inputs, as the fuzzer does)."""
+        from ziggurat.signature import TensorSpec
+
+        return [TensorSpec(i.name, tuple(d if isinstance(d, int) else int(binding[d]) for d in i.dims),
+                           np.dtype(onnx.helper.tensor_dtype_to_np_dtype(i.elem_type))) for i in self.inputs]
+
     def bind(self, shapes: Mapping[str, Sequence[int]]) -> dict[str, int]:
         """The symbols' values for inputs of these shapes (by input name), checked."""
         return bind_symbols(self.inputs, shapes)

@@ -63,7 +63,8 @@ def _run_zig(req: dict) -> dict:
         phase = "run"
         feeds = req.get("feeds")
         if feeds is None:
-            specs = [(s.name, tuple(int(d) for d in s.shape), np.dtype(s.dtype).str) for s in m.inputs]
+            inputs = m.input_specs(dict.fromkeys(m.symbols, 1)) if hasattr(m, "symbols") else m.inputs  # dynamic: 1
+            specs = [(s.name, tuple(int(d) for d in s.shape), np.dtype(s.dtype).str) for s in inputs]
             if sum(int(np.prod(s[1])) for s in specs) > 1 << 24:
                 return {"status": "skipped", "why": "inputs too large"}
             feeds = random_feeds(specs, req.get("seed", 0))

@@ -62,6 +62,11 @@ def compiled(model) -> DynamicModel:
     return ziggurat.compile(model, shapes={"batch": [1, 2], "sequence": 5})
 
 
+def test_input_specs_at_a_binding(compiled):
+    specs = compiled.input_specs({"batch": 3, "sequence": 7})
+    assert [(s.name, s.shape, s.dtype) for s in specs] == [("x", (3, 7, H), np.float32), ("m", (3, 7, H), np.float32)]
+
+
 def test_symbols_are_read_from_dim_params_and_unnamed_axes():
     m = encoder_like(batch="", seq="sequence")  # no name: a symbol of its own per input
     inputs = symbolic_inputs(m)
@@ -161,7 +166,9 @@ def test_cli_runs_any_shape_and_compiles_one_with_shapes(model, reference, tmp_p
     assert main(["compile", str(path), "--shapes", "batch=2,sequence=4"]) == 0
     assert "kernels" in capsys.readouterr().err
     assert main(["compile", str(path)]) == 1
-    assert "has dynamic axes (batch, sequence); give --shapes batch=N,sequence=N" in capsys.readouterr().err
+    assert "run on one shape: give the command --shapes SYM=N" in capsys.readouterr().err
+    assert main(["profile", str(path)]) == 1
+    assert "input 'x' has a dynamic or unknown shape ['batch', 'sequence', 8]" in capsys.readouterr().err
     assert main(["compile", str(path), "--shapes", "batch=2,seq=4"]) == 1
     assert "name 'seq' and leave out 'sequence'" in capsys.readouterr().err
     assert main(["compile", str(path), "--shapes", "batch=two"]) == 1
