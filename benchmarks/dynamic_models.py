@@ -21,20 +21,14 @@ from pathlib import Path
 import numpy as np
 
 import ziggurat
-from benchmarks.run import SETTLE_S, _median_iqr, _ort_session
+from benchmarks.run import SETTLE_S, _median_iqr, _ort_session, call_times
 from ziggurat.frontends.onnx.symbols import fix_shapes
 
 DEFAULT_MODELS = Path(__file__).resolve().parents[2] / "shared" / "models" / "real"
 
 
 def _timed(fn, rounds: int) -> float:
-    fn()
-    ts = []
-    for _ in range(rounds):
-        t = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t)
-    return _median_iqr(ts)[0] * 1e3
+    return _median_iqr(call_times(fn, rounds))[0] * 1e3
 
 
 def bench_folder(folder: Path, threads: int, rounds: int) -> list[dict]:

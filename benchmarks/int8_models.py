@@ -23,10 +23,9 @@ import time
 from pathlib import Path
 
 import numpy as np
-import onnx
 
 import ziggurat
-from benchmarks.run import SETTLE_S, _median_iqr, _ort_session
+from benchmarks.run import SETTLE_S, _median_iqr, _ort_session, call_times
 
 DEFAULT_MODELS = Path(__file__).resolve().parents[2] / "shared" / "models" / "real"
 
@@ -69,16 +68,6 @@ def quantized(model: Path, inputs: dict[str, np.ndarray], cache: Path) -> Path:
     return out
 
 
-def _time(fn, rounds: int) -> list[float]:
-    fn()
-    ts = []
-    for _ in range(rounds):
-        t = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t)
-    return ts
-
-
 def _deviation(out: list[np.ndarray], ref: list[np.ndarray]) -> float:
     return max(float(np.max(np.abs(o.astype(np.float64) - r)) / max(float(np.ptp(r)), 1e-12)) for o, r in zip(out, ref))
 
@@ -108,7 +97,7 @@ def bench_model(folder: Path, threads: int, rounds: int, cache: Path) -> dict:
         for key, fn in (("fp32", lambda: fp32.run(None, inputs)), ("int8", lambda: int8.run(None, inputs)),
                         ("zig", lambda: compiled.run_native(ins, outs))):
             time.sleep(SETTLE_S)
-            times[key] += _time(fn, max(2, rounds // 4))
+            times[key] += call_times(fn, max(2, rounds // 4))
     for key in times:
         row[f"{key}_ms"] = _median_iqr(times[key])[0] * 1e3
     row["zig_vs_int8"] = row["zig_ms"] / row["int8_ms"]

@@ -70,6 +70,17 @@ def _median_iqr(samples: list[float]) -> tuple[float, float]:
     return float(med), float(q3 - q1)
 
 
+def call_times(fn, rounds: int) -> list[float]:
+    """Seconds of `rounds` calls of `fn`, after one untimed call."""
+    fn()
+    times = []
+    for _ in range(rounds):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return times
+
+
 def numpy_matmul_ms(n: int, threads: int, rounds: int) -> float:
     """Median ms of numpy's n^3 sgemm with OpenBLAS limited to `threads`."""
     env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))

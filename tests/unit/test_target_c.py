@@ -155,7 +155,8 @@ def mix():
 @needs_cc
 def test_edge_values_match_the_llvm_target():
     """NaN, infinities and signed zeros through maximumf/minimumf, compares and selects, and the integer
-    division helpers: the C build gives the LLVM build's bits (the Sigmoid's exp within 1 ulp or so)."""
+    division helpers: the C build gives the LLVM build's bits (exp, in o1 and in the Sigmoid, within
+    1 ulp or so: both loops are vector code, and the two compilers contract its polynomial apart)."""
     rng = np.random.default_rng(0)
     x = rng.standard_normal((3, 37)).astype(np.float32) * 30
     y = rng.standard_normal((3, 37)).astype(np.float32)
@@ -165,7 +166,7 @@ def test_edge_values_match_the_llvm_target():
     m = mix()
     c = ziggurat.compile(m, target="c -num-cores=1")(x, y, i, j)
     ll = ziggurat.compile(m, target="llvm -num-cores=1")(x, y, i, j)
-    np.testing.assert_array_equal(c[0], ll[0])  # NaN where NaN
+    np.testing.assert_allclose(c[0], ll[0], rtol=1e-6, atol=0)  # NaN where NaN (equal_nan), inf where inf
     assert np.array_equal(np.signbit(c[0]), np.signbit(ll[0]))
     np.testing.assert_array_equal(c[1], ll[1])
     np.testing.assert_allclose(c[2], ll[2], rtol=1e-6, atol=1e-7)
