@@ -224,8 +224,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     model = _compile(args, args.pipeline)
     compile_s = time.perf_counter() - start
     inputs = _load_npz(args.inputs)
+    start = time.perf_counter()
     outputs = model(*_positional_inputs(inputs, model.input_names, args.inputs))
-    print(f"compiled in {compile_s:.2f} s")
+    if hasattr(model, "symbols"):  # a DynamicModel: the call compiled the variant of its shape
+        shape = ", ".join(f"{k}={v}" for k, v in model.info["variants"][-1].items())
+        compile_s += time.perf_counter() - start
+        print(f"compiled in {compile_s:.2f} s (dynamic axes: the variant for {shape}, at the call)")
+    else:
+        print(f"compiled in {compile_s:.2f} s")
     if not args.check:
         for name, value in zip(model.output_names, outputs):
             print(f"{name}: shape {value.shape}\n{value}")
