@@ -78,8 +78,8 @@ def run_passes(
     for k, p in enumerate(passes):
         start = time.perf_counter()
         last = k == len(passes) - 1
-        check = verify is True or (verify == "stages" and last) or (verify in ("stages", "deferred") and not last and (
-            p.name in pipelines.STAGE_ENDS or passes[k + 1].name == pipelines.TO_LOOP[0]))
+        stage_end = not last and (p.name in pipelines.STAGE_ENDS or passes[k + 1].name == pipelines.TO_LOOP[0])
+        check = verify is True or (verify == "stages" and (last or stage_end)) or (verify == "deferred" and stage_end)
         try:
             p.apply(ctx, module)
         except ZigguratError:
@@ -261,16 +261,18 @@ def compile(  # noqa: A001 - the public name, as in TVM's relay.build / torch.co
                 work, inputs, outputs = _import_model(model, bind, memory_limit, check_indices, stats,
                                                       int8_dot=tgt.has("avx512vnni"))
             except DynamicAxesError as err:
-                if not tgt.is_native:
+                if not tgt.is_native or err.model is None:
                     raise
                 if after_pass is not None or profile:  # a look at one compile: it needs one shape
-                    raise DynamicAxesError(f"{err.args[0].split(';')[0]}; the passes (after_pass, profile, "
-                                           "viz) run on one shape: give the command --shapes SYM=N,... or "
-                                           "compile ziggurat.frontends.onnx.symbols.fix_shapes(model, {...})") from None
-                return _dynamic(model, bind, memory_limit, shapes, on_new_shape, dict(
-                    target=target, opt_level=opt_level, pipeline=pipeline, after_pass=after_pass,
-                    tuning_db=tuning_db, profile=profile, cache=cache, cast_inputs=cast_inputs,
-                    memory_limit=memory_limit, check_indices=check_indices))
+                    raise DynamicAxesError(err.subject, "the passes (after_pass, profile, viz) run on one shape: "
+                                           "give the command --shapes SYM=N,... or compile "
+                                           "ziggurat.frontends.onnx.symbols.fix_shapes(model, {...})") from None
+                from ziggurat.runtime.dynamic import DynamicModel
+
+                same = dict(target=target, opt_level=opt_level, pipeline=pipeline, tuning_db=tuning_db, cache=cache,
+                            cast_inputs=cast_inputs, memory_limit=memory_limit, check_indices=check_indices)
+                # the ModelProto the importer loaded (after bind=): each variant compiles it at one shape
+                return DynamicModel(err.model, lambda data: compile(data, **same), shapes, on_new_shape)
             if shapes:
                 raise InputError(f"shapes= gives values for {', '.join(map(repr, shapes))}, but the model's "
                                  f"inputs have no dynamic axes ({', '.join(s.name + str(list(s.shape)) for s in inputs)})")
@@ -332,20 +334,6 @@ def _import_model(model: Any, bind: dict[str, Any] | None, memory_limit: int | s
     # store in place, and `_build` frees what the native code no longer needs (a caller's
     # ImportedModel is copied instead and stays as it was).
     return _Work.of(imported, owned), inputs, outputs
-
-
-def _dynamic(model: Any, bind: dict[str, Any] | None, memory_limit: int | str | None, shapes: Any,
-             on_new_shape: str, options: dict[str, Any]):
-    """The `DynamicModel` of a model with dynamic axes: each variant is `compile` of the static
-    model at one shape, with the caller's options."""
-    from ziggurat.frontends.onnx.loader import load_model
-    from ziggurat.frontends.onnx.specialize import bind_inputs
-    from ziggurat.runtime.dynamic import DynamicModel
-
-    proto = load_model(model, memory_limit)[0]
-    if bind:
-        proto = bind_inputs(proto, bind)
-    return DynamicModel(proto, lambda data: compile(data, **options), shapes, on_new_shape)
 
 
 def check_arena(arena_size: int, memory_limit: int | str | None) -> None:

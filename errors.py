@@ -37,7 +37,13 @@ class ShapeError(ZigguratError):
 
 class DynamicAxesError(ShapeError):
     """A graph input with dynamic axes where only static shapes are handled: `ziggurat.compile`
-    catches it and compiles a `runtime.dynamic.DynamicModel` instead."""
+    catches it and compiles a `runtime.dynamic.DynamicModel` of `model` (the ModelProto the
+    importer loaded) instead. `subject` is the first part of the message: which input, which dims."""
+
+    def __init__(self, subject: str, advice: str, model: object = None):
+        super().__init__(f"{subject}; {advice}")
+        self.subject = subject
+        self.model = model
 
 
 class ModelLoadError(ZigguratError):

@@ -415,9 +415,7 @@ class _Vectorizer:
 
 def _bits(t) -> int:
     """Bits of a scalar lane type (1 for i1; 0 for index and others that are not lanes)."""
-    if isinstance(t, builtin.IntegerType):
-        return t.width.data
-    return getattr(t, "bitwidth", 0) if isinstance(t, builtin.AnyFloat) else 0
+    return t.bitwidth if isinstance(t, builtin.IntegerType | builtin.AnyFloat) else 0
 
 
 def _ancestors(op: Operation):

@@ -290,20 +290,17 @@ class Expr:
         src = a.type
         width = to.width.data
         lo, hi = (0, (1 << width) - 1) if unsigned else (-(1 << (width - 1)), (1 << (width - 1)) - 1)
-        if width <= 16 and isinstance(src, Float32Type):  # bounds exact in f32: no f64 detour (vector lanes stay 32-bit)
-            t = self._add(math.TruncOp(a))
-            t = self._add(arith.MaximumfOp(t, self.const(float(lo), f32)))
-            t = self._add(arith.MinimumfOp(t, self.const(float(hi), f32)))
-            t = self.select(self.cmpf(a, a, "uno"), self.const(0.0, f32), t)
-            return self._add(arith.FPToUIOp(t, to) if unsigned else arith.FPToSIOp(t, to))
-        wide = a if isinstance(src, Float64Type) else self._add(arith.ExtFOp(a, f64))
+        # Clamped in f32 where its bounds are exact there (<= 16-bit targets: vector lanes stay 32-bit),
+        # else in f64.
+        ft = f32 if width <= 16 and isinstance(src, Float32Type) else f64
+        wide = a if a.type == ft else self._add(arith.ExtFOp(a, ft))
         t = self._add(math.TruncOp(wide))
-        t = self._add(arith.MaximumfOp(t, self.const(float(lo), f64)))
+        t = self._add(arith.MaximumfOp(t, self.const(float(lo), ft)))
         # the largest double not above hi (2^63 - 1 and 2^64 - 1 round up in f64)
         top = float(hi) if float(hi) <= hi else float(np.nextafter(float(hi), 0.0))
-        t = self._add(arith.MinimumfOp(t, self.const(top, f64)))
+        t = self._add(arith.MinimumfOp(t, self.const(top, ft)))
         nan = self.cmpf(wide, wide, "uno")
-        t = self.select(nan, self.const(0.0, f64), t)
+        t = self.select(nan, self.const(0.0, ft), t)
         return self._add(arith.FPToUIOp(t, to) if unsigned else arith.FPToSIOp(t, to))
 
     def exp(self, a: SSAValue) -> SSAValue:

@@ -40,6 +40,7 @@ import onnx
 
 from ziggurat.errors import CompileError, InputError, ZigguratError
 from ziggurat.frontends.onnx.symbols import SymbolicInput, bind_symbols, static_model, symbolic_inputs, symbols_of
+from ziggurat.runtime.executor import gather_inputs
 
 CACHE_SIZE = 16
 ON_NEW_SHAPE = ("compile", "error")
@@ -135,30 +136,11 @@ class DynamicModel:
             err.args = (f"at {self._shown(key)}: {err.args[0] if err.args else err}", *err.args[1:])
             raise
         self.compiles += 1
-        share = getattr(compiled, "share_constants", None)
-        if share is not None:
-            share(self._weights)
+        compiled.share_constants(self._weights)
         return compiled
 
-    def _gather(self, args: tuple, kwargs: dict) -> list[Any]:
-        if len(args) == 1 and isinstance(args[0], Mapping) and not kwargs:
-            args, kwargs = (), dict(args[0])
-        if args and kwargs:
-            raise InputError("pass inputs either positionally or by name, not both")
-        names = self.input_names
-        if kwargs:
-            unknown = sorted(set(kwargs) - set(names))
-            missing = [n for n in names if n not in kwargs]
-            if unknown or missing:
-                raise InputError(f"unknown input(s) {unknown} / missing input(s) {missing}; the model's inputs "
-                                 f"are {names}")
-            return [kwargs[n] for n in names]
-        if len(args) != len(names):
-            raise InputError(f"the model takes {len(names)} input(s) {names}, got {len(args)}")
-        return list(args)
-
     def __call__(self, *args: Any, **kwargs: Any) -> list[np.ndarray]:
-        values = self._gather(args, kwargs)
+        values = gather_inputs(self.input_names, args, kwargs)
         binding = self.bind({i.name: np.shape(v) for i, v in zip(self.inputs, values)})
         return self.variant(binding)(*values)
 

@@ -24,7 +24,7 @@ import numpy as np
 from ziggurat.errors import InputError
 from ziggurat.signature import IndexCheck, TensorSpec
 
-__all__ = ["CompiledModel", "IndexCheck", "ModelSignature", "TensorSpec", "aligned", "aligned_copy", "aligned_empty", "data_address", "weight_key",
+__all__ = ["CompiledModel", "IndexCheck", "ModelSignature", "TensorSpec", "aligned", "aligned_copy", "aligned_empty", "data_address", "gather_inputs", "weight_key",
            "is_aligned"]
 
 ALIGN = 64
@@ -103,6 +103,28 @@ class _Call:
         if self.bound[slot] is not array:
             self.args[slot] = data_address(array)
             self.bound[slot] = array
+
+
+def gather_inputs(names: Sequence[str], args: tuple, kwargs: Mapping[str, Any]) -> list[Any]:
+    """A call's inputs in `names` order: given positionally, by keyword, or as one mapping by name
+    (`CompiledModel` and `runtime.dynamic.DynamicModel` calls); anything else is an InputError."""
+    by_name = bool(kwargs)
+    if len(args) == 1 and isinstance(args[0], Mapping) and not kwargs:
+        kwargs, args, by_name = dict(args[0]), (), True
+    if args and kwargs:
+        raise InputError("pass inputs either positionally or by name, not both")
+    names = list(names)
+    if by_name:
+        unknown = sorted(set(kwargs) - set(names))
+        if unknown:
+            raise InputError(f"unknown input(s) {unknown}; the model's inputs are {names}")
+        missing = [n for n in names if n not in kwargs]
+        if missing:
+            raise InputError(f"missing input(s) {missing}; the model's inputs are {names}")
+        return [kwargs[n] for n in names]
+    if len(args) != len(names):
+        raise InputError(f"the model takes {len(names)} input(s) {names}, got {len(args)}")
+    return list(args)
 
 
 class ModelSignature:
@@ -192,24 +214,6 @@ class CompiledModel(ModelSignature):
             self._constants[i] = pool.setdefault(weight_key(c), c)
         self._idle = [self._new_call()]
 
-    def _gather(self, args: tuple, kwargs: dict) -> list[Any]:
-        by_name = bool(kwargs)
-        if len(args) == 1 and isinstance(args[0], Mapping) and not kwargs:
-            kwargs, args, by_name = dict(args[0]), (), True
-        if args and kwargs:
-            raise InputError("pass inputs either positionally or by name, not both")
-        if by_name:
-            unknown = sorted(set(kwargs) - set(self.input_names))
-            if unknown:
-                raise InputError(f"unknown input(s) {unknown}; the model's inputs are {self.input_names}")
-            missing = [n for n in self.input_names if n not in kwargs]
-            if missing:
-                raise InputError(f"missing input(s) {missing}; the model's inputs are {self.input_names}")
-            return [kwargs[n] for n in self.input_names]
-        if len(args) != len(self.inputs):
-            raise InputError(f"the model takes {len(self.inputs)} input(s) {self.input_names}, got {len(args)}")
-        return list(args)
-
     def _check(self, spec: TensorSpec, value: Any) -> np.ndarray:
         array = np.asarray(value)
         if array.shape != spec.shape:
@@ -228,7 +232,7 @@ class CompiledModel(ModelSignature):
     def prepare(self, *args: Any, **kwargs: Any) -> list[np.ndarray]:
         """The inputs as `__call__` takes them (in input order, by name, or one mapping by name),
         checked and made the C-contiguous arrays of the model's dtypes that `run_native` takes."""
-        return [self._check(s, v) for s, v in zip(self.inputs, self._gather(args, kwargs))]
+        return [self._check(s, v) for s, v in zip(self.inputs, gather_inputs(self.input_names, args, kwargs))]
 
     def __call__(self, *args: Any, **kwargs: Any) -> list[np.ndarray]:
         values: Sequence[Any] = args

@@ -57,7 +57,6 @@ class WasmModel(ModelSignature):
     """An exported WebAssembly model instantiated in wasmtime; call it with numpy arrays (see the module
     docstring). `run_wasm(inputs)` is the call alone on prepared arrays (for timing)."""
 
-    _gather = CompiledModel._gather
     _check = CompiledModel._check
     prepare = CompiledModel.prepare
 

@@ -84,16 +84,27 @@ _GRID_KEEPING = {"Transpose", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Ide
                  "Slice", "DepthToSpace", "SpaceToDepth", "Resize"}
 
 
-def _per_tensor_params(ctx: ConversionContext, node: onnx.NodeProto) -> tuple | None:
-    """(scale, zero point, its dtype) of a per-tensor Q or DQ node with constant parameters; else None."""
+def constant_params(ctx: ConversionContext, node: onnx.NodeProto) -> tuple[np.ndarray, np.ndarray | None, int] | None:
+    """(scale, zero point or None, axis) of a QuantizeLinear or DequantizeLinear node whose scale and
+    zero point are constants, per tensor or per axis (not blocked, no output_dtype, saturating);
+    else None. What the QDQ rewrites (this module, convert_qdq_matmul.py) match on."""
     attrs = attributes(node)
     if attrs.get("block_size", 0) or attrs.get("output_dtype", 0) or not attrs.get("saturate", 1):
         return None
     scale = ctx.constant(node.input[1])
-    zp_name = node.input[2] if len(node.input) > 2 else ""
-    zp = ctx.constant(zp_name) if zp_name else np.zeros((), np.uint8)
-    if scale is None or zp is None or scale.size != 1 or zp.size != 1:
+    zp_name = ctx.input(node, 2)
+    zp = ctx.constant(zp_name) if zp_name else None
+    if scale is None or (zp_name and zp is None):
         return None
+    return scale, zp, int(attrs.get("axis", 1))
+
+
+def _per_tensor_params(ctx: ConversionContext, node: onnx.NodeProto) -> tuple | None:
+    """(scale, zero point, its dtype) of a per-tensor Q or DQ node with constant parameters; else None."""
+    params = constant_params(ctx, node)
+    if params is None or params[0].size != 1 or (params[1] is not None and params[1].size != 1):
+        return None
+    scale, zp = params[0], params[1] if params[1] is not None else np.zeros((), np.uint8)
     return float(scale.reshape(())), int(zp.reshape(())), zp.dtype.str
 
 

@@ -26,25 +26,21 @@ from xdsl.dialects.builtin import f32
 from xdsl.ir import SSAValue
 
 from ziggurat.dialects import graph
-from ziggurat.frontends.onnx.context import ConversionContext, attributes, element_type, shape_of
+from ziggurat.frontends.onnx.context import ConversionContext, element_type, shape_of
+from ziggurat.frontends.onnx.convert_qdq import constant_params
 from ziggurat.frontends.onnx.convert_quant import SI8, UI8, _bin, _cast, _const, int8_matmul
 
 
 def _dequantize(ctx: ConversionContext, name: str) -> tuple[str, np.ndarray, np.ndarray | None, int] | None:
     """(quantized input, scale, zero point or None, axis) of the DequantizeLinear that makes
-    `name`, where its scale and zero point are constants and it is not blocked; else None."""
+    `name`, where its float32 scale and zero point are constants and it is not blocked; else None."""
     node = ctx.producers.get(name)
     if node is None or node.op_type != "DequantizeLinear" or node.domain not in ("", "ai.onnx"):
         return None
-    attrs = attributes(node)
-    if attrs.get("block_size", 0) or attrs.get("output_dtype", 0):
+    params = constant_params(ctx, node)
+    if params is None or params[0].dtype != np.float32:
         return None
-    scale = ctx.constant(node.input[1])
-    zp_name = node.input[2] if len(node.input) > 2 else ""
-    zp = ctx.constant(zp_name) if zp_name else None
-    if scale is None or scale.dtype != np.float32 or (zp_name and zp is None):
-        return None
-    return node.input[0], scale, zp, int(attrs.get("axis", 1))
+    return (node.input[0], *params)
 
 
 def _zero_point(ctx: ConversionContext, zp: np.ndarray | None, label: str) -> SSAValue | None:

@@ -252,6 +252,7 @@ def import_onnx(model_or_path: ModelSource, memory_limit: int | str | None = Non
     """
     limit = resolve_memory_limit(memory_limit)
     model, label = load_model(model_or_path, memory_limit=limit)
+    _refuse_dynamic_inputs(model)
     validate_model(model, label, memory_limit=limit)
     opset = _default_opset(model, label)
     _check_supported(model.graph, opset)
@@ -375,19 +376,28 @@ def _input_type(info: onnx.ValueInfoProto) -> TensorType:
     return tensor_type(_input_shape(info), elt)
 
 
-def _input_shape(info: onnx.ValueInfoProto) -> Shape:
-    """The static shape of a graph input; raises ShapeError otherwise."""
+def _input_shape(info: onnx.ValueInfoProto, model: onnx.ModelProto | None = None) -> Shape:
+    """The static shape of a graph input; raises DynamicAxesError (carrying `model`) otherwise."""
     shape = _static_shape(info.type)
     if shape is None:
         dims = info.type.tensor_type.shape.dim
         shown = [d.dim_param or "?" if d.WhichOneof("value") != "dim_value" else d.dim_value for d in dims]
         raise DynamicAxesError(
-            f"input '{info.name}' has a dynamic or unknown shape {shown}; importing needs static shapes. "
-            "ziggurat.compile compiles such a model per shape (runtime/dynamic.py); to import it, or to "
-            "cross-compile it, export the model with static shapes (no dynamic axes) or fix them with "
-            "onnx.tools.update_model_dims.update_inputs_outputs_dims."
-        )
+            f"input '{info.name}' has a dynamic or unknown shape {shown}",
+            "importing needs static shapes. ziggurat.compile compiles such a model per shape "
+            "(runtime/dynamic.py); to import it, or to cross-compile it, export the model with static shapes "
+            "(no dynamic axes) or fix them with onnx.tools.update_model_dims.update_inputs_outputs_dims.", model)
     return shape
+
+
+def _refuse_dynamic_inputs(model: onnx.ModelProto) -> None:
+    """Raises DynamicAxesError for the first tensor input with a dynamic axis, before the model is
+    validated, checked and shape-inferred: `ziggurat.compile` then compiles it per shape and each
+    variant's import does that work."""
+    initializers = {t.name for t in model.graph.initializer}
+    for info in model.graph.input:
+        if info.name not in initializers and info.type.WhichOneof("value") == "tensor_type":
+            _input_shape(info, model)
 
 
 def _check_output_type(info: onnx.ValueInfoProto, value: Value) -> None:

@@ -33,6 +33,9 @@ from ziggurat.weights import WeightStore
 
 DECISION_ATTR = "graph.layout_decision"
 _BINARY = (graph.AddOp, graph.SubOp, graph.MulOp, graph.DivOp, graph.MaxOp, graph.MinOp)
+# Ops a region carries lane for lane: unary and binary arithmetic, and the casts, compares and
+# selects of an int8 model's quantize/dequantize steps (simplify-graph's NaN guard among them).
+_ELEMENTWISE = (graph.UnaryOp, CastOp, graph.CompareOp, graph.WhereOp, *_BINARY)
 
 
 def _shape(v: SSAValue) -> tuple[int, ...]:
@@ -106,10 +109,8 @@ def find_members(ops: list[Operation], block: int, grouped: bool = True) -> list
         ok = False
         if conv_eligible(op, block, grouped):
             ok = True
-        elif isinstance(op, (graph.UnaryOp, CastOp)) and op.input in blocked:
-            ok = True  # a cast too: an int8 model's quantize/dequantize steps stay in the region
-        elif isinstance(op, (*_BINARY, graph.CompareOp, graph.WhereOp)) and any(v in blocked for v in op.operands):
-            out = _shape(op.result)  # where: a mask, e.g. an int8 model's NaN guard (simplify-graph)
+        elif isinstance(op, _ELEMENTWISE) and any(v in blocked for v in op.operands):
+            out = _shape(op.results[0])
             ok = len(out) == 4 and all(v in blocked or _shape(v) == out or _channel_broadcast(v, out)
                                        for v in op.operands)
         elif isinstance(op, graph.MaxPool2dOp) and op.input in blocked:
@@ -297,24 +298,11 @@ class Rewriter:
             x = self.bl[op.input]
             new = MaxPool2dNchwcOp(x, _tensor(res, blocked_shape(_shape(res), f"NCHW{b}c")), _ints(op.kernel),
                                    _ints(op.strides), _ints(op.pads), _ints(op.dilations))
-        elif isinstance(op, graph.UnaryOp):
-            new = type(op)(self.bl[op.input])
-        elif isinstance(op, CastOp):
-            blocked = TensorType(res.type.element_type, blocked_shape(_shape(res), f"NCHW{b}c"))  # type: ignore[attr-defined]
-            new = CastOp.create(operands=[self.bl[op.input]], result_types=[blocked],
-                                properties=dict(op.properties), attributes=dict(op.attributes))
-        elif isinstance(op, graph.CompareOp):
+        else:  # elementwise (`_ELEMENTWISE`): the same op on the blocked operands
             out = _shape(res)
-            lhs, rhs = self.operand(op, op.lhs, out), self.operand(op, op.rhs, out)
-            new = graph.CompareOp(lhs, rhs, op.kind.data, _tensor(res, blocked_shape(out, f"NCHW{b}c")))
-        elif isinstance(op, graph.WhereOp):
-            out = _shape(res)
-            cond, lhs, rhs = (self.operand(op, v, out) for v in op.operands)
-            new = graph.WhereOp(cond, lhs, rhs, _tensor(res, blocked_shape(out, f"NCHW{b}c")))
-        else:
-            out = _shape(res)
-            lhs, rhs = self.operand(op, op.lhs, out), self.operand(op, op.rhs, out)
-            new = type(op)(lhs, rhs, _tensor(res, blocked_shape(out, f"NCHW{b}c")))
+            new = op.create(operands=[self.operand(op, v, out) for v in op.operands],
+                            result_types=[_tensor(res, blocked_shape(out, f"NCHW{b}c"))],
+                            properties=dict(op.properties), attributes=dict(op.attributes))
         twin = self.insert(op, new, res.name_hint)
         back = LayoutTransformOp(twin, f"NCHW{b}c", "NCHW", res.type)
         carry(back, op)

@@ -161,19 +161,28 @@ class PowByConstant(_WithWeights):
 # ---------------------------------------------------------------------------
 
 
-class FoldBatchNormIntoProducer(_WithWeights):
+class _BatchNormPattern(_WithWeights):
+    def affine(self, bn: graph.BatchNormOp) -> tuple[np.ndarray, np.ndarray] | None:
+        """(a, c) with batch_norm(x) = x * a + c per channel (float64), where the parameters are constants."""
+        params = [self.value(v) for v in (bn.scale, bn.bias, bn.mean, bn.var)]
+        if any(p is None for p in params):
+            return None
+        scale, bias, mean, var = (p.astype(np.float64) for p in params)  # type: ignore[union-attr]
+        a = scale / np.sqrt(var + bn.epsilon.value.data)
+        return a, bias - mean * a
+
+
+class FoldBatchNormIntoProducer(_BatchNormPattern):
     """batch_norm(conv2d(x, W) [+ b0]) ==> conv2d(x, W * a[o]) + (b0 * a + c)
     with a = scale / sqrt(var + eps), c = bias - mean * a; the same for a rank-2
     matmul, scaling the weight's output columns"""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, bn: graph.BatchNormOp, rewriter: PatternRewriter) -> None:
-        params = [self.value(v) for v in (bn.scale, bn.bias, bn.mean, bn.var)]
-        if any(p is None for p in params):
+        affine = self.affine(bn)
+        if affine is None:
             return
-        scale, bias, mean, var = (p.astype(np.float64) for p in params)  # type: ignore[union-attr]
-        a = scale / np.sqrt(var + bn.epsilon.value.data)
-        c = bias - mean * a
+        a, c = affine
         channels = a.shape[0]
         producer, b0 = bn.input.owner, np.zeros(channels)
         if isinstance(producer, graph.AddOp) and _single_use(producer.result):
@@ -224,6 +233,10 @@ class RemoveExactCastPair(_WithWeights):
     `clamp(round(x / s) + zp, lo, hi)` through uint8 and back is that float already, and the
     compare and select cost fewer vector instructions than the saturating cast and its way back."""
 
+    def __init__(self, store: WeightStore):
+        super().__init__(store)
+        self._zero: str | None = None
+
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: CastOp, rewriter: PatternRewriter) -> None:
         inner = op.input.owner
@@ -239,7 +252,9 @@ class RemoveExactCastPair(_WithWeights):
         if span is None or not (lo <= span[0] and span[1] <= hi):
             return
         x = inner.input
-        zero = self.constant("cast_pair.zero", np.zeros((), np.float32))
+        if self._zero is None:  # one weight for every guard (cse then merges the constants)
+            self._zero = self.constant("cast_pair.zero", np.zeros((), np.float32)).ref.data
+        zero = graph.ConstantOp(self._zero, TensorType(builtin.f32, []))
         ordered = graph.CompareOp(x, x, "eq", x.type)
         keep = graph.WhereOp(ordered.result, x, zero.result, x.type)
         rewriter.replace(op, [zero, ordered, keep])
@@ -271,7 +286,7 @@ class RemoveExactCastPair(_WithWeights):
         return None
 
 
-class BatchNormToAffine(_WithWeights):
+class BatchNormToAffine(_BatchNormPattern):
     """batch_norm(x) ==> x * a + c per channel (a = scale / sqrt(var + eps), c = bias - mean * a),
     where it cannot fold into a producer: two channel-broadcast ops that fuse with their
     neighbours and stay in a blocked layout region (an int8 model's BatchNorm sits behind a
@@ -283,14 +298,12 @@ class BatchNormToAffine(_WithWeights):
         if rank < 2 or bn.result.type.element_type != builtin.f32:  # type: ignore[attr-defined]
             return
         per_channel = (_shape(bn.scale)[0],) + (1,) * (rank - 2)
-        params = [self.value(v) for v in (bn.scale, bn.bias, bn.mean, bn.var)]
-        if all(p is not None for p in params):  # the constants now
-            scale, bias, mean, var = (p.astype(np.float64) for p in params)  # type: ignore[union-attr]
-            a = scale / np.sqrt(var + bn.epsilon.value.data)
+        affine = self.affine(bn)
+        if affine is not None:  # the constants now
             name = getattr(bn.scale.owner, "ref", None)
             base = name.data if name is not None else "bn"
-            made: list[Operation] = [self.constant(f"{base}.affine_a", a.reshape(per_channel)),
-                                     self.constant(f"{base}.affine_c", (bias - mean * a).reshape(per_channel))]
+            made: list[Operation] = [self.constant(f"{base}.affine_a", affine[0].reshape(per_channel)),
+                                     self.constant(f"{base}.affine_c", affine[1].reshape(per_channel))]
             a_v, c_v = made[0].results[0], made[1].results[0]
         else:  # computed ones (an int8 model's dequantized parameters): ops fold-constants folds
             t = bn.scale.type
@@ -323,7 +336,9 @@ class SimplifyGraphPass(ModulePass):
     - `x ** 2 ==> x * x`, `x ** 0.5 ==> sqrt(x)`, `x ** 1 ==> x` for a constant exponent;
     - `batch_norm(conv2d(x, W) [+ b0]) ==> conv2d(x, W * a) + (b0 * a + c)`, and the
       same after a rank-2 matmul, with weights rewritten at compile time; any other
-      `batch_norm(x) ==> x * a + c` with per-channel constants.
+      `batch_norm(x) ==> x * a + c` with per-channel constants (or ops on computed parameters);
+    - `cast(cast(x : f32 -> ui8/i8/ui16/i16) -> f32) ==> where(x == x, x, 0)` where x is a clamped,
+      rounded value inside the integer range (an int8 model's quantize-dequantize pair).
     Ops left dead are erased; run `cse` and `dce` after it for the rest.
 
     Example:
