@@ -30,6 +30,7 @@ from xdsl.utils.exceptions import VerifyException
 from ziggurat import cache as disk_cache
 from ziggurat.errors import CompileError, DynamicAxesError, InputError, ZigguratError
 from ziggurat.lowering import pipelines
+from ziggurat import fork_build
 from ziggurat.registry import make_context, parse_pipeline
 from ziggurat.target import Target
 
@@ -159,6 +160,8 @@ def clear_cache() -> None:
 class CompileStats:
     """Where compile time went, in seconds, plus module sizes."""
 
+    # cache, import, passes, translate, llvm; and `tail` where the function-local passes, the translation
+    # and LLVM ran in two processes (fork_build.py): passes, translate and llvm then exclude them
     seconds: dict[str, float] = field(default_factory=dict)
     kernels: int = 0  # distinct kernel functions (after dedupe-kernels)
     kernel_calls: int = 0  # kernel calls in the entry function
@@ -431,9 +434,14 @@ def _build(work: _Work, spec: str, options: Any, stats: CompileStats, after_pass
     from ziggurat.backends.llvm.codegen_pool import compile_jobs
     from ziggurat.backends.llvm.jit import jit_compile
 
-    low = _lower(work, spec, options, stats, after_pass)
+    low = _lower(work, spec, options, stats, after_pass, fork=after_pass is None and not options.profile)
     t0 = time.perf_counter()
-    jit = jit_compile(low.llvm_ir, options, low.info, jobs=compile_jobs())
+    if low.objects is not None:  # compiled in two processes (fork_build.py)
+        from ziggurat.backends.llvm.jit import declared_externals, load_objects
+
+        jit = load_objects(low.objects, low.llvm_ir, options, declared_externals(low.llvm_ir), low.info)
+    else:
+        jit = jit_compile(low.llvm_ir, options, low.info, jobs=compile_jobs())
     stats.seconds["llvm"] += time.perf_counter() - t0
     return _Built(jit, low.info.entry_symbol, low.info.arena_size, low.constants, low.kernels, low.kernel_calls,
                   low.arena_bytes, low.unplanned_bytes, low.tuned_kernels)
@@ -451,12 +459,15 @@ class _Lowered:
     arena_bytes: int | None
     unplanned_bytes: int | None
     tuned_kernels: tuple[str, ...]
+    objects: list[bytes] | None = None  # with fork=True: the object code of `llvm_ir`, compiled in two parts
 
 
 def _lower(work: _Work, spec: str, options: Any, stats: CompileStats, after_pass: PassCallback | None,
-           translate: Callable[..., Any] | None = None) -> _Lowered:
+           translate: Callable[..., Any] | None = None, fork: bool = False) -> _Lowered:
     """Passes and translation to LLVM IR text (what `_build` JIT-compiles and cross.py exports); `translate`
-    replaces `translate_module` (the C target's `backends.c.emit_module`: `llvm_ir` is then C source)."""
+    replaces `translate_module` (the C target's `backends.c.emit_module`: `llvm_ir` is then C source).
+    `fork=True`: the function-local tail of the pipeline, the translation and LLVM run in two processes
+    where that pays (fork_build.py), and the result carries the object code."""
     from ziggurat.backends.llvm.translate import translate_module
     from ziggurat.runtime.executor import aligned
     from ziggurat.transforms.schedule.mark import scheduled_kernels
@@ -468,7 +479,9 @@ def _lower(work: _Work, spec: str, options: Any, stats: CompileStats, after_pass
     t0 = time.perf_counter()
     # the lowered (hw) IR is verified only where translation fails, or always with ZIGGURAT_VERIFY=1
     strict = os.environ.get("ZIGGURAT_VERIFY", "") not in ("", "0")
-    unverified = run_passes(work.module, parse_pipeline(spec),
+    passes = parse_pipeline(spec)
+    cut = fork_build.tail_start([p.name for p in passes]) if fork and fork_build.usable() else len(passes)
+    unverified = run_passes(work.module, passes[:cut],
                             verify=True if after_pass is not None else "stages" if strict else "deferred",
                             after_pass=after_pass)
     stats.seconds["passes"] = time.perf_counter() - t0
@@ -481,8 +494,21 @@ def _lower(work: _Work, spec: str, options: Any, stats: CompileStats, after_pass
     del module, plan
 
     t0 = time.perf_counter()
+    forked = None
+    if cut < len(passes):
+        forked = fork_build.lower_tail(work.module, passes[cut:], options, strict,
+                                       lambda m: (translate or translate_module)(m, options))
+        if forked is None:  # one process after all (few kernels)
+            unverified += run_passes(work.module, passes[cut:], verify="stages" if strict else "deferred")
+            stats.seconds["passes"] += time.perf_counter() - t0
+        else:
+            stats.seconds["tail"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
     try:
-        ir_module, info = (translate or translate_module)(work.module, options)
+        if forked is not None:
+            objects, llvm_text, info = forked
+        else:
+            ir_module, info = (translate or translate_module)(work.module, options)
     except Exception:
         verify_lowered(work.module, unverified)  # invalid IR is the clearer error
         raise
@@ -491,6 +517,9 @@ def _lower(work: _Work, spec: str, options: Any, stats: CompileStats, after_pass
     stats.seconds["translate"] = time.perf_counter() - t0
     store, work.weights = {name: work.weights[name] for name in info.const_names}, None
     constants = tuple(aligned(store.pop(name)) for name in info.const_names)
+    if forked is not None:
+        stats.seconds["llvm"] = 0.0  # linking the two objects (_build)
+        return _Lowered(llvm_text, info, constants, kernels, calls, arena, unplanned, tuned, objects)
     t0 = time.perf_counter()
     llvm_ir = str(ir_module)
     del ir_module

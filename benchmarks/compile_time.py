@@ -14,10 +14,12 @@ not compile time), then times `ziggurat.compile` of the case and prints its
 The parent reports the median of `--repeat` runs: for the chains (`add_chain`
 of benchmarks/workloads.py, shape 1x64) total seconds and ms per node, for the
 models (every `model.onnx` under `--models` with static input shapes) the
-total and its split into import, passes, translate and llvm. Totals are wall
-seconds; the CPU seconds of the compiling process are printed beside them (on
-a shared machine the wall time also counts the time other processes held the
-cores). `--nodes ''` or `--models ''` leaves a part out. The tables are
+total and its split into import, passes, tail, translate and llvm (`tail`: the
+schedule and hw passes, translation and LLVM, run in two processes, fork_build.py;
+translate and llvm then count only what is left, linking). Totals are wall
+seconds; the CPU seconds of the compiling process are printed beside them (they
+leave out the forked child's and the codegen workers'; on a shared machine the
+wall time also counts the time other processes held the cores). `--nodes ''` or `--models ''` leaves a part out. The tables are
 printed as markdown; `--markdown` also writes them to a file. Results:
 docs/benchmarks.md, "Compile time".
 """
@@ -34,7 +36,7 @@ from pathlib import Path
 from ziggurat.benchmarks.fresh_process import run_worker
 
 DEFAULT_MODELS = Path(__file__).resolve().parents[2] / "shared" / "models" / "real"
-SPLIT = ("import", "passes", "translate", "llvm")
+SPLIT = ("import", "passes", "tail", "translate", "llvm")
 
 
 def _warm_up(target: str) -> None:

@@ -22,7 +22,9 @@ prints its numbers as JSON:
 Peak is `ru_maxrss` of the worker (the high-water mark of its resident set,
 imports included); a cold compile of a large model also starts a codegen worker
 process (backends/llvm/codegen_pool.py), whose own peak (`VmHWM`) is shown in the
-cell and is not in the ratio; the ziggurat workers also report the resident set
+cell and is not in the ratio, and forks children that lower half the kernels and price fusion
+groups (fork_build.py): the largest one's peak (`ru_maxrss` of RUSAGE_CHILDREN; it counts the
+pages it shares with the parent, copy-on-write, as its own) is shown too, not in the ratio; the ziggurat workers also report the resident set
 (`VmRSS` of /proc/self/status) after the compile and after the run. The
 baseline row gives the resident set of a bare interpreter after
 `import ziggurat`, after the modules a compile loads (frontend, pipelines,
@@ -128,6 +130,9 @@ def worker(kind: str, folder: str) -> dict:
     workers = _codegen_worker_peaks()
     if workers:
         out["codegen_worker_mb"] = max(workers)
+    forked = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # fork_build.py's children, reaped
+    if forked:
+        out["forked_mb"] = forked
     return out
 
 
@@ -195,6 +200,7 @@ def _cell(r: dict | None) -> str:
     if "error" in r:
         return f"error: {r['error']}"
     worker = f", codegen worker {r['codegen_worker_mb']:.0f}" if r.get("codegen_worker_mb") else ""
+    worker += f", forked child {r['forked_mb']:.0f}" if r.get("forked_mb") else ""
     return f"{r['peak_mb']:.0f} ({r['compile_mb']:.0f} / {r['run_mb']:.0f}{worker})"
 
 

@@ -119,12 +119,19 @@ def create_target_machine(cpu: str, features: str, opt_level: int = 3, *, pic: b
 
 
 def optimize(mod: llvm.ModuleRef, tm: llvm.TargetMachine, level: int = 3) -> None:
-    """Run the default O`level` module pipeline in place (nothing at level 0)."""
+    """Run the default O`level` module pipeline in place (nothing at level 0).
+
+    LLVM's own loop unrolling is off: the schedules already unroll what pays (register blocks in
+    the IR; `unrolled` loops, such as a conv's innermost window loop, carry `llvm.loop.unroll.full`,
+    which LLVM still obeys). Its heuristics had doubled LLVM's time on the CNNs (efficientnet_b0:
+    4.1 -> 2.1 s of optimization and code generation) for 1-2% of run time (docs/benchmarks.md,
+    "Compile time")."""
     if level <= 0:
         return
     pto = llvm.create_pipeline_tuning_options(level)
     pto.loop_vectorization = True
     pto.slp_vectorization = True
+    pto.loop_unrolling = False
     pb = llvm.create_pass_builder(tm, pto)
     pb.getModulePassManager().run(mod, pb)
 

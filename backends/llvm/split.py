@@ -142,3 +142,47 @@ def split_module(text: str, parts: int, keep: tuple[str, ...] = KEEP) -> list[st
             lines += f.lines[1:]
         out.append("\n".join(lines) + "\n")
     return out
+
+
+_METADATA_ID = re.compile(r"!(\d+)\b")
+
+
+def merge_modules(texts: list[str]) -> str:
+    """One module text that defines what `texts` define (the inverse of `split_module`; the parts
+    of `fork_build.lower_tail`): header lines once each (a declaration once per name, none for a
+    function some part defines), numbered metadata renumbered part by part, then every function.
+    Raises ValueError for text `split_module` would not split (a global variable, a constant that is
+    not internal or private)."""
+    parsed = [_parse(t) for t in texts]
+    if any(p is None for p in parsed):
+        raise ValueError("merge_modules: a part defines a global variable or a shared constant")
+    defined = {f.name for _, functions in parsed for f in functions}  # type: ignore[union-attr]
+    header: list[str] = []
+    seen: set[str] = set()
+    declared: set[str] = set()
+    body: list[str] = []
+    offset = 0
+    for head, functions in parsed:  # type: ignore[misc]
+        lines = head + [line for f in functions for line in f.lines]
+        ids = [int(i) for line in lines for i in _METADATA_ID.findall(line)]
+        shift = offset
+
+        def renumber(line: str) -> str:
+            return _METADATA_ID.sub(lambda m: f"!{int(m.group(1)) + shift}", line) if shift else line
+
+        for line in head:
+            line = renumber(line)
+            if not line.strip() or line in seen:
+                continue
+            if line.startswith("declare "):
+                name = _NAME.search(line)
+                if name is None or name.group(1) in defined or name.group(1) in declared:
+                    continue
+                declared.add(name.group(1))
+            seen.add(line)
+            header.append(line)
+        for f in functions:
+            body.append("")
+            body += [renumber(line) for line in f.lines]
+        offset += max(ids) + 1 if ids else 0
+    return "\n".join(header + body) + "\n"

@@ -93,18 +93,10 @@ class _CostGuided:
 
     def merge_once(self) -> bool:
         for k, unit in enumerate(self.units):
-            if not self.valid(unit) or not any(pattern_kind(self.g.nodes[i]) == K.COMM_REDUCE for i in unit):
-                continue  # the rules already merge everything else they can: only a reduction's consumers are new
-            outs = self.g.outs[unit[-1]]
-            if any(j is None for j, _ in outs) or not outs:
+            found = self._merge(k, unit)
+            if found is None:
                 continue
-            owners = sorted({self._owner(j) for j, _ in outs if j is not None} - {k})
-            if not owners:
-                continue
-            parts = [unit, *(self.units[o] for o in owners)]
-            merged = sorted(i for p in parts for i in p)
-            if not self.valid(merged) or not all(pattern_kind(self.g.nodes[i]) in _MERGEABLE for i in merged):
-                continue
+            owners, parts, merged = found
             before = sum(self.cost(p) for p in parts)
             after = self.cost(merged)
             if after < _GAIN * before:
@@ -117,24 +109,62 @@ class _CostGuided:
                 return True
         return False
 
+    def _splits(self, unit: list[int]) -> list[tuple[list[int], list[int]]]:
+        """The (head, tail) cuts of `unit` that split_once prices."""
+        if len(unit) < 2 or not self.valid(unit):
+            return []
+        cuts = []
+        for p in unit[:-1]:
+            if not (self._expands(p, unit) or self._shared(p, unit)):
+                continue  # p is neither recomputed nor materialized inside the fused kernel
+            head = self._ancestors(p, set(unit))
+            tail = [i for i in unit if i not in head]
+            a = sorted(head)
+            if tail and self.valid(a) and self.valid(tail):
+                cuts.append((a, tail))
+        return cuts
+
+    def _merge(self, k: int, unit: list[int]) -> tuple[list[int], list[list[int]], list[int]] | None:
+        """(owners, parts, merged) of the merge merge_once prices for unit `k`, if any."""
+        if not self.valid(unit) or not any(pattern_kind(self.g.nodes[i]) == K.COMM_REDUCE for i in unit):
+            return None  # the rules already merge everything else they can: only a reduction's consumers are new
+        outs = self.g.outs[unit[-1]]
+        if any(j is None for j, _ in outs) or not outs:
+            return None
+        owners = sorted({self._owner(j) for j, _ in outs if j is not None} - {k})
+        if not owners:
+            return None
+        parts = [unit, *(self.units[o] for o in owners)]
+        merged = sorted(i for p in parts for i in p)
+        if not self.valid(merged) or not all(pattern_kind(self.g.nodes[i]) in _MERGEABLE for i in merged):
+            return None
+        return owners, parts, merged
+
+    def prefetch(self, step: Callable[[], bool]) -> None:
+        """Prices, in one batch (two processes: `Prices.prefetch`), every group that one round of
+        `step` (merge_once or split_once) would price first."""
+        wanted: list[list[int]] = []
+        for k, unit in enumerate(self.units):
+            if step == self.merge_once:
+                found = self._merge(k, unit)
+                wanted += [*found[1], found[2]] if found else []
+            else:
+                cuts = self._splits(unit)
+                wanted += [unit, *(u for cut in cuts for u in cut)] if cuts else []
+        fetch = getattr(self.price, "prefetch", None)
+        if fetch is not None:
+            fetch([[self.g.nodes[i] for i in u] for u in wanted if tuple(u) not in self.costs])
+
     def split_once(self) -> bool:
         for k, unit in enumerate(self.units):
-            if len(unit) < 2 or not self.valid(unit):
-                continue
             best: tuple[float, list[int], list[int]] | None = None
-            for p in unit[:-1]:
-                if not (self._expands(p, unit) or self._shared(p, unit)):
-                    continue  # p is neither recomputed nor materialized inside the fused kernel
-                head = self._ancestors(p, set(unit))
-                tail = [i for i in unit if i not in head]
-                a = sorted(head)
-                if not tail or not self.valid(a) or not self.valid(tail):
-                    continue
+            cuts = self._splits(unit)
+            for a, tail in cuts:
                 after = self.cost(a) + self.cost(tail)
                 if best is None or after < best[0]:
                     best = (after, a, tail)
-            before = self.cost(unit)
-            if best is not None and best[0] < _GAIN * before:
+            if best is not None and best[0] < _GAIN * self.cost(unit):
+                before = self.cost(unit)
                 self.units = [u for n, u in enumerate(self.units) if n != k] + [best[1], best[2]]
                 for part in best[1:]:
                     self._record(part, "split: 1 group -> 2", before, best[0])
@@ -169,6 +199,7 @@ class _CostGuided:
         for _ in range(max_rounds):
             changed = False
             for step in (self.merge_once, self.split_once):
+                self.prefetch(step)
                 for _ in range(len(self.g.nodes)):
                     if not step():
                         break
@@ -196,14 +227,32 @@ def _duplications(g: FusionGraph, units: list[list[int]], price: Callable[[list[
     recomputed inside each of them than materialized once (a layout change whose own
     kernel gathers through divisions, while each consumer reads only its slice): per
     unit, its consumer units and both costs; no unit appears in two of them."""
+    candidates = list(_duplication_candidates(g, units, max_size))
+    fetch = getattr(price, "prefetch", None)
+    if fetch is not None:  # every group the loop below may price, in one batch
+        fetch([[g.nodes[i] for i in u] for unit, consumers in candidates
+               for u in [unit, *consumers, *(sorted(unit + c) for c in consumers)]])
+    found: list[tuple[list[int], list[list[int]], float, float]] = []
+    taken: set[int] = set()
+    for unit, consumers in candidates:
+        if unit[0] in taken or any(c[0] in taken for c in consumers):
+            continue
+        ops = [g.nodes[i] for i in unit]
+        before = price(ops) + sum(price([g.nodes[i] for i in c]) for c in consumers)
+        after = sum(price([g.nodes[i] for i in sorted(unit + c)]) for c in consumers)
+        if after < _GAIN * before:
+            found.append((unit, consumers, before, after))
+            taken.update(u[0] for u in (unit, *consumers))
+    return found
+
+
+def _duplication_candidates(g: FusionGraph, units: list[list[int]], max_size: int):
+    """Units of injective ops whose last value several units read (all of them injective too), with
+    those consumer units: what `_duplications` prices."""
     from ziggurat.transforms.costs.kernels import is_kernel_op
 
     owner = {i: k for k, u in enumerate(units) for i in u}
-    found: list[tuple[list[int], list[list[int]], float, float]] = []
-    taken: set[int] = set()
     for unit in units:
-        if unit[0] in taken:
-            continue
         ops = [g.nodes[i] for i in unit]
         if not all(is_kernel_op(o) and not isinstance(o, graph.FusedOp) and pattern_kind(o) in _DUPLICABLE
                    and isinstance(o.results[0].type, TensorType) for o in ops):
@@ -215,17 +264,12 @@ def _duplications(g: FusionGraph, units: list[list[int]], price: Callable[[list[
         if not outs or any(j is None for j, _ in outs):
             continue
         consumers = [units[k] for k in sorted({owner[j] for j, _ in outs})]
-        if len(consumers) < 2 or any(c[0] in taken or len(unit) + len(c) > max_size for c in consumers):
+        if len(consumers) < 2 or any(len(unit) + len(c) > max_size for c in consumers):
             continue
         if not all(is_kernel_op(g.nodes[i]) and not isinstance(g.nodes[i], graph.FusedOp)
                    and pattern_kind(g.nodes[i]) in _DUPLICABLE for c in consumers for i in c):
             continue
-        before = price(ops) + sum(price([g.nodes[i] for i in c]) for c in consumers)
-        after = sum(price([g.nodes[i] for i in sorted(unit + c)]) for c in consumers)
-        if after < _GAIN * before:
-            found.append((unit, consumers, before, after))
-            taken.update(u[0] for u in (unit, *consumers))
-    return found
+        yield unit, consumers
 
 
 def _duplicate(g: FusionGraph, unit: list[int], consumers: list[list[int]]) -> None:
@@ -298,11 +342,51 @@ def _weight_layouts(block: Block, price: Callable[[list[Operation]], float], sto
     which the roofline cannot tell apart when no pack nest or set conflict separates
     them. A weight that is already transposed (`Gemm(transB=1)`) may go to panels the
     same way. Returns the decision per rewritten matmul."""
+    done: dict[Operation, str] = {}
+    fetch = getattr(price, "prefetch", None)
+    if fetch is not None:  # every matmul and its alternatives, in one batch
+        trial = [alt for op, alts in _layout_alternatives(block, width) for alt in [op, *(a[-1] for a in alts)]]
+        fetch([[op] for op in trial])
+        for op in trial:
+            if op.parent is None:
+                op.erase()
+    for op, alts in _layout_alternatives(block, width):
+        w = op.operands[1].owner
+        elt, ref = w.results[0].type.element_type, w.ref.data
+        before = price([op])
+        best = None
+        for what, name, shape, gain, array, make, alt in alts:
+            after = price([alt])
+            alt.erase()
+            if after <= gain * before and after < float("inf") and (best is None or after < best[0]):
+                best = (after, what, name, shape, array, make)
+        if best is None:
+            continue
+        after, what, name, shape, array, make = best
+        c = graph.ConstantOp(store.add(name, array(store[ref])), TensorType(elt, shape))
+        alt = make(op.operands[0], c.results[0])
+        c.location = alt.location = op.location  # the same source node
+        block.insert_op_before(c, op)
+        block.insert_op_before(alt, op)
+        alt.results[0].name_hint = op.results[0].name_hint
+        op.results[0].replace_all_uses_with(alt.results[0])
+        op.detach()
+        op.erase()
+        if not w.results[0].uses:  # the weight as it was: no longer read, not carried to the kernels
+            w.detach()
+            w.erase()
+        done[alt] = f"{what}: 1 group -> 1, cost {before * 1e6:.2f}us -> {after * 1e6:.2f}us"
+    return done
+
+
+def _layout_alternatives(block: Block, width: int):
+    """Per matmul of `block` with a constant 2-d weight: the op and its alternatives, each
+    (what, weight name, weight shape, gain needed, how to make the weight, how to make the op, the
+    op made over a detached constant of that shape, for pricing: the caller erases it)."""
     import numpy as np
 
     from ziggurat.dialects.graph_layout import MatmulPanelsOp, pack_panels
 
-    done: dict[Operation, str] = {}
     for op in list(block.ops):
         if not isinstance(op, graph.MatmulOp):
             continue
@@ -326,31 +410,8 @@ def _weight_layouts(block: Block, price: Callable[[list[Operation]], float], sto
         # (a matrix-vector product), where the dot-product kernel of the transposed weight keeps
         # several accumulators and the panel kernel one FMA chain per panel (measured 2-3x apart).
         alts = packed + transposed if rows > 1 else transposed + packed
-        before = price([op])
-        best = None
-        for what, name, shape, gain, array, make in alts:
-            alt = make(op.operands[0], graph.ConstantOp(name, TensorType(elt, shape)).results[0])
-            after = price([alt])
-            alt.erase()
-            if after <= gain * before and after < float("inf") and (best is None or after < best[0]):
-                best = (after, what, name, shape, array, make)
-        if best is None:
-            continue
-        after, what, name, shape, array, make = best
-        c = graph.ConstantOp(store.add(name, array(store[ref])), TensorType(elt, shape))
-        alt = make(op.operands[0], c.results[0])
-        c.location = alt.location = op.location  # the same source node
-        block.insert_op_before(c, op)
-        block.insert_op_before(alt, op)
-        alt.results[0].name_hint = op.results[0].name_hint
-        op.results[0].replace_all_uses_with(alt.results[0])
-        op.detach()
-        op.erase()
-        if not w.results[0].uses:  # the weight as it was: no longer read, not carried to the kernels
-            w.detach()
-            w.erase()
-        done[alt] = f"{what}: 1 group -> 1, cost {before * 1e6:.2f}us -> {after * 1e6:.2f}us"
-    return done
+        yield op, [(*a, a[-1](op.operands[0], graph.ConstantOp(a[1], TensorType(elt, a[2])).results[0]))
+                   for a in alts]
 
 
 def structural_key(ops: list[Operation]) -> tuple:
@@ -379,23 +440,51 @@ def structural_key(ops: list[Operation]) -> tuple:
     return tuple(key)
 
 
+class Prices:
+    """`price` of a group of ops, once per structure (`structural_key`: repeated layers are priced
+    once); with `parallel`, `prefetch` prices a batch of groups in two processes
+    (`fork_build.map_floats`; never where pricing measures kernels: timings need the core alone)."""
+
+    def __init__(self, price: Callable[[list[Operation]], float], parallel: bool = False):
+        self.price, self.parallel = price, parallel
+        self.cache: dict[tuple, float] = {}
+
+    def __call__(self, ops: list[Operation]) -> float:
+        key = structural_key(ops)
+        if key not in self.cache:
+            self.cache[key] = self.price(ops)
+        return self.cache[key]
+
+    def prefetch(self, groups: list[list[Operation]]) -> None:
+        if not self.parallel:
+            return
+        from ziggurat.fork_build import map_floats
+
+        todo: dict[tuple, list[Operation]] = {}
+        for ops in groups:
+            key = structural_key(ops)
+            if key not in self.cache:
+                todo.setdefault(key, ops)
+        if len(todo) < MIN_BATCH:
+            return
+        keys, batch = list(todo), list(todo.values())
+        self.cache.update(zip(keys, map_floats(lambda i: self.price(batch[i]), len(batch))))
+
+
+MIN_BATCH = 4  # fewer groups than this are priced one by one (a fork costs about one price)
+
+
 def fuse_block_cost_guided(block: Block, max_size: int, allow_reduction_fusion: bool,
                            price: Callable[[list[Operation]], float], max_rounds: int = 4, store=None,
-                           width: int = 0) -> int:
+                           width: int = 0, parallel: bool = False) -> int:
     """Rule-based groups of `block`, then re-decided by `price` (seconds of one kernel of the
     given ops); each changed group (or op) records its decision as `graph.fusion_decision`.
+    `parallel`: batches of prices in two processes (`Prices`).
 
     First, for at most `max_rounds` rounds, a group of injective ops read by several
     groups is duplicated into each of them where that is cheaper (`_duplication`), and
     the rules run again on the result; then `_CostGuided` merges and splits."""
-    cache: dict[tuple, float] = {}
-
-    def cached(ops: list[Operation]) -> float:
-        key = structural_key(ops)
-        if key not in cache:
-            cache[key] = price(ops)
-        return cache[key]
-
+    cached = Prices(price, parallel)
     duplicated: dict[Operation, str] = {}  # a consumer unit's last op -> its decision
     layouts = _weight_layouts(block, cached, store, width) if store is not None else {}
     g, units = _rule_units(block, max_size, allow_reduction_fusion)

@@ -115,4 +115,4 @@ class FuseOpsPass(ModulePass):
         store = weights_of(op)
         for block in list(_graph_blocks(op)):
             fuse_block_cost_guided(block, self.max_group_size, self.allow_reduction_fusion, price, self.max_rounds,
-                                   store, width)
+                                   store, width, parallel=not self.measure)

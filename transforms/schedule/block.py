@@ -238,6 +238,9 @@ def _column_loops(before: Builder, last: loop.ForOp, width: int, nvec: int, pane
     return jo, vec, lvals, index
 
 
+MAX_WINDOW = 7  # trips of an innermost reduction loop that build_block marks unrolled
+
+
 def build_block(nest: ReduceNest, p: BlockPlan, width: int) -> None:
     """Rewrites `nest` in place by plan `p` (see the module docstring); a dot-product plan with an
     empty tile leaves the nest as it is."""
@@ -278,10 +281,14 @@ def build_block(nest: ReduceNest, p: BlockPlan, width: int) -> None:
         base_a = b.insert(arith.MuliOp(b.insert(arith.DivUIOp(nest.spatial[0].iv, rows_c)).result, depth_c)).result
     rb = b
     red_ivs: list[SSAValue] = [None] * len(nest.reduction)  # type: ignore[list-item]
-    for k in p.rorder or range(len(nest.reduction)):
+    order = list(p.rorder or range(len(nest.reduction)))
+    for k in order:
         f = nest.reduction[k]
         bounds = (0, kc, 1) if kb is not None and k == 0 else f.bounds
-        g = rb.insert(loop.ForOp(*bounds, "serial"))
+        # the innermost window loop (kw of a conv: 3, 5 or 7 trips) is unrolled by LLVM, which drops its
+        # index math; LLVM's own unrolling heuristics are off (backends/llvm/jit.py `optimize`)
+        window = k == order[-1] and bounds[0] == 0 and bounds[2] == 1 and 1 < bounds[1] <= MAX_WINDOW
+        g = rb.insert(loop.ForOp(*bounds, "unrolled" if window else "serial"))
         g.iv.name_hint = f.iv.name_hint
         red_ivs[k] = g.iv
         rb = Builder(InsertPoint.at_end(g.body.block))

@@ -128,14 +128,15 @@ func.func @small(%x: memref<5x9xf32>, %y: memref<5xf32>) {
 
 // A depthwise conv in NCHW16c: every spatial loop feeds the input read, so no
 // loop is free of the streamed reads; the output column is blocked by 8
-// (plan.plan_shared) and each filter vector feeds 8 accumulators.
+// (plan.plan_shared) and each filter vector feeds 8 accumulators. The innermost
+// window loop (kw, 3 trips) is marked unrolled: LLVM unrolls it and drops its index math.
 // CHECK-LABEL: func.func @depthwise_conv2d_nchwc_0
 // CHECK:          loop.for %i3 = 0 to 8 step 8 serial {
 // CHECK-NEXT:       %{{.*}} = loop.alloc "local" : memref<8x32xf32>
 // CHECK-NEXT:       loop.for %i4 = 0 to 16 vectorized {
 // CHECK-COUNT-8:      loop.block "depthwise_conv2d_nchwc_init"
 // CHECK:              loop.for %r0 = 0 to 3 serial {
-// CHECK-NEXT:           loop.for %r1 = 0 to 3 serial {
+// CHECK-NEXT:           loop.for %r1 = 0 to 3 unrolled {
 // CHECK-COUNT-8:          loop.block "depthwise_conv2d_nchwc" [S
 func.func @depthwise_conv2d_nchwc_0(%in0: memref<1x1x6x10x16xf32>, %in1: memref<1x3x3x16xf32>, %out0: memref<1x1x4x8x16xf32>) {
   loop.for %i0 = 0 to 1 serial {

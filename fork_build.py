@@ -1,0 +1,257 @@
+"""The tail of a model's lowering and its code generation in two processes (`lower_tail`).
+
+After the module-level passes (dedupe-kernels, plan-memory) every kernel is lowered alone: the
+schedule and hw passes of `FUNCTION_LOCAL` work on one `func.func` at a time, and the LLVM
+translation of a kernel needs nothing but its body (weights and the arena belong to the entry
+function, which passes them as memref arguments). So the kernels are cut into two halves of about
+equal size (ops counted before scheduling): a forked child lowers, translates and compiles one half
+to object code, and this process does the same for the entry function and the other half
+meanwhile. The two objects link into one engine (`jit.load_objects`, as the parts of
+`codegen_pool` do); the model's LLVM IR text is the two texts merged (`split.merge_modules`), so
+the exported library, the disk cache and `optimized_ir` see one module.
+
+Measured on two cores (AMD EPYC, AVX-512, docs/benchmarks.md "Compile time"): the tail (schedule,
+hw lowering, translation, LLVM) is 55-70% of a CNN's compile, and it halves.
+
+Nothing is lost when the child fails (an error in a pass, a crash, a kill): its half is lowered
+here afterwards, from the kernels as they were before the fork, so an error in a pass reaches the
+caller with its usual message and source node. The child runs no OpenMP region (after the parent
+has run one, a forked child's first two-thread region would hang: runtime-notes, section 3), uses no
+codegen worker and leaves with `os._exit` (no atexit handler of the parent runs twice).
+
+```python
+low = lower_tail(module, tail_passes, options, verify=False)   # None: lower serially instead
+objects, llvm_ir, info = low
+```
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import struct
+import warnings
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from xdsl.dialects import builtin, func
+from xdsl.passes import ModulePass
+
+# Passes that transform each kernel on its own (none reads another function or the entry's body).
+FUNCTION_LOCAL = frozenset({"loop-default-schedule", "loop-parallelize-outer", "loop-vectorize-innermost",
+                            "convert-loop-to-hw"})
+JOBS_ENV = "ZIGGURAT_COMPILE_JOBS"  # 1: one process (as codegen_pool reads it)
+MIN_OPS = 100  # below this many kernel ops (before scheduling) the fork is not worth its few ms
+_HEAD = struct.Struct("<BQQ")
+_INDEX = struct.Struct("<I")
+_PIPE_BYTES = 60_000  # the queue is written whole before the fork: below a pipe's 64 KiB
+
+
+def tail_start(names: list[str]) -> int:
+    """Index of the first pass of the longest suffix of `names` that is all FUNCTION_LOCAL."""
+    k = len(names)
+    while k > 0 and names[k - 1] in FUNCTION_LOCAL:
+        k -= 1
+    return k
+
+
+def usable() -> bool:
+    """Whether this process may fork a lowering child: Linux-like fork, and more than one job allowed."""
+    from ziggurat.backends.llvm.codegen_pool import compile_jobs
+
+    return hasattr(os, "fork") and compile_jobs() > 1
+
+
+def _pull(fd: int) -> int | None:
+    """The next kernel's index from the shared queue (a pipe of 4-byte indices; Linux reads a pipe
+    under its lock, so two readers never split a record), None once it is empty."""
+    data = os.read(fd, _INDEX.size)
+    return _INDEX.unpack(data)[0] if len(data) == _INDEX.size else None
+
+
+def _lower_pulled(kernels: list[func.FuncOp], fd: int, passes: list[ModulePass], verify: bool
+                  ) -> builtin.ModuleOp:
+    """Pulls kernels from the queue until it is empty, runs the tail passes on each alone; a module
+    of the lowered kernels."""
+    from ziggurat.compiler import run_passes
+
+    done = builtin.ModuleOp([])
+    while (i := _pull(fd)) is not None:
+        k = kernels[i]
+        k.detach()
+        one = builtin.ModuleOp([k])
+        run_passes(one, passes, verify="stages" if verify else False)
+        k.detach()
+        done.body.block.add_op(k)
+    return done
+
+
+def _compile_part(module: builtin.ModuleOp, options: Any) -> tuple[str, bytes]:
+    """Lowered kernels alone (no entry function): the translation with every kernel external, and
+    LLVM's object code."""
+    from ziggurat.backends.llvm.jit import emit_jit_object
+    from ziggurat.backends.llvm.translate import translate_module
+
+    ir_module, _ = translate_module(module, replace(options, export_all=True))
+    text = str(ir_module)
+    return text, emit_jit_object(text, options.cpu, options.features, options.opt_level)
+
+
+def _child(kernels: list[func.FuncOp], queue: int, passes: list[ModulePass], options: Any, verify: bool,
+           fd: int) -> None:
+    ok, text, obj = 0, b"", b""
+    try:
+        t, obj = _compile_part(_lower_pulled(kernels, queue, passes, verify), options)
+        ok, text = 1, t.encode()
+    except BaseException:  # the parent lowers this half again and reports what went wrong
+        pass
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(_HEAD.pack(ok, len(text), len(obj)))
+            out.write(text)
+            out.write(obj)
+    finally:
+        os._exit(0)
+
+
+def _read_child(fd: int, pid: int) -> tuple[str, bytes] | None:
+    with os.fdopen(fd, "rb") as inp:
+        head = inp.read(_HEAD.size)
+        ok, ntext, nobj = _HEAD.unpack(head) if len(head) == _HEAD.size else (0, 0, 0)
+        text, obj = inp.read(ntext), inp.read(nobj)
+    os.waitpid(pid, 0)
+    if not ok or len(text) != ntext or len(obj) != nobj:
+        return None
+    return text.decode(), obj
+
+
+def lower_tail(module: builtin.ModuleOp, passes: list[ModulePass], options: Any, verify: bool,
+               translate_entry: Any) -> tuple[list[bytes], str, Any] | None:
+    """Runs `passes` (all FUNCTION_LOCAL) on `module`, translates and compiles it in two processes:
+    (objects, merged LLVM IR text, the entry's ModuleInfo), or None where one process should do it
+    (no fork, fewer than two kernels, too few ops). `translate_entry(module)` translates the entry
+    function's module here (the caller's translation, with its weight bookkeeping).
+
+    The kernels wait in a queue, largest first (ops before scheduling); each process takes the next
+    one whenever it is free, so the halves come out even however unevenly the schedules grow them."""
+    from ziggurat.backends.llvm.jit import emit_jit_object
+    from ziggurat.backends.llvm.split import merge_modules
+    from ziggurat.compiler import run_passes
+
+    entry = options.entry
+    kernels = [f for f in module.ops if isinstance(f, func.FuncOp) and f.body.blocks and f.sym_name.data != entry]
+    if len(kernels) < 2 or len(kernels) * _INDEX.size > _PIPE_BYTES or not any(
+            isinstance(f, func.FuncOp) and f.sym_name.data == entry for f in module.ops):
+        return None
+    sizes = {k: sum(1 for _ in k.walk()) for k in kernels}
+    if sum(sizes.values()) < MIN_OPS:
+        return None
+    kernels.sort(key=lambda k: -sizes[k])
+    queue, fill = os.pipe()
+    os.write(fill, b"".join(_INDEX.pack(i) for i in range(len(kernels))))
+    os.close(fill)  # the queue ends (EOF) once it is empty
+    r, w = os.pipe()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # Python 3.12+: fork with threads (see above)
+        pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        _child(kernels, queue, passes, options, verify, w)
+    os.close(w)
+    try:
+        try:
+            mine = _lower_pulled(kernels, queue, passes, verify)
+        finally:
+            os.close(queue)
+        theirs = [k for k in kernels if k.parent is module.body.block]  # the child's: here as they were
+        for k in theirs:
+            k.detach()
+        run_passes(module, passes, verify=False)  # the entry function, now alone in `module`
+        for k in list(mine.ops):
+            k.detach()
+            module.body.block.add_op(k)
+        for k in theirs:  # declared here, defined by the child's object
+            module.body.block.add_op(func.FuncOp.external(k.sym_name.data, k.function_type.inputs.data,
+                                                          k.function_type.outputs.data))
+        if verify:
+            module.verify()
+        ir_module, info = translate_entry(module)
+        text = str(ir_module)
+        del ir_module
+        here = emit_jit_object(text, options.cpu, options.features, options.opt_level)
+    except BaseException:
+        os.close(r)
+        _stop(pid)
+        raise
+    got = _read_child(r, pid)
+    if got is None:  # the child failed: its kernels here, from how they were before the fork
+        left = builtin.ModuleOp([])
+        for k in theirs:
+            left.body.block.add_op(k)
+        run_passes(left, passes, verify="stages" if verify else False)
+        got = _compile_part(left, options)
+    info.uses_openmp = info.uses_openmp or "@\"GOMP_parallel\"" in got[0]
+    return [here, got[1]], merge_modules([text, got[0]]), info
+
+
+_RESULT = struct.Struct("<Id")
+
+
+def map_floats(fn: Callable[[int], float], n: int) -> list[float]:
+    """`[fn(0), ..., fn(n - 1)]`, computed in two processes: a forked child and this one each take the
+    next index whenever free (the kernel prices of fuse-ops, transforms/costs/fusion_costs.py).
+    `fn` must be a pure function of the state at the call: what the child changes stays in the child.
+    Here alone where fork is unusable or `n` < 2; an index whose answer the child did not send (an
+    exception, a crash) is computed here afterwards, so an exception reaches the caller from here."""
+    if n < 2 or not usable() or n * _INDEX.size > _PIPE_BYTES:
+        return [fn(i) for i in range(n)]
+    queue, fill = os.pipe()
+    os.write(fill, b"".join(_INDEX.pack(i) for i in range(n)))
+    os.close(fill)
+    r, w = os.pipe()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        done: list[bytes] = []
+        try:
+            while (i := _pull(queue)) is not None:
+                done.append(_RESULT.pack(i, fn(i)))
+        except BaseException:  # the parent computes what is missing, and raises there
+            pass
+        try:
+            with os.fdopen(w, "wb") as out:
+                out.write(b"".join(done))
+        finally:
+            os._exit(0)
+    os.close(w)
+    results: list[float | None] = [None] * n
+    with os.fdopen(r, "rb") as inp:
+        try:
+            try:
+                while (i := _pull(queue)) is not None:
+                    results[i] = fn(i)
+            finally:
+                os.close(queue)
+            data = inp.read()
+        except BaseException:
+            _stop(pid)
+            raise
+    os.waitpid(pid, 0)
+    for k in range(len(data) // _RESULT.size):
+        i, v = _RESULT.unpack_from(data, k * _RESULT.size)
+        if i < n:
+            results[i] = v
+    return [fn(i) if v is None else v for i, v in enumerate(results)]
+
+
+
+def _stop(pid: int) -> None:
+    """Ends a child whose answer is no longer wanted (this process is raising) and reaps it."""
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    os.waitpid(pid, 0)
