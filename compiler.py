@@ -170,6 +170,7 @@ class CompileStats:
     arena_bytes: int | None = None  # from plan-memory: the planned arena ...
     unplanned_bytes: int | None = None  # ... and the sum of all intermediates
     tuned_kernels: list[str] = field(default_factory=list)  # kernels scheduled from a tuning database
+    forked_child_bytes: int = 0  # private memory of the child that lowered half the kernels (fork_build.py)
 
     @property
     def total(self) -> float:
@@ -496,8 +497,8 @@ def _lower(work: _Work, spec: str, options: Any, stats: CompileStats, after_pass
     t0 = time.perf_counter()
     forked = None
     if cut < len(passes):
-        forked = fork_build.lower_tail(work.module, passes[cut:], options, strict,
-                                       lambda m: (translate or translate_module)(m, options))
+        forked = fork_build.lower_tail(work.module, lambda m, v: run_passes(m, passes[cut:], verify=v), options,
+                                       strict, lambda m: (translate or translate_module)(m, options))
         if forked is None:  # one process after all (few kernels)
             unverified += run_passes(work.module, passes[cut:], verify="stages" if strict else "deferred")
             stats.seconds["passes"] += time.perf_counter() - t0
@@ -506,7 +507,7 @@ def _lower(work: _Work, spec: str, options: Any, stats: CompileStats, after_pass
         t0 = time.perf_counter()
     try:
         if forked is not None:
-            objects, llvm_text, info = forked
+            objects, llvm_text, info, stats.forked_child_bytes = forked
         else:
             ir_module, info = (translate or translate_module)(work.module, options)
     except Exception:

@@ -3,15 +3,17 @@
 After the module-level passes (dedupe-kernels, plan-memory) every kernel is lowered alone: the
 schedule and hw passes of `FUNCTION_LOCAL` work on one `func.func` at a time, and the LLVM
 translation of a kernel needs nothing but its body (weights and the arena belong to the entry
-function, which passes them as memref arguments). So the kernels are cut into two halves of about
-equal size (ops counted before scheduling): a forked child lowers, translates and compiles one half
-to object code, and this process does the same for the entry function and the other half
-meanwhile. The two objects link into one engine (`jit.load_objects`, as the parts of
-`codegen_pool` do); the model's LLVM IR text is the two texts merged (`split.merge_modules`), so
-the exported library, the disk cache and `optimized_ir` see one module.
+function, which passes them as memref arguments). So a forked child and this process share the
+kernels: both take the next one from a queue (largest first, ops counted before scheduling)
+whenever free, run the tail passes on it alone, and at the end translate and compile what they
+took (the child its kernels, this process also the entry function). The two objects link into
+one engine (`jit.load_objects`, as the parts of `codegen_pool` do); the model's LLVM IR text is
+the two texts merged (`split.merge_modules`), so the exported library, the disk cache and
+`optimized_ir` see one module. `map_floats` shares a batch of pure computations the same way
+(fuse-ops' kernel prices, transforms/costs/prices.py).
 
 Measured on two cores (AMD EPYC, AVX-512, docs/benchmarks.md "Compile time"): the tail (schedule,
-hw lowering, translation, LLVM) is 55-70% of a CNN's compile, and it halves.
+hw lowering, translation, LLVM) was 55-70% of a CNN's compile; it takes about half the time now.
 
 Nothing is lost when the child fails (an error in a pass, a crash, a kill): its half is lowered
 here afterwards, from the kernels as they were before the fork, so an error in a pass reaches the
@@ -20,8 +22,9 @@ has run one, a forked child's first two-thread region would hang: runtime-notes,
 codegen worker and leaves with `os._exit` (no atexit handler of the parent runs twice).
 
 ```python
-low = lower_tail(module, tail_passes, options, verify=False)   # None: lower serially instead
-objects, llvm_ir, info = low
+low = lower_tail(module, lambda m, v: run_passes(m, tail, verify=v), options, False, translate)
+# None: lower in one process instead
+objects, llvm_ir, info, child_private_bytes = low
 ```
 """
 
@@ -36,15 +39,15 @@ from dataclasses import replace
 from typing import Any
 
 from xdsl.dialects import builtin, func
-from xdsl.passes import ModulePass
 
 # Passes that transform each kernel on its own (none reads another function or the entry's body).
 FUNCTION_LOCAL = frozenset({"loop-default-schedule", "loop-parallelize-outer", "loop-vectorize-innermost",
                             "convert-loop-to-hw"})
 JOBS_ENV = "ZIGGURAT_COMPILE_JOBS"  # 1: one process (as codegen_pool reads it)
 MIN_OPS = 100  # below this many kernel ops (before scheduling) the fork is not worth its few ms
-_HEAD = struct.Struct("<BQQ")
+_HEAD = struct.Struct("<BQQQ")  # ok, text bytes, object bytes, the child's private memory
 _INDEX = struct.Struct("<I")
+RunPasses = Callable[[builtin.ModuleOp, Any], object]  # (module, run_passes' verify=) -> ...
 _PIPE_BYTES = 60_000  # the queue is written whole before the fork: below a pipe's 64 KiB
 
 
@@ -70,18 +73,15 @@ def _pull(fd: int) -> int | None:
     return _INDEX.unpack(data)[0] if len(data) == _INDEX.size else None
 
 
-def _lower_pulled(kernels: list[func.FuncOp], fd: int, passes: list[ModulePass], verify: bool
-                  ) -> builtin.ModuleOp:
+def _lower_pulled(kernels: list[func.FuncOp], fd: int, run: RunPasses, verify: bool) -> builtin.ModuleOp:
     """Pulls kernels from the queue until it is empty, runs the tail passes on each alone; a module
     of the lowered kernels."""
-    from ziggurat.compiler import run_passes
-
     done = builtin.ModuleOp([])
     while (i := _pull(fd)) is not None:
         k = kernels[i]
         k.detach()
         one = builtin.ModuleOp([k])
-        run_passes(one, passes, verify="stages" if verify else False)
+        run(one, "stages" if verify else False)
         k.detach()
         done.body.block.add_op(k)
     return done
@@ -98,38 +98,50 @@ def _compile_part(module: builtin.ModuleOp, options: Any) -> tuple[str, bytes]:
     return text, emit_jit_object(text, options.cpu, options.features, options.opt_level)
 
 
-def _child(kernels: list[func.FuncOp], queue: int, passes: list[ModulePass], options: Any, verify: bool,
-           fd: int) -> None:
+def _child(kernels: list[func.FuncOp], queue: int, run: RunPasses, options: Any, verify: bool, fd: int) -> None:
     ok, text, obj = 0, b"", b""
     try:
-        t, obj = _compile_part(_lower_pulled(kernels, queue, passes, verify), options)
+        t, obj = _compile_part(_lower_pulled(kernels, queue, run, verify), options)
         ok, text = 1, t.encode()
     except BaseException:  # the parent lowers this half again and reports what went wrong
         pass
     try:
         with os.fdopen(fd, "wb") as out:
-            out.write(_HEAD.pack(ok, len(text), len(obj)))
+            out.write(_HEAD.pack(ok, len(text), len(obj), private_bytes()))
             out.write(text)
             out.write(obj)
     finally:
         os._exit(0)
 
 
-def _read_child(fd: int, pid: int) -> tuple[str, bytes] | None:
+def private_bytes() -> int:
+    """This process's private resident memory (Private_Clean + Private_Dirty of
+    /proc/self/smaps_rollup): what a forked child holds beyond the pages it still shares with its
+    parent; 0 where the file is missing."""
+    try:
+        with open("/proc/self/smaps_rollup") as f:
+            return sum(int(line.split()[1]) * 1024 for line in f if line.startswith(("Private_Clean:", "Private_Dirty:")))
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _read_child(fd: int, pid: int) -> tuple[str, bytes, int] | None:
     with os.fdopen(fd, "rb") as inp:
         head = inp.read(_HEAD.size)
-        ok, ntext, nobj = _HEAD.unpack(head) if len(head) == _HEAD.size else (0, 0, 0)
+        ok, ntext, nobj, private = _HEAD.unpack(head) if len(head) == _HEAD.size else (0, 0, 0, 0)
         text, obj = inp.read(ntext), inp.read(nobj)
     os.waitpid(pid, 0)
     if not ok or len(text) != ntext or len(obj) != nobj:
         return None
-    return text.decode(), obj
+    return text.decode(), obj, private
 
 
-def lower_tail(module: builtin.ModuleOp, passes: list[ModulePass], options: Any, verify: bool,
-               translate_entry: Any) -> tuple[list[bytes], str, Any] | None:
-    """Runs `passes` (all FUNCTION_LOCAL) on `module`, translates and compiles it in two processes:
-    (objects, merged LLVM IR text, the entry's ModuleInfo), or None where one process should do it
+def lower_tail(module: builtin.ModuleOp, run: RunPasses, options: Any, verify: bool,
+               translate_entry: Any) -> tuple[list[bytes], str, Any, int] | None:
+    """Runs the tail passes (all FUNCTION_LOCAL; `run(module, verify)` applies them, as
+    `compiler.run_passes` would) on `module`, translates and compiles it in two processes:
+    (objects, merged LLVM IR text, the entry's ModuleInfo, the child's private memory in bytes:
+    `private_bytes`, 0 where it failed), or None where one process should do it
     (no fork, fewer than two kernels, too few ops). `translate_entry(module)` translates the entry
     function's module here (the caller's translation, with its weight bookkeeping).
 
@@ -137,7 +149,6 @@ def lower_tail(module: builtin.ModuleOp, passes: list[ModulePass], options: Any,
     one whenever it is free, so the halves come out even however unevenly the schedules grow them."""
     from ziggurat.backends.llvm.jit import emit_jit_object
     from ziggurat.backends.llvm.split import merge_modules
-    from ziggurat.compiler import run_passes
 
     entry = options.entry
     kernels = [f for f in module.ops if isinstance(f, func.FuncOp) and f.body.blocks and f.sym_name.data != entry]
@@ -157,17 +168,17 @@ def lower_tail(module: builtin.ModuleOp, passes: list[ModulePass], options: Any,
         pid = os.fork()
     if pid == 0:
         os.close(r)
-        _child(kernels, queue, passes, options, verify, w)
+        _child(kernels, queue, run, options, verify, w)
     os.close(w)
     try:
         try:
-            mine = _lower_pulled(kernels, queue, passes, verify)
+            mine = _lower_pulled(kernels, queue, run, verify)
         finally:
             os.close(queue)
         theirs = [k for k in kernels if k.parent is module.body.block]  # the child's: here as they were
         for k in theirs:
             k.detach()
-        run_passes(module, passes, verify=False)  # the entry function, now alone in `module`
+        run(module, False)  # the entry function, now alone in `module`
         for k in list(mine.ops):
             k.detach()
             module.body.block.add_op(k)
@@ -189,10 +200,10 @@ def lower_tail(module: builtin.ModuleOp, passes: list[ModulePass], options: Any,
         left = builtin.ModuleOp([])
         for k in theirs:
             left.body.block.add_op(k)
-        run_passes(left, passes, verify="stages" if verify else False)
-        got = _compile_part(left, options)
+        run(left, "stages" if verify else False)
+        got = (*_compile_part(left, options), 0)
     info.uses_openmp = info.uses_openmp or "@\"GOMP_parallel\"" in got[0]
-    return [here, got[1]], merge_modules([text, got[0]]), info
+    return [here, got[1]], merge_modules([text, got[0]]), info, got[2]
 
 
 _RESULT = struct.Struct("<Id")

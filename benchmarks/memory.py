@@ -20,12 +20,13 @@ prints its numbers as JSON:
   one run.
 
 Peak is `ru_maxrss` of the worker (the high-water mark of its resident set,
-imports included); a cold compile of a large model also starts a codegen worker
+imports included). A cold compile of a small model may start a codegen worker
 process (backends/llvm/codegen_pool.py), whose own peak (`VmHWM`) is shown in the
-cell and is not in the ratio, and forks children that lower half the kernels and price fusion
-groups (fork_build.py): the largest one's peak (`ru_maxrss` of RUSAGE_CHILDREN; it counts the
-pages it shares with the parent, copy-on-write, as its own) is shown too, not in the ratio; the ziggurat workers also report the resident set
-(`VmRSS` of /proc/self/status) after the compile and after the run. The
+cell; a larger one forks a child that lowers half the kernels (fork_build.py), whose
+private memory at its end (the pages it copied or allocated, not those it still
+shares with the worker: `CompileStats.forked_child_bytes`) is shown. Neither is in
+the ratio. The ziggurat workers also report the resident set (`VmRSS` of
+/proc/self/status) after the compile and after the run. The
 baseline row gives the resident set of a bare interpreter after
 `import ziggurat`, after the modules a compile loads (frontend, pipelines,
 llvmlite with LLVM initialized) and after `import onnxruntime`: part of every
@@ -130,9 +131,8 @@ def worker(kind: str, folder: str) -> dict:
     workers = _codegen_worker_peaks()
     if workers:
         out["codegen_worker_mb"] = max(workers)
-    forked = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # fork_build.py's children, reaped
-    if forked:
-        out["forked_mb"] = forked
+    if m.info["stats"].forked_child_bytes:
+        out["forked_mb"] = m.info["stats"].forked_child_bytes / 2**20
     return out
 
 

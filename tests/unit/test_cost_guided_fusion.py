@@ -311,8 +311,12 @@ def test_weight_layout_follows_the_records(tmp_path, plain_us: float, transposed
 
 def test_repeated_groups_are_priced_once_and_decide_the_same(monkeypatch) -> None:
     """Two identical softmax chains in one model: the oracle prices each distinct
-    group once (`structural_key`), and the result equals pricing every group apart."""
-    from ziggurat.transforms.costs import fusion_costs
+    group once (`structural_key`), and the result equals pricing every group apart. (In one
+    process: the prices a forked child computes are not counted here.)"""
+    from ziggurat.backends.llvm import codegen_pool
+    from ziggurat.transforms.costs import prices
+
+    monkeypatch.setenv(codegen_pool.JOBS_ENV, "1")
 
     axes = helper.make_tensor("axes", TensorProto.INT64, [1], [1])
     nodes = []
@@ -324,17 +328,17 @@ def test_repeated_groups_are_priced_once_and_decide_the_same(monkeypatch) -> Non
     nodes.append(helper.make_node("Identity", ["y1"], ["y"]))
     model = _model(nodes, (8, 96), [axes])
     calls = []
-    real = fusion_costs.make_price
+    real = prices.make_price
 
     def counting(*args, **kwargs):
         price = real(*args, **kwargs)
         return lambda ops: calls.append(len(ops)) or price(ops)
 
-    monkeypatch.setattr(fusion_costs, "make_price", counting)
+    monkeypatch.setattr(prices, "make_price", counting)
     seen = {}
     ziggurat.compile(model, pipeline=GUIDED, after_pass=lambda p, m, s: seen.__setitem__(p.name, str(m)))
     shared = len(calls)
-    monkeypatch.setattr(fusion_costs, "structural_key", lambda ops: tuple(ops))
+    monkeypatch.setattr(prices, "structural_key", lambda ops: tuple(ops))
     calls.clear()
     seen_apart = {}
     ziggurat.compile(model, pipeline=GUIDED, after_pass=lambda p, m, s: seen_apart.__setitem__(p.name, str(m)))

@@ -16,7 +16,7 @@ from onnx import TensorProto, helper, numpy_helper
 import ziggurat
 from ziggurat import fork_build
 from ziggurat.backends.llvm import codegen_pool
-from ziggurat.backends.llvm.jit import declared_externals, emit_jit_object, jit_compile, load_objects
+from ziggurat.backends.llvm.jit import declared_externals, jit_compile, load_objects
 from ziggurat.backends.llvm.options import LLVMOptions
 from ziggurat.backends.llvm.split import merge_modules, split_module
 from ziggurat.compiler import clear_cache

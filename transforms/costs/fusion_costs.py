@@ -13,10 +13,8 @@ kernel (or op) records `graph.fusion_decision = "merged: 4 groups -> 1, cost
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from math import prod
-from pathlib import Path
 
 from xdsl.dialects import builtin
 from xdsl.dialects.builtin import TensorType
@@ -24,6 +22,7 @@ from xdsl.ir import Block, Operation
 
 from ziggurat.dialects import graph
 from ziggurat.dialects.graph import PatternKind, pattern_kind
+from ziggurat.transforms.costs.prices import Prices
 from ziggurat.transforms.graph.fusion import FusionGraph, Fuser, place_group
 
 K = PatternKind
@@ -293,44 +292,6 @@ def _duplicate(g: FusionGraph, unit: list[int], consumers: list[list[int]]) -> N
             user.operands = [mapping.get(v, v) for v in user.operands]
 
 
-def make_price(peak_gflops: float, bandwidth_gbs: float, database: str, vector_width: int,
-               measure: bool) -> Callable[[list[Operation]], float]:
-    """Seconds of one kernel of the given ops, from the cost oracle; with `measure`, a kernel
-    without a record is first timed once on this machine and recorded (see FuseOpsPass)."""
-    from ziggurat.transforms.costs.cost_oracle import oracle_from_options
-    from ziggurat.errors import CompileError, ZigguratError
-    from ziggurat.lowering.locations import name_source
-    from ziggurat.transforms.costs.kernels import kernel_of_ops, lower_kernel
-
-    db_path = database
-    if measure and not db_path:
-        from ziggurat.target import Target
-
-        # timed on this machine for the default target; records differ by width
-        db_path = str(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ziggurat"
-                      / f"fusion-{Target.parse('llvm').llvm_cpu}-w{vector_width}.jsonl")
-        Path(db_path).parent.mkdir(parents=True, exist_ok=True)
-        Path(db_path).touch()
-    oracle = oracle_from_options(peak_gflops, bandwidth_gbs, db_path)
-
-    def price(ops: list[Operation]) -> float:
-        try:
-            module, key = lower_kernel(kernel_of_ops(ops), vector_width, keyed=oracle.database is not None)
-            if measure and key is not None and oracle.database.best(key, oracle.target) is None:
-                from ziggurat.database import TuningRecord
-                from ziggurat.transforms.costs.layout_costs import time_kernel
-
-                oracle.database.commit(TuningRecord(key, oracle.target, {"schedule": "default"},
-                                                    costs=time_kernel(module, "kernel", vector_width)))
-            return oracle.cost(module, "kernel", key).time
-        except CompileError:
-            return float("inf")  # a group that cannot be lowered is never chosen
-        except ZigguratError as err:  # a schedule error: name the group's source (ONNX) nodes
-            raise name_source(err, ops) from None
-
-    return price
-
-
 def _weight_layouts(block: Block, price: Callable[[list[Operation]], float], store,
                     width: int = 0) -> dict[Operation, str]:
     """Stores the constant 2-d weight of a matmul in column panels of `width` lanes
@@ -412,66 +373,6 @@ def _layout_alternatives(block: Block, width: int):
         alts = packed + transposed if rows > 1 else transposed + packed
         yield op, [(*a, a[-1](op.operands[0], graph.ConstantOp(a[1], TensorType(elt, a[2])).results[0]))
                    for a in alts]
-
-
-def structural_key(ops: list[Operation]) -> tuple:
-    """What the kernel of `ops` (`kernels.kernel_of_ops`) depends on, so that
-    groups repeated across layers or time steps are priced once: per op its name,
-    properties, attributes and result types, each operand as an earlier op's result
-    or as the n-th distinct external value with its type. An op with regions is
-    keyed by its whole printed form."""
-    index = {op: i for i, op in enumerate(ops)}
-    external: dict = {}
-    key: list = []
-    for op in ops:
-        if op.regions:
-            key.append(str(op))
-            continue
-        args = []
-        for v in op.operands:
-            owner = v.owner
-            if isinstance(owner, Operation) and owner in index:
-                args.append((index[owner], v.index))  # type: ignore[attr-defined]
-            else:
-                args.append((-1 - external.setdefault(v, len(external)), str(v.type)))
-        key.append((op.name, tuple(sorted((k, str(a)) for k, a in op.properties.items())),
-                    tuple(sorted((k, str(a)) for k, a in op.attributes.items())), tuple(args),
-                    tuple(str(r.type) for r in op.results)))
-    return tuple(key)
-
-
-class Prices:
-    """`price` of a group of ops, once per structure (`structural_key`: repeated layers are priced
-    once); with `parallel`, `prefetch` prices a batch of groups in two processes
-    (`fork_build.map_floats`; never where pricing measures kernels: timings need the core alone)."""
-
-    def __init__(self, price: Callable[[list[Operation]], float], parallel: bool = False):
-        self.price, self.parallel = price, parallel
-        self.cache: dict[tuple, float] = {}
-
-    def __call__(self, ops: list[Operation]) -> float:
-        key = structural_key(ops)
-        if key not in self.cache:
-            self.cache[key] = self.price(ops)
-        return self.cache[key]
-
-    def prefetch(self, groups: list[list[Operation]]) -> None:
-        if not self.parallel:
-            return
-        from ziggurat.fork_build import map_floats
-
-        todo: dict[tuple, list[Operation]] = {}
-        for ops in groups:
-            key = structural_key(ops)
-            if key not in self.cache:
-                todo.setdefault(key, ops)
-        if len(todo) < MIN_BATCH:
-            return
-        keys, batch = list(todo), list(todo.values())
-        self.cache.update(zip(keys, map_floats(lambda i: self.price(batch[i]), len(batch))))
-
-
-MIN_BATCH = 4  # fewer groups than this are priced one by one (a fork costs about one price)
 
 
 def fuse_block_cost_guided(block: Block, max_size: int, allow_reduction_fusion: bool,

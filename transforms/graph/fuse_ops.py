@@ -101,7 +101,8 @@ class FuseOpsPass(ModulePass):
             fuse_block(block, self.max_group_size, self.allow_reduction_fusion)
 
     def _apply_cost_guided(self, op: builtin.ModuleOp) -> None:
-        from ziggurat.transforms.costs.fusion_costs import fuse_block_cost_guided, make_price
+        from ziggurat.transforms.costs.fusion_costs import fuse_block_cost_guided
+        from ziggurat.transforms.costs.prices import make_price
         from ziggurat.transforms.graph.weight_binding import weights_of
 
         from ziggurat.errors import CompileError

@@ -41,7 +41,10 @@ class LoopDefaultSchedulePass(ModulePass):
     end. A spatial loop that no `L`-dependent read uses (output channels of a
     conv, rows of a matmul) is register-blocked: it steps by `U` (8, 6, 4, 3
     or 2, a divisor of its trip count) and the init/update/store blocks are
-    repeated `U` times, so each loaded input vector feeds `U` FMAs. When the
+    repeated `U` times, so each loaded input vector feeds `U` FMAs. The
+    innermost reduction loop, where it has 2-7 trips (a conv's `kw`), is
+    marked `unrolled` (LLVM unrolls it; its own unrolling heuristics are off,
+    backends/llvm/jit.py `optimize`). When the
     outer reduction loop is longer than 512 and a multiple of 256 (matmul
     1024^3), it is blocked by 256 and moved outside: the output is initialized
     by its own nest, and each block loads the partial sums into the
