@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -47,6 +48,12 @@ class LoopSimplifyIndexPass(ModulePass):
     has a coefficient that `c` does not divide and `0 <= r < c` over the
     ranges of the block variables (from the bounds of the loops they bind),
     `x / c` is `q` and `x % c` is `r`.
+
+    The clamps of padded reads count too: `select(x >= 0 and x < n, x, 0)` is in
+    [0, n - 1] (so a transposed read inlined into a layout transform with a halo
+    splits its flat index), and where x's own range is already inside, the clamp
+    is x and its test leaves the pad condition (the copy then reads contiguous
+    lanes).
 
     **Input:** loop-level kernel functions, before scheduling (the block
     variables bind loop variables or constants).
@@ -109,8 +116,36 @@ def simplify_block(blk: loop.BlockOp) -> int:
             lo, hi = lo + min(c * r[0], c * r[1]), hi + max(c * r[0], c * r[1])
         return lo, hi
 
+    known: dict[SSAValue, bool] = {}  # i1 values decided by the ranges
     replaced = 0
     for op in list(blk.body.block.ops):
+        if isinstance(op, arith.CmpiOp) and isinstance(op.operands[0].type, IndexType):
+            decided = _decide(op, span(aff(op.operands[0])), span(aff(op.operands[1])))
+            if decided is not None:
+                known[op.result] = decided
+            continue
+        if isinstance(op, arith.AndIOp) and op.result.type == builtin.i1:
+            a, b = (known.get(v) for v in op.operands)
+            if a is False or b is False:
+                known[op.result] = False
+            elif a is True and b is True:
+                known[op.result] = True
+            else:  # and(in_range(x), c) is c where x is always in range; one comparison of a pair stays
+                for k in (0, 1):  # put (the in-bounds test of a padded read: pad.match_clamped_read)
+                    if known.get(op.operands[k]) and isinstance(op.operands[k].owner, arith.AndIOp):
+                        op.result.replace_all_uses_with(op.operands[1 - k])
+                        break
+            continue
+        if isinstance(op, arith.SelectOp) and isinstance(op.result.type, IndexType):
+            cond = known.get(op.cond)
+            if cond is not None:  # a clamp its value never needs (a padded read's index in range)
+                op.result.replace_all_uses_with(op.operands[1] if cond else op.operands[2])
+                replaced += 1
+                continue
+            r = _clamp_range(op, lambda v: span(aff(v)))
+            if r is not None:
+                ranges[op.result] = r
+            continue
         if len(op.results) != 1 or not isinstance(op.results[0].type, IndexType):
             continue
         res = op.results[0]
@@ -153,6 +188,45 @@ def simplify_block(blk: loop.BlockOp) -> int:
     if replaced:  # only what the rewrites left without uses
         _erase_dead(blk.body.block)
     return replaced
+
+
+_PREDICATES = {"slt": 2, "sle": 3, "sgt": 4, "sge": 5}
+
+
+def _decide(op: arith.CmpiOp, a: tuple[int, int] | None, b: tuple[int, int] | None) -> bool | None:
+    """The signed comparison `a <pred> b` where the ranges decide it, else None."""
+    if a is None or b is None:
+        return None
+    pred = op.predicate.value.data
+    if pred == _PREDICATES["slt"] or pred == _PREDICATES["sge"]:
+        lt = True if a[1] < b[0] else False if a[0] >= b[1] else None
+        return lt if lt is None or pred == _PREDICATES["slt"] else not lt
+    if pred == _PREDICATES["sle"] or pred == _PREDICATES["sgt"]:
+        le = True if a[1] <= b[0] else False if a[0] > b[1] else None
+        return le if le is None or pred == _PREDICATES["sle"] else not le
+    return None
+
+
+def _clamp_range(op: arith.SelectOp, range_of: Callable[[SSAValue], tuple[int, int] | None]
+                 ) -> tuple[int, int] | None:
+    """The range of `select(cond, x, y)` on indices: x's range narrowed by the bounds that `cond`
+    (comparisons of x with constants, joined by `andi`) puts on it, joined with y's range. The clamp
+    of a padded read, `select(x >= 0 and x < n, x, 0)`, is in [0, n - 1]."""
+    x, y = op.operands[1], op.operands[2]
+    rx, ry = range_of(x), range_of(y)
+    if rx is None or ry is None:
+        return None
+    lo, hi = rx
+    stack = [op.cond]
+    while stack:
+        c = stack.pop().owner
+        if isinstance(c, arith.AndIOp):
+            stack += list(c.operands)
+        elif isinstance(c, arith.CmpiOp) and c.operands[0] is x and (k := _const(c.operands[1])) is not None:
+            pred = c.predicate.value.data
+            lo = max(lo, k if pred == _PREDICATES["sge"] else k + 1 if pred == _PREDICATES["sgt"] else lo)
+            hi = min(hi, k - 1 if pred == _PREDICATES["slt"] else k if pred == _PREDICATES["sle"] else hi)
+    return (min(lo, ry[0]), max(hi, ry[1])) if lo <= hi else ry
 
 
 def _materialize(at: Operation, a: _Aff) -> SSAValue:

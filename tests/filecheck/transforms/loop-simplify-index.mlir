@@ -67,3 +67,50 @@ func.func @transpose_reshape(%x: memref<4x32xf32>, %y: memref<128xf32>) {
   }
   func.return
 }
+
+// A padded read of an inlined transpose (te_inline.py): the clamp of %c (always in [0, 31]) goes,
+// and with it its test in the pad condition; the clamp of the halo index %w1 = %w - 1 stays, and its
+// range [0, 7] (from the test) lets the flat index split: %flat / 8 is %c, %flat % 8 is the clamp.
+// CHECK-LABEL: func.func @clamped_transpose
+// CHECK:         %[[WC:.*]] = arith.select %[[OKW:.*]], %w1, %{{.*}} : index
+// CHECK:         %[[COND:.*]] = arith.andi %[[OKN:.*]], %[[OKW]] : i1
+// CHECK:         %[[V:.*]] = loop.load %x[%[[WC]], %c] : memref<8x32xf32>
+// CHECK:         arith.select %[[COND]], %[[V]], %{{.*}} : f32
+// CHECK-NOT:     arith.divui
+func.func @clamped_transpose(%x: memref<8x32xf32>, %y: memref<2x32x10xf32>) {
+  loop.for %i = 0 to 2 serial {
+    loop.for %j = 0 to 32 serial {
+      loop.for %k = 0 to 10 serial {
+        loop.block "layout_transform" [S %n = %i, S %c = %j, S %w = %k] {
+          %zero = arith.constant 0 : index
+          %one = arith.constant 1 : index
+          %c8 = arith.constant 8 : index
+          %c32 = arith.constant 32 : index
+          %w1 = arith.subi %w, %one : index
+          %c_lo = arith.cmpi sge, %c, %zero : index
+          %c_hi = arith.cmpi slt, %c, %c32 : index
+          %okc = arith.andi %c_lo, %c_hi : i1
+          %cc = arith.select %okc, %c, %zero : index
+          %n_lo = arith.cmpi sge, %n, %zero : index
+          %n_hi = arith.cmpi slt, %n, %one : index
+          %okn = arith.andi %n_lo, %n_hi : i1
+          %w_lo = arith.cmpi sge, %w1, %zero : index
+          %w_hi = arith.cmpi slt, %w1, %c8 : index
+          %okw = arith.andi %w_lo, %w_hi : i1
+          %wc = arith.select %okw, %w1, %zero : index
+          %okcn = arith.andi %okc, %okn : i1
+          %ok = arith.andi %okcn, %okw : i1
+          %c8b = arith.muli %cc, %c8 : index
+          %flat = arith.addi %c8b, %wc : index
+          %q = arith.divui %flat, %c8 : index
+          %r = arith.remui %flat, %c8 : index
+          %v = loop.load %x[%r, %q] : memref<8x32xf32>
+          %f0 = arith.constant 0.000000e+00 : f32
+          %p = arith.select %ok, %v, %f0 : f32
+          loop.store %p, %y[%n, %c, %w] : memref<2x32x10xf32>
+        }
+      }
+    }
+  }
+  func.return
+}
