@@ -47,7 +47,8 @@ class LoopSimplifyIndexPass(ModulePass):
     multiply-shift sequence each. With `x = c*q + r` where every term of `r`
     has a coefficient that `c` does not divide and `0 <= r < c` over the
     ranges of the block variables (from the bounds of the loops they bind),
-    `x / c` is `q` and `x % c` is `r`.
+    `x / c` is `q` and `x % c` is `r`; where x itself is in [0, c), `x / c` is 0
+    and `x % c` is x.
 
     The clamps of padded reads count too: `select(x >= 0 and x < n, x, 0)` is in
     [0, n - 1] (so a transposed read inlined into a layout transform with a halo
@@ -173,6 +174,8 @@ def simplify_block(blk: loop.BlockOp) -> int:
             # x // c = q and x % c = r when 0 <= r < c: exact for floor division, and for the unsigned and
             # truncating ops while x >= 0; the truncating signed ops need that proved (x's range known)
             signed = isinstance(op, (arith.DivSIOp, arith.RemSIOp))
+            if xs is not None and 0 <= xs[0] and xs[1] < c:  # x itself in [0, c): x / c = 0, x % c = x
+                q, r, rs = _Aff(), x, xs
             if rs is not None and 0 <= rs[0] and rs[1] < c and (xs[0] >= 0 if xs is not None else not signed):
                 part = q if isinstance(op, INDEX_DIVS) else r
                 new = _materialize(op, part)

@@ -32,6 +32,7 @@ from xdsl.ir import Operation, SSAValue
 from ziggurat.dialects import loop
 from ziggurat.transforms.schedule.nest import chain, depends, stride
 from ziggurat.lowering.convert_loop_to_hw import const_int
+from ziggurat.transforms.loop.loop_simplify_index import simplify_block
 from ziggurat.transforms.schedule.pad import erase_dead, index_range
 
 MAX_PIECES = 16  # a concat of more inputs stays one nest
@@ -167,4 +168,5 @@ def split_select_ranges(top: loop.ForOp, blk: loop.BlockOp) -> list[loop.ForOp]:
         narrowed = {w: ranges[u] for w, u in zip(inner.vars, blk.vars)}
         narrowed[inner.vars[position]] = (a, b)
         fold_decided(inner, narrowed)
+        simplify_block(inner)  # the piece's narrower range splits more of its index math
     return nests

@@ -114,3 +114,30 @@ func.func @clamped_transpose(%x: memref<8x32xf32>, %y: memref<2x32x10xf32>) {
   }
   func.return
 }
+
+// A value already in [0, c): (16 a + b - 768) with %a in [48, 63] and %b in [0, 15] spans
+// [0, 255], so its remainder by 256 is itself and its quotient 0 (the last range of a
+// concatenation along channel blocks, schedule/split_ranges.py).
+// CHECK-LABEL: func.func @in_range
+// CHECK-NOT:     arith.remui
+// CHECK-NOT:     arith.divui
+// CHECK:         loop.load %x[%{{.*}}, %[[X:.*]]] : memref<1x256xf32>
+func.func @in_range(%x: memref<1x256xf32>, %y: memref<64x16xf32>) {
+  loop.for %i = 48 to 64 serial {
+    loop.for %j = 0 to 16 serial {
+      loop.block "concat" [S %a = %i, S %b = %j] {
+        %c16 = arith.constant 16 : index
+        %c768 = arith.constant 768 : index
+        %c256 = arith.constant 256 : index
+        %a16 = arith.muli %a, %c16 : index
+        %s = arith.addi %a16, %b : index
+        %x0 = arith.subi %s, %c768 : index
+        %r = arith.remui %x0, %c256 : index
+        %q = arith.divui %x0, %c256 : index
+        %v = loop.load %x[%q, %r] : memref<1x256xf32>
+        loop.store %v, %y[%a, %b] : memref<64x16xf32>
+      }
+    }
+  }
+  func.return
+}
