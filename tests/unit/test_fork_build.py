@@ -22,7 +22,7 @@ from ziggurat.backends.llvm.split import merge_modules, split_module
 from ziggurat.compiler import clear_cache
 from ziggurat.lowering import pipelines
 from ziggurat.registry import parse_pipeline
-from tests.unit.test_compile_speed import TOY
+from tests.unit.test_compile_speed import TOY, split_everything  # noqa: F401 - a fixture
 
 
 def _run_toy(text: str, objects: list[bytes] | None = None) -> list[float]:
@@ -93,14 +93,10 @@ def conv_model(channels: tuple[int, ...] = (3, 8, 16, 24)) -> onnx.ModelProto:
 
 
 @pytest.fixture
-def fork_everything(monkeypatch):
-    """Every model with two kernels or more lowers in two processes; each compile built afresh."""
-    monkeypatch.setenv("ZIGGURAT_CACHE", "0")
-    monkeypatch.setenv(codegen_pool.JOBS_ENV, "2")
+def fork_everything(split_everything, monkeypatch):
+    """Every model with two kernels or more lowers in two processes (two jobs, each compile built
+    afresh: test_compile_speed's `split_everything`)."""
     monkeypatch.setattr(fork_build, "MIN_OPS", 0)
-    clear_cache()
-    yield
-    clear_cache()
 
 
 def _spy(monkeypatch) -> list[bool]:
