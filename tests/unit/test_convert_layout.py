@@ -329,3 +329,44 @@ def test_boundary_conv_padding_moves_into_the_layout_transform(pads, stride, blo
     (conv,) = [o for o in imported.module.walk() if isinstance(o, Conv2dNchwcOp)]
     assert len(into) == 1 and into[0].padding() == (pads[0], pads[1], pads[2], pads[3])
     assert conv.input is into[0].result and not any(conv.pads.get_values())  # type: ignore[union-attr]
+
+
+@settings(max_examples=12, deadline=None)
+@given(c=st.integers(9, 40), kind=st.sampled_from(["ReduceMean", "ReduceMax", "ReduceSum", "GlobalAveragePool"]),
+       block=st.sampled_from([8, 16]), hw=st.integers(1, 9), threads=st.sampled_from([1, 2]))
+def test_squeeze_excite_pools_in_the_blocked_layout_and_match_onnxruntime(c, kind, block, hw, threads):
+    """A squeeze-excite block: conv, the mean (max, sum) over H and W, a 1x1 conv, sigmoid, and the
+    product with the conv's output. The spatial pool joins the blocked region as a reduce of the
+    5-d tensor (ragged channel counts included: padded lanes reduce finite values)."""
+    rng = np.random.default_rng(c * 13 + hw + block)
+    nodes, inits = [], []
+    h = _conv_bn_relu(nodes, inits, rng, "x", 3, c, 3, 1, "a")
+    if kind == "GlobalAveragePool":
+        nodes.append(helper.make_node(kind, [h], ["p"]))
+    elif kind == "ReduceSum":  # opset 17: axes as an input for ReduceSum, an attribute for the others
+        inits.append(numpy_helper.from_array(np.array([2, 3], np.int64), "axes"))
+        nodes.append(helper.make_node(kind, [h, "axes"], ["p"], keepdims=1))
+    else:
+        nodes.append(helper.make_node(kind, [h], ["p"], axes=[2, 3], keepdims=1))
+    inits += [_w(rng, "se.w", (c, c, 1, 1)), _w(rng, "se.b", (c,))]
+    nodes += [helper.make_node("Conv", ["p", "se.w", "se.b"], ["e"]), helper.make_node("Sigmoid", ["e"], ["g"]),
+              helper.make_node("Mul", [h, "g"], ["y"])]
+    x = rng.standard_normal((1, 3, hw, hw + 1)).astype(np.float32)
+    _check(_model(nodes, x.shape, (1, c, hw, hw + 1), inits), x, block=block, threads=threads)
+
+
+def test_a_spatial_pool_reduces_the_blocked_tensor() -> None:
+    """The pool of a blocked conv's output reads the NCHW16c tensor: a 5-d reduce over H and W."""
+    from ziggurat.compiler import parse_pipeline, run_passes
+    from ziggurat.frontends.onnx import import_onnx
+    from ziggurat.transforms.graph.weight_binding import bind_weights
+
+    rng = np.random.default_rng(0)
+    nodes, inits = [], []
+    h = _conv_bn_relu(nodes, inits, rng, "x", 3, 32, 3, 1, "a")
+    nodes.append(helper.make_node("ReduceMean", [h], ["y"], axes=[2, 3], keepdims=1))
+    imported = import_onnx(_model(nodes, (1, 3, 8, 8), (1, 32, 1, 1), inits))
+    bind_weights(imported.module, imported.weights)
+    run_passes(imported.module, parse_pipeline(LAYOUT.split(",fuse-ops")[0] % 16))
+    (pool,) = [op for op in imported.module.walk() if isinstance(op, graph.ReduceOp)]
+    assert pool.input.type.get_shape() == (1, 2, 8, 8, 16) and pool.result.type.get_shape() == (1, 2, 1, 1, 16)
