@@ -356,7 +356,8 @@ def test_squeeze_excite_pools_in_the_blocked_layout_and_match_onnxruntime(c, kin
 
 
 def test_a_spatial_pool_reduces_the_blocked_tensor() -> None:
-    """The pool of a blocked conv's output reads the NCHW16c tensor: a 5-d reduce over H and W."""
+    """The pool of a blocked conv's output reads the NCHW16c tensor: a 5-d reduce over H and W
+    (a ReduceMean, and a GlobalAveragePool as a mean)."""
     from ziggurat.compiler import parse_pipeline, run_passes
     from ziggurat.frontends.onnx import import_onnx
     from ziggurat.transforms.graph.weight_binding import bind_weights
@@ -364,9 +365,13 @@ def test_a_spatial_pool_reduces_the_blocked_tensor() -> None:
     rng = np.random.default_rng(0)
     nodes, inits = [], []
     h = _conv_bn_relu(nodes, inits, rng, "x", 3, 32, 3, 1, "a")
-    nodes.append(helper.make_node("ReduceMean", [h], ["y"], axes=[2, 3], keepdims=1))
+    nodes += [helper.make_node("ReduceMean", [h], ["m"], axes=[2, 3], keepdims=1),
+              helper.make_node("GlobalAveragePool", [h], ["g"]), helper.make_node("Add", ["m", "g"], ["y"])]
     imported = import_onnx(_model(nodes, (1, 3, 8, 8), (1, 32, 1, 1), inits))
     bind_weights(imported.module, imported.weights)
     run_passes(imported.module, parse_pipeline(LAYOUT.split(",fuse-ops")[0] % 16))
-    (pool,) = [op for op in imported.module.walk() if isinstance(op, graph.ReduceOp)]
-    assert pool.input.type.get_shape() == (1, 2, 8, 8, 16) and pool.result.type.get_shape() == (1, 2, 1, 1, 16)
+    pools = [op for op in imported.module.walk() if isinstance(op, graph.ReduceOp)]
+    assert len(pools) == 2 and not any(isinstance(op, graph.GlobalAvgPoolOp) for op in imported.module.walk())
+    for pool in pools:
+        assert pool.kind.data == "mean"
+        assert pool.input.type.get_shape() == (1, 2, 8, 8, 16) and pool.result.type.get_shape() == (1, 2, 1, 1, 16)

@@ -43,12 +43,12 @@ class ConvertLayoutPass(ModulePass):
     elementwise unary ops, add/sub/mul/div/max/min whose other operand is
     blocked too (a residual add), a full NCHW tensor (transformed in) or a
     per-channel/scalar broadcast (a bias, a folded BatchNorm scale), and
-    `max_pool2d` (as `graph.max_pool2d_nchwc`), and a `graph.reduce` over H
-    and W with kept dims (a squeeze-excite pool: the same reduce of the
-    blocked tensor, `[1, C/block, 1, 1, block]`). `graph.layout_transform`
-    appears only at the boundaries of such a region: where a value enters
-    it, and where a value leaves it for an op that needs NCHW (flatten,
-    `graph.global_avg_pool`, a model output). Weights and constant broadcast operands
+    `max_pool2d` (as `graph.max_pool2d_nchwc`), and `graph.global_avg_pool` or
+    a `graph.reduce` over H and W with kept dims (a squeeze-excite pool: a
+    reduce of the blocked tensor, `[1, C/block, 1, 1, block]`).
+    `graph.layout_transform` appears only at the boundaries of such a region:
+    where a value enters it, and where a value leaves it for an op that needs
+    NCHW (flatten, a model output). Weights and constant broadcast operands
     are transformed at compile time into new weight-store entries
     (`<name>.OIHW16i16o`, `<name>.NCHW16c`), and the original `graph.constant`
     goes when only such copies read it; without a weight store (a bare

@@ -116,7 +116,7 @@ def find_members(ops: list[Operation], block: int, grouped: bool = True) -> list
                                        for v in op.operands)
         elif isinstance(op, graph.MaxPool2dOp) and op.input in blocked:
             ok = not (op.ceil_mode is not None and op.ceil_mode.value.data)
-        elif isinstance(op, graph.ReduceOp) and op.input in blocked:
+        elif isinstance(op, graph.ReduceOp | graph.GlobalAvgPoolOp) and op.input in blocked:
             ok = spatial_pool(op)
         if ok and _finite_on_padding(op, block):
             members.append(op)
@@ -124,11 +124,13 @@ def find_members(ops: list[Operation], block: int, grouped: bool = True) -> list
     return members
 
 
-def spatial_pool(op: graph.ReduceOp) -> bool:
-    """A reduce over H and W of NCHW with kept dims (a squeeze-excite block's global pool): in
-    NCHW[x]c it reduces the same axes, each block's lanes side by side (a contiguous vector per
-    step instead of a lane-strided gather); a padded block's extra lanes reduce finite values that
-    the transform back drops (no product: it could overflow)."""
+def spatial_pool(op: graph.ReduceOp | graph.GlobalAvgPoolOp) -> bool:
+    """A global average pool, or a reduce over H and W of NCHW with kept dims (a squeeze-excite
+    block's pool): in NCHW[x]c it reduces the same axes, each block's lanes side by side (a
+    contiguous vector per step instead of a lane-strided gather); a padded block's extra lanes
+    reduce finite values that the transform back drops (no product: it could overflow)."""
+    if isinstance(op, graph.GlobalAvgPoolOp):
+        return len(_shape(op.input)) == 4
     return (len(_shape(op.input)) == 4 and tuple(_ints(op.axes)) == (2, 3) and op.keeps_dims
             and op.kind.data in ("sum", "mean", "max", "min"))
 
@@ -306,8 +308,9 @@ class Rewriter:
             w = self.weight(op, op.weight, bi, b)
             new: Operation = Conv2dNchwcOp(x, w, _tensor(res, blocked_shape(_shape(res), f"NCHW{b}c")),
                                            _ints(op.strides), pads, _ints(op.dilations))
-        elif isinstance(op, graph.ReduceOp):  # spatial_pool: the same axes of the blocked tensor
-            new = graph.ReduceOp(self.bl[op.input], op.kind.data, (2, 3), True,
+        elif isinstance(op, graph.ReduceOp | graph.GlobalAvgPoolOp):  # spatial_pool: the blocked tensor's H, W
+            kind = op.kind.data if isinstance(op, graph.ReduceOp) else "mean"
+            new = graph.ReduceOp(self.bl[op.input], kind, (2, 3), True,
                                  _tensor(res, blocked_shape(_shape(res), f"NCHW{b}c")))
         elif isinstance(op, graph.MaxPool2dOp):
             x = self.bl[op.input]
