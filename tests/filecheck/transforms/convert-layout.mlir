@@ -38,7 +38,7 @@ func.func @chain(%x: tensor<1x32x8x8xf32>) -> tensor<1x32x4x4xf32> {
 // -----
 
 // A first layer (C_in = 3) blocks its input by 3; a region value that two ops
-// outside the region read (global pooling and a flatten) gets ONE transform back.
+// outside the region read (two reshapes) gets ONE transform back.
 // The conv is the only reader of %x, so the transform into the region also
 // pads it (10x10) and the blocked conv has no padding of its own (in @chain
 // the residual add reads %x too: its transform stays unpadded).
@@ -53,15 +53,31 @@ func.func @chain(%x: tensor<1x32x8x8xf32>) -> tensor<1x32x4x4xf32> {
 // CHECK:      %c = graph.conv2d_nchwc %[[XP]], %{{.*}} {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : tensor<1x1x10x10x3xf32>
 // CHECK:      %r = graph.relu %c : tensor<1x1x8x8x16xf32>
 // CHECK-NEXT: %[[B:.*]] = graph.layout_transform %r {src = "NCHW16c", dst = "NCHW"}
-// CHECK-NEXT: %g = graph.global_avg_pool %[[B]]
+// CHECK-NEXT: %g = graph.reshape %[[B]]
 // CHECK-NEXT: %f = graph.reshape %[[B]]
-func.func @stem(%x: tensor<1x3x8x8xf32>) -> (tensor<1x16x1x1xf32>, tensor<1x1024xf32>) {
+func.func @stem(%x: tensor<1x3x8x8xf32>) -> (tensor<1x16x64xf32>, tensor<1x1024xf32>) {
+  %w = graph.constant "w" : tensor<16x3x3x3xf32>
+  %c = graph.conv2d %x, %w {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1 : i64} : tensor<1x3x8x8xf32>, tensor<16x3x3x3xf32> -> tensor<1x16x8x8xf32>
+  %r = graph.relu %c : tensor<1x16x8x8xf32>
+  %g = graph.reshape %r : tensor<1x16x8x8xf32> -> tensor<1x16x64xf32>
+  %f = graph.reshape %r : tensor<1x16x8x8xf32> -> tensor<1x1024xf32>
+  func.return %g, %f : tensor<1x16x64xf32>, tensor<1x1024xf32>
+}
+
+// -----
+
+// Global pooling of a region value stays in the region: a mean over H and W of
+// the blocked tensor; only its 1x1 result goes back to NCHW.
+// CHECK-LABEL: func.func @pooled
+// CHECK:      %r = graph.relu %c : tensor<1x1x8x8x16xf32>
+// CHECK-NEXT: %g = graph.reduce %r {kind = "mean", axes = array<i64: 2, 3>, keepdims = true} : tensor<1x1x8x8x16xf32> -> tensor<1x1x1x1x16xf32>
+// CHECK-NEXT: %{{.*}} = graph.layout_transform %g {src = "NCHW16c", dst = "NCHW"} : tensor<1x1x1x1x16xf32> -> tensor<1x16x1x1xf32>
+func.func @pooled(%x: tensor<1x3x8x8xf32>) -> tensor<1x16x1x1xf32> {
   %w = graph.constant "w" : tensor<16x3x3x3xf32>
   %c = graph.conv2d %x, %w {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1 : i64} : tensor<1x3x8x8xf32>, tensor<16x3x3x3xf32> -> tensor<1x16x8x8xf32>
   %r = graph.relu %c : tensor<1x16x8x8xf32>
   %g = graph.global_avg_pool %r : tensor<1x16x8x8xf32> -> tensor<1x16x1x1xf32>
-  %f = graph.reshape %r : tensor<1x16x8x8xf32> -> tensor<1x1024xf32>
-  func.return %g, %f : tensor<1x16x1x1xf32>, tensor<1x1024xf32>
+  func.return %g : tensor<1x16x1x1xf32>
 }
 
 // -----
