@@ -15,8 +15,9 @@ the two texts merged (`split.merge_modules`), so the exported library, the disk 
 Measured on two cores (AMD EPYC, AVX-512, docs/benchmarks.md "Compile time"): the tail (schedule,
 hw lowering, translation, LLVM) was 55-70% of a CNN's compile; it takes about half the time now.
 
-Nothing is lost when the child fails (an error in a pass, a crash, a kill): its half is lowered
-here afterwards, from the kernels as they were before the fork, so an error in a pass reaches the
+Nothing is lost when the child fails (an error in a pass, a crash, a kill, or no answer within
+`WAIT_FACTOR` times this process's own share, at least `MIN_WAIT_S`: then it is killed): its
+half is lowered here afterwards, from the kernels as they were before the fork, so an error in a pass reaches the
 caller with its usual message and source node. The child runs no OpenMP region (after the parent
 has run one, a forked child's first two-thread region would hang: runtime-notes, section 3), uses no
 codegen worker and leaves with `os._exit` (no atexit handler of the parent runs twice).
@@ -31,8 +32,10 @@ objects, llvm_ir, info, child_private_bytes = low
 from __future__ import annotations
 
 import os
+import select
 import signal
 import struct
+import time
 import warnings
 from collections.abc import Callable
 from dataclasses import replace
@@ -48,6 +51,8 @@ MIN_OPS = 100  # below this many kernel ops (before scheduling) the fork is not 
 _HEAD = struct.Struct("<BQQQ")  # ok, text bytes, object bytes, the child's private memory
 _INDEX = struct.Struct("<I")
 RunPasses = Callable[[builtin.ModuleOp, Any], object]  # (module, run_passes' verify=) -> ...
+MIN_WAIT_S = 60.0  # a child is waited for at least this long after the fork ...
+WAIT_FACTOR = 4.0  # ... or this many times what this process's own share took, then killed
 _PIPE_BYTES = 60_000  # the queue is written whole before the fork: below a pipe's 64 KiB
 
 
@@ -125,15 +130,37 @@ def private_bytes() -> int:
         return 0
 
 
-def _read_child(fd: int, pid: int) -> tuple[str, bytes, int] | None:
-    with os.fdopen(fd, "rb") as inp:
-        head = inp.read(_HEAD.size)
-        ok, ntext, nobj, private = _HEAD.unpack(head) if len(head) == _HEAD.size else (0, 0, 0, 0)
-        text, obj = inp.read(ntext), inp.read(nobj)
+def _answer(fd: int, pid: int, started: float) -> bytes | None:
+    """Everything the child writes to `fd` (closed here), then the child reaped; None, the child
+    killed, where it has not finished `WAIT_FACTOR` times the time this process took since the fork
+    (at least `MIN_WAIT_S`): a child that hangs costs a wait, then its share is done here."""
+    deadline = time.monotonic() + max(MIN_WAIT_S, WAIT_FACTOR * (time.monotonic() - started))
+    chunks: list[bytes] = []
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                _stop(pid)
+                return None
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
     os.waitpid(pid, 0)
-    if not ok or len(text) != ntext or len(obj) != nobj:
+    return b"".join(chunks)
+
+
+def _read_child(fd: int, pid: int, started: float) -> tuple[str, bytes, int] | None:
+    data = _answer(fd, pid, started)
+    if data is None or len(data) < _HEAD.size:
         return None
-    return text.decode(), obj, private
+    ok, ntext, nobj, private = _HEAD.unpack_from(data)
+    if not ok or len(data) != _HEAD.size + ntext + nobj:
+        return None
+    text = data[_HEAD.size:_HEAD.size + ntext].decode()
+    return text, data[_HEAD.size + ntext:], private
 
 
 def lower_tail(module: builtin.ModuleOp, run: RunPasses, options: Any, verify: bool,
@@ -163,6 +190,7 @@ def lower_tail(module: builtin.ModuleOp, run: RunPasses, options: Any, verify: b
     os.write(fill, b"".join(_INDEX.pack(i) for i in range(len(kernels))))
     os.close(fill)  # the queue ends (EOF) once it is empty
     r, w = os.pipe()
+    started = time.monotonic()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # Python 3.12+: fork with threads (see above)
         pid = os.fork()
@@ -195,7 +223,7 @@ def lower_tail(module: builtin.ModuleOp, run: RunPasses, options: Any, verify: b
         os.close(r)
         _stop(pid)
         raise
-    got = _read_child(r, pid)
+    got = _read_child(r, pid, started)
     if got is None:  # the child failed: its kernels here, from how they were before the fork
         left = builtin.ModuleOp([])
         for k in theirs:
@@ -221,6 +249,7 @@ def map_floats(fn: Callable[[int], float], n: int) -> list[float]:
     os.write(fill, b"".join(_INDEX.pack(i) for i in range(n)))
     os.close(fill)
     r, w = os.pipe()
+    started = time.monotonic()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         pid = os.fork()
@@ -239,18 +268,17 @@ def map_floats(fn: Callable[[int], float], n: int) -> list[float]:
             os._exit(0)
     os.close(w)
     results: list[float | None] = [None] * n
-    with os.fdopen(r, "rb") as inp:
+    try:
         try:
-            try:
-                while (i := _pull(queue)) is not None:
-                    results[i] = fn(i)
-            finally:
-                os.close(queue)
-            data = inp.read()
-        except BaseException:
-            _stop(pid)
-            raise
-    os.waitpid(pid, 0)
+            while (i := _pull(queue)) is not None:
+                results[i] = fn(i)
+        finally:
+            os.close(queue)
+    except BaseException:
+        os.close(r)
+        _stop(pid)
+        raise
+    data = _answer(r, pid, started) or b""
     for k in range(len(data) // _RESULT.size):
         i, v = _RESULT.unpack_from(data, k * _RESULT.size)
         if i < n:
