@@ -482,9 +482,10 @@ def _lower(work: _Work, spec: str, options: Any, stats: CompileStats, after_pass
     strict = os.environ.get("ZIGGURAT_VERIFY", "") not in ("", "0")
     passes = parse_pipeline(spec)
     cut = fork_build.tail_start([p.name for p in passes]) if fork and fork_build.usable() else len(passes)
+    # a cut pipeline's head ends at a stage end (plan-memory): verified there, as in one piece
     unverified = run_passes(work.module, passes[:cut],
-                            verify=True if after_pass is not None else "stages" if strict else "deferred",
-                            after_pass=after_pass)
+                            verify=True if after_pass is not None else "stages" if strict or cut < len(passes)
+                            else "deferred", after_pass=after_pass)
     stats.seconds["passes"] = time.perf_counter() - t0
     module = work.module
     tuned = tuple(scheduled_kernels(module))  # marked by apply-tuning

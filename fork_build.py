@@ -46,7 +46,6 @@ from xdsl.dialects import builtin, func
 # Passes that transform each kernel on its own (none reads another function or the entry's body).
 FUNCTION_LOCAL = frozenset({"loop-default-schedule", "loop-parallelize-outer", "loop-vectorize-innermost",
                             "convert-loop-to-hw"})
-JOBS_ENV = "ZIGGURAT_COMPILE_JOBS"  # 1: one process (as codegen_pool reads it)
 MIN_OPS = 100  # below this many kernel ops (before scheduling) the fork is not worth its few ms
 _HEAD = struct.Struct("<BQQQ")  # ok, text bytes, object bytes, the child's private memory
 _INDEX = struct.Struct("<I")
@@ -110,11 +109,30 @@ def _child(kernels: list[func.FuncOp], queue: int, run: RunPasses, options: Any,
         ok, text = 1, t.encode()
     except BaseException:  # the parent lowers this half again and reports what went wrong
         pass
+    _reply(fd, _HEAD.pack(ok, len(text), len(obj), private_bytes()) + text + obj)
+
+
+def _fork(n: int) -> tuple[int, int, int, float]:
+    """A queue of the indices 0..n-1 (read by both processes), a pipe for the child's answer, and the
+    fork: (pid, 0 in the child; the queue's fd; the answer's end this process keeps: the read end here,
+    the write end in the child; when it forked)."""
+    queue, fill = os.pipe()
+    os.write(fill, b"".join(_INDEX.pack(i) for i in range(n)))
+    os.close(fill)  # the queue ends (EOF) once it is empty
+    r, w = os.pipe()
+    started = time.monotonic()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # Python 3.12+: fork with threads (see above)
+        pid = os.fork()
+    os.close(w if pid else r)
+    return pid, queue, r if pid else w, started
+
+
+def _reply(fd: int, data: bytes) -> None:
+    """The child's answer, then its end (`os._exit`: no handler of the parent's runs here)."""
     try:
         with os.fdopen(fd, "wb") as out:
-            out.write(_HEAD.pack(ok, len(text), len(obj), private_bytes()))
-            out.write(text)
-            out.write(obj)
+            out.write(data)
     finally:
         os._exit(0)
 
@@ -186,18 +204,9 @@ def lower_tail(module: builtin.ModuleOp, run: RunPasses, options: Any, verify: b
     if sum(sizes.values()) < MIN_OPS:
         return None
     kernels.sort(key=lambda k: -sizes[k])
-    queue, fill = os.pipe()
-    os.write(fill, b"".join(_INDEX.pack(i) for i in range(len(kernels))))
-    os.close(fill)  # the queue ends (EOF) once it is empty
-    r, w = os.pipe()
-    started = time.monotonic()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)  # Python 3.12+: fork with threads (see above)
-        pid = os.fork()
+    pid, queue, r, started = _fork(len(kernels))
     if pid == 0:
-        os.close(r)
-        _child(kernels, queue, run, options, verify, w)
-    os.close(w)
+        _child(kernels, queue, run, options, verify, r)
     try:
         try:
             mine = _lower_pulled(kernels, queue, run, verify)
@@ -245,28 +254,15 @@ def map_floats(fn: Callable[[int], float], n: int) -> list[float]:
     exception, a crash) is computed here afterwards, so an exception reaches the caller from here."""
     if n < 2 or not usable() or n * _INDEX.size > _PIPE_BYTES:
         return [fn(i) for i in range(n)]
-    queue, fill = os.pipe()
-    os.write(fill, b"".join(_INDEX.pack(i) for i in range(n)))
-    os.close(fill)
-    r, w = os.pipe()
-    started = time.monotonic()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        pid = os.fork()
+    pid, queue, r, started = _fork(n)
     if pid == 0:
-        os.close(r)
         done: list[bytes] = []
         try:
             while (i := _pull(queue)) is not None:
                 done.append(_RESULT.pack(i, fn(i)))
         except BaseException:  # the parent computes what is missing, and raises there
             pass
-        try:
-            with os.fdopen(w, "wb") as out:
-                out.write(b"".join(done))
-        finally:
-            os._exit(0)
-    os.close(w)
+        _reply(r, b"".join(done))
     results: list[float | None] = [None] * n
     try:
         try:
@@ -284,7 +280,6 @@ def map_floats(fn: Callable[[int], float], n: int) -> list[float]:
         if i < n:
             results[i] = v
     return [fn(i) if v is None else v for i, v in enumerate(results)]
-
 
 
 def _stop(pid: int) -> None:

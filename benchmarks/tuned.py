@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 import ziggurat
-from ziggurat.benchmarks.run import BLOCKS, DEFAULT_MODELS, SETTLE_S, _median_iqr, _ort_session
+from ziggurat.benchmarks.run import BLOCKS, DEFAULT_MODELS, SETTLE_S, _median_iqr, _ort_session, call_times
 from ziggurat.errors import ZigguratError
 
 PAIRED_RUNS = 10  # timed runs per engine and block: short blocks, many pairs
@@ -84,12 +84,7 @@ def bench_tuned(name: str, model, inputs: dict, threads: int, rounds: int, tunin
             (call, _, _), limit = engines[i], limits[i]
             time.sleep(SETTLE_S)  # let the other runtime's workers stop spinning
             with limit():
-                call()
-                ts = []
-                for _ in range(per_block):
-                    t = time.perf_counter()
-                    call()
-                    ts.append(time.perf_counter() - t)
+                ts = call_times(call, per_block)
             times[i] += ts
             blocks[i].append(float(np.median(ts)))
         order.reverse()  # a burst of load on the shared host hits both ends of the order alike

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from xdsl.builder import Builder
 from xdsl.context import Context
 from xdsl.dialects import arith, builtin, func
-from xdsl.dialects.builtin import IndexType, IntegerAttr, IntegerType, MemRefType, TensorType
+from xdsl.dialects.builtin import IntegerType, MemRefType, TensorType
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint
@@ -17,6 +17,7 @@ from ziggurat.dialects import graph, loop, te
 from ziggurat.dtypes import scalar_type
 from ziggurat.errors import CompileError, ZigguratError
 from ziggurat.lowering.locations import SOURCE_NODES, name_source
+from ziggurat.lowering.te_inline import clamp_indices
 
 COMBINE = {
     "add": arith.AddfOp,
@@ -91,19 +92,7 @@ class _BodyLowering:
         # stays in bounds, then select. A bare block variable whose extent fits
         # the dimension is in range already.
         shape = buf.type.get_shape()  # type: ignore[attr-defined]
-        zero = b.insert(arith.ConstantOp(IntegerAttr(0, IndexType()))).result
-        inside: SSAValue | None = None
-        safe = []
-        for i, size in zip(idx, shape):
-            if vars_.get(i, size + 1) <= size:
-                safe.append(i)
-                continue
-            lo = b.insert(arith.CmpiOp(i, zero, "sge")).result
-            n = b.insert(arith.ConstantOp(IntegerAttr(size, IndexType()))).result
-            hi = b.insert(arith.CmpiOp(i, n, "slt")).result
-            ok = b.insert(arith.AndIOp(lo, hi)).result
-            inside = ok if inside is None else b.insert(arith.AndIOp(inside, ok)).result
-            safe.append(b.insert(arith.SelectOp(ok, i, zero)).result)
+        safe, inside = clamp_indices(b, idx, shape, lambda i, size: vars_.get(i, size + 1) <= size)
         value = b.insert(loop.LoadOp(buf, safe)).result
         if inside is None:
             return value

@@ -13,9 +13,13 @@ memory.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
+from xdsl.builder import Builder
 from xdsl.dialects import arith, func
 from xdsl.dialects.builtin import IndexType, IntegerAttr
-from xdsl.ir import SSAValue
+from xdsl.ir import BlockArgument, SSAValue
+from xdsl.rewriter import InsertPoint
 
 from ziggurat.dialects import te
 
@@ -47,7 +51,15 @@ def inline_compute(producer: te.ComputeOp, read: te.ReadOp) -> None:
     assert block is not None
     indices, inside = list(read.indices), None
     if read.pad is not None:  # the body at the index clamped into the producer's shape, then the pad outside
-        indices, inside = _clamped(read, producer.result.type.get_shape())
+        consumer = read.parent_op()
+        extents = consumer.result.type.get_shape()  # type: ignore[union-attr]  # a te.compute's variables
+        args = consumer.body.block.args  # type: ignore[union-attr]
+
+        def fits(i: SSAValue, size: int) -> bool:
+            return isinstance(i, BlockArgument) and i in args and extents[i.index] <= size
+
+        indices, inside = clamp_indices(Builder(InsertPoint.before(read)), read.indices,
+                                        producer.result.type.get_shape(), fits)
     for arg, index in zip(body.args, indices):
         hint = index.name_hint
         arg.replace_all_uses_with(index)
@@ -69,31 +81,25 @@ def inline_compute(producer: te.ComputeOp, read: te.ReadOp) -> None:
     block.erase_op(read)
 
 
-def _clamped(read: te.ReadOp, shape: tuple[int, ...]) -> tuple[list[SSAValue], SSAValue | None]:
-    """A padded read's indices clamped into `shape` (0 where out of range) and whether all were in
-    range (None: every index is a constant in range), as ops before `read`; the same clamp and select
-    convert-te-to-loop gives a padded read of a buffer."""
-    ops: list = []
-    zero = arith.ConstantOp(IntegerAttr(0, IndexType()))
-    ops.append(zero)
+def clamp_indices(b: Builder, indices: Sequence[SSAValue], shape: Sequence[int],
+                  fits: Callable[[SSAValue, int], bool]) -> tuple[list[SSAValue], SSAValue | None]:
+    """The indices of a padded read clamped into `shape` (0 where out of range) and whether all were
+    in range (None: no index needed a test), as ops inserted at `b`; an index for which
+    `fits(index, size)` holds (a bare loop variable whose extent fits) is kept as it is. The clamp of
+    convert-te-to-loop's padded loads and of a body inlined at a padded read (`inline_compute`)."""
+    zero = b.insert(arith.ConstantOp(IntegerAttr(0, IndexType()))).result
     inside: SSAValue | None = None
     safe: list[SSAValue] = []
-    for i, size in zip(read.indices, shape):
-        n = arith.ConstantOp(IntegerAttr(size, IndexType()))
-        lo, hi = arith.CmpiOp(i, zero.result, "sge"), arith.CmpiOp(i, n.result, "slt")
-        ok = arith.AndIOp(lo.result, hi.result)
-        pick = arith.SelectOp(ok.result, i, zero.result)
-        ops += [n, lo, hi, ok, pick]
-        if inside is None:
-            inside = ok.result
-        else:
-            both = arith.AndIOp(inside, ok.result)
-            ops.append(both)
-            inside = both.result
-        safe.append(pick.result)
-    block = read.parent_block()
-    assert block is not None
-    block.insert_ops_before(ops, read)
+    for i, size in zip(indices, shape):
+        if fits(i, size):
+            safe.append(i)
+            continue
+        lo = b.insert(arith.CmpiOp(i, zero, "sge")).result
+        n = b.insert(arith.ConstantOp(IntegerAttr(size, IndexType()))).result
+        hi = b.insert(arith.CmpiOp(i, n, "slt")).result
+        ok = b.insert(arith.AndIOp(lo, hi)).result
+        inside = ok if inside is None else b.insert(arith.AndIOp(inside, ok)).result
+        safe.append(b.insert(arith.SelectOp(ok, i, zero)).result)
     return safe, inside
 
 

@@ -193,20 +193,21 @@ def simplify_block(blk: loop.BlockOp) -> int:
     return replaced
 
 
-_PREDICATES = {"slt": 2, "sle": 3, "sgt": 4, "sge": 5}
+def _predicate(op: arith.CmpiOp) -> str:
+    return arith.CMPI_COMPARISON_OPERATIONS[op.predicate.value.data]
 
 
 def _decide(op: arith.CmpiOp, a: tuple[int, int] | None, b: tuple[int, int] | None) -> bool | None:
     """The signed comparison `a <pred> b` where the ranges decide it, else None."""
     if a is None or b is None:
         return None
-    pred = op.predicate.value.data
-    if pred == _PREDICATES["slt"] or pred == _PREDICATES["sge"]:
+    pred = _predicate(op)
+    if pred in ("slt", "sge"):
         lt = True if a[1] < b[0] else False if a[0] >= b[1] else None
-        return lt if lt is None or pred == _PREDICATES["slt"] else not lt
-    if pred == _PREDICATES["sle"] or pred == _PREDICATES["sgt"]:
+        return lt if lt is None or pred == "slt" else not lt
+    if pred in ("sle", "sgt"):
         le = True if a[1] <= b[0] else False if a[0] > b[1] else None
-        return le if le is None or pred == _PREDICATES["sle"] else not le
+        return le if le is None or pred == "sle" else not le
     return None
 
 
@@ -226,9 +227,9 @@ def _clamp_range(op: arith.SelectOp, range_of: Callable[[SSAValue], tuple[int, i
         if isinstance(c, arith.AndIOp):
             stack += list(c.operands)
         elif isinstance(c, arith.CmpiOp) and c.operands[0] is x and (k := _const(c.operands[1])) is not None:
-            pred = c.predicate.value.data
-            lo = max(lo, k if pred == _PREDICATES["sge"] else k + 1 if pred == _PREDICATES["sgt"] else lo)
-            hi = min(hi, k - 1 if pred == _PREDICATES["slt"] else k if pred == _PREDICATES["sle"] else hi)
+            pred = _predicate(c)
+            lo = max(lo, k if pred == "sge" else k + 1 if pred == "sgt" else lo)
+            hi = min(hi, k - 1 if pred == "slt" else k if pred == "sle" else hi)
     return (min(lo, ry[0]), max(hi, ry[1])) if lo <= hi else ry
 
 
