@@ -332,8 +332,11 @@ def _import_model(model: Any, bind: dict[str, Any] | None, memory_limit: int | s
     in_dtypes, out_dtypes = _signature_dtypes(imported)
     inputs = [TensorSpec(n, tuple(s), d) for n, s, d in zip(imported.input_names, imported.input_shapes, in_dtypes)]
     outputs = [TensorSpec(n, tuple(s), d) for n, s, d in zip(imported.output_names, imported.output_shapes, out_dtypes)]
+    hidden = out_dtypes[len(outputs):]
     outputs += [TensorSpec(f"{c.node}.index_check", (2 * len(c.bounds),), d, c)
-                for c, d in zip(imported.checks, out_dtypes[len(outputs):], strict=True)]
+                for c, d in zip(imported.checks, hidden[:len(imported.checks)], strict=True)]
+    outputs += [TensorSpec(f"{imported.output_names[e.output]}.extent", (1,), d, extent=e)
+                for e, d in zip(imported.extents, hidden[len(imported.checks):], strict=True)]
     # A model imported here is this compile's own: the pipeline runs on its module and
     # store in place, and `_build` frees what the native code no longer needs (a caller's
     # ImportedModel is copied instead and stays as it was).

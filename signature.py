@@ -1,11 +1,17 @@
-"""A compiled model's signature: its inputs, its outputs and its run-time index checks.
+"""A compiled model's signature: its inputs, its outputs, its run-time index checks and extents.
 
 `TensorSpec` names one input or output (name, static shape, dtype). An output
 whose spec carries an `IndexCheck` is not the model's: the entry function
 writes into it the smallest and the largest value of one node's run-time
 indices (frontends/onnx/index_checks.py adds the two reductions), and the
 executor compares them with the node's bounds after each call, raising
-`InputError` naming the node, the input and the offending index.
+`InputError` naming the node, the input and the offending index. An output
+whose spec carries an `Extent` is not the model's either: the entry function
+writes into it (int64, one element) how many entries one output really has
+along one axis, where that is known only at run time (NonZero, Unique,
+Compress, TopK with a run-time k: frontends/onnx/convert_data_dependent.py);
+the output's own spec has the upper bound, and the executor returns it cut to
+the extent.
 
 The compiler, the disk cache (cache.py) and the exported library's `.json`
 (runtime/export.py) all write a signature with `to_json` and read it back with
@@ -48,13 +54,43 @@ class IndexCheck:
 
 
 @dataclass(frozen=True)
+class Extent:
+    """The run-time size of model output `output` along `axis`, computed by the node `node` (an `op`):
+    the output's spec holds the upper bound; `cut` keeps the first `n` entries along the axis."""
+
+    output: int
+    axis: int
+    node: str
+    op: str
+
+    def cut(self, array: np.ndarray, n: int) -> np.ndarray:
+        """`array` (the output at its upper bound) cut to `n` entries along the axis (a contiguous
+        copy where the cut is not a leading block); `InputError` when `n` leaves [0, bound]."""
+        bound = array.shape[self.axis]
+        if not 0 <= n <= bound:
+            hint = " (TopK: k must lie in [0, the axis' size])" if self.op == "TopK" else ""
+            raise InputError(f"{self.op} node '{self.node}': its output {self.output} would hold {n} entries along "
+                             f"axis {self.axis}, outside [0, {bound}]{hint}. Check the node's run-time inputs.")
+        if n == bound:
+            return array
+        cut = array[(slice(None),) * self.axis + (slice(0, n),)]
+        return cut if self.axis == 0 else np.ascontiguousarray(cut)
+
+
+@dataclass(frozen=True)
 class TensorSpec:
-    """Name, static shape and dtype of a model input or output (`check`: see `IndexCheck`)."""
+    """Name, static shape and dtype of a model input or output (`check`: see `IndexCheck`;
+    `extent`: see `Extent`; an output with either is hidden, not returned)."""
 
     name: str
     shape: tuple[int, ...]
     dtype: np.dtype
     check: IndexCheck | None = None
+    extent: Extent | None = None
+
+    @property
+    def hidden(self) -> bool:
+        return self.check is not None or self.extent is not None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "shape": [int(d) for d in self.shape],
@@ -62,6 +98,9 @@ class TensorSpec:
         if self.check is not None:
             c = self.check
             out["check"] = {"node": c.node, "op": c.op, "input": c.input, "bounds": list(c.bounds)}
+        if self.extent is not None:
+            e = self.extent
+            out["extent"] = {"output": e.output, "axis": e.axis, "node": e.node, "op": e.op}
         return out
 
     @classmethod
@@ -69,7 +108,30 @@ class TensorSpec:
         c = d.get("check")
         check = None if c is None else IndexCheck(str(c["node"]), str(c["op"]), str(c["input"]),
                                                   tuple(int(b) for b in c["bounds"]))
-        return cls(str(d["name"]), tuple(int(x) for x in d["shape"]), dtype_from_name(str(d["dtype"])), check)
+        e = d.get("extent")
+        extent = None if e is None else Extent(int(e["output"]), int(e["axis"]), str(e["node"]), str(e["op"]))
+        return cls(str(d["name"]), tuple(int(x) for x in d["shape"]), dtype_from_name(str(d["dtype"])), check, extent)
+
+
+def finish_outputs(hidden: list[TensorSpec], values: list[np.ndarray]) -> dict[int, int]:
+    """After a call: verifies the index checks among the `hidden` outputs (their `values`) and
+    returns the run-time extents, output index -> entries along its `Extent.axis`."""
+    extents: dict[int, int] = {}
+    for spec, value in zip(hidden, values):
+        if spec.check is not None:
+            spec.check.verify(value.reshape(-1))
+        elif spec.extent is not None:
+            extents[spec.extent.output] = int(value.reshape(-1)[0])
+    return extents
+
+
+def cut_outputs(hidden: list[TensorSpec], results: list[np.ndarray], extents: dict[int, int]) -> list[np.ndarray]:
+    """`results` with every output that has a run-time extent cut to it (`Extent.cut`)."""
+    for spec in hidden:
+        if spec.extent is not None:
+            i = spec.extent.output
+            results[i] = spec.extent.cut(results[i], extents[i])
+    return results
 
 
 def dtype_name(dtype: np.dtype) -> str:

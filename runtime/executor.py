@@ -22,9 +22,9 @@ from typing import Any
 import numpy as np
 
 from ziggurat.errors import InputError
-from ziggurat.signature import IndexCheck, TensorSpec
+from ziggurat.signature import Extent, IndexCheck, TensorSpec, cut_outputs, finish_outputs
 
-__all__ = ["CompiledModel", "IndexCheck", "ModelSignature", "TensorSpec", "aligned", "aligned_copy", "aligned_empty", "data_address", "gather_inputs", "weight_key",
+__all__ = ["CompiledModel", "Extent", "IndexCheck", "ModelSignature", "TensorSpec", "aligned", "aligned_copy", "aligned_empty", "data_address", "gather_inputs", "weight_key",
            "is_aligned"]
 
 ALIGN = 64
@@ -129,15 +129,15 @@ def gather_inputs(names: Sequence[str], args: tuple, kwargs: Mapping[str, Any]) 
 
 class ModelSignature:
     """What every compiled model has, native (`CompiledModel`) or cross-compiled
-    (cross.py `CrossCompiledModel`): its inputs, its outputs (the index checks'
-    outputs apart, in `checks`), `info`, and `export`."""
+    (cross.py `CrossCompiledModel`): its inputs, its outputs (the hidden ones apart, in
+    `checks`: the index checks' and the run-time extents', signature.py), `info`, and `export`."""
 
     def __init__(self, inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec], info: Mapping[str, Any] | None):
         self.inputs = list(inputs)
-        self.outputs = [s for s in outputs if s.check is None]
-        self.checks = [s for s in outputs if s.check is not None]
-        if any(s.check is None for s in outputs[len(self.outputs):]):
-            raise ValueError("the outputs of index checks must follow the model's outputs")
+        self.outputs = [s for s in outputs if not s.hidden]
+        self.checks = [s for s in outputs if s.hidden]
+        if any(not s.hidden for s in outputs[len(self.outputs):]):
+            raise ValueError("the hidden outputs (index checks, extents) must follow the model's outputs")
         self.info = dict(info or {})
 
     @property
@@ -169,7 +169,9 @@ class CompiledModel(ModelSignature):
     converted that way). Calls are thread-safe (see the module docstring).
     Outputs whose spec carries an `IndexCheck` are the run-time bounds checks
     of the model's data-dependent indices: they are not returned; an index out
-    of bounds raises `InputError` after the call.
+    of bounds raises `InputError` after the call. Outputs whose spec carries an
+    `Extent` are not returned either: they size an output known only at run time
+    (NonZero's), which is returned cut to it.
     """
 
     def __init__(
@@ -244,14 +246,15 @@ class CompiledModel(ModelSignature):
                     values = self.prepare(*args)
                     break
         results = [np.empty(shape, dtype) for shape, dtype in self._out_specs]
-        self.run_native(values, results)
-        return results
+        extents = self.run_native(values, results)
+        return cut_outputs(self.checks, results, extents) if extents else results
 
-    def run_native(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
+    def run_native(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> dict[int, int]:
         """The native call alone, on prepared C-contiguous arrays of the right shapes and dtypes
         (unchecked): for timing, and for serving loops that reuse their buffers (the same array
         objects as the last call cost no address lookups). Raises `InputError` when an index
-        check fails."""
+        check fails. Returns the run-time extents (output index -> its entries along the
+        `Extent`'s axis; the buffers have the upper bound): empty for a model without them."""
         try:
             call = self._idle.pop()
         except IndexError:
@@ -265,7 +268,6 @@ class CompiledModel(ModelSignature):
                 if bound[i] is not r:
                     call.bind(i, r)
             self._entry(call.ptr)
-            for spec, values in zip(self.checks, call.checks):
-                spec.check.verify(values.reshape(-1))  # type: ignore[union-attr]
+            return finish_outputs(self.checks, call.checks) if call.checks else {}
         finally:
             self._idle.append(call)

@@ -17,7 +17,8 @@ The ABI (docs/targets.md, "WebAssembly"): the module exports its linear memory `
   kernels take scratch above 16 KiB from the same `aligned_alloc`, and wasi-libc's malloc
   claims the memory up to its current end on its first call (backends/llvm/wasm_link.py);
 * per call: writes the inputs into their slots, calls the entry, reads the outputs (copies)
-  and verifies the index checks (`IndexCheck.verify`, an `InputError` when one fails).
+  and verifies the index checks (`IndexCheck.verify`, an `InputError` when one fails); an
+  output with a run-time extent is returned cut to it (signature.py `Extent`).
 
 Inputs are checked as `CompiledModel` checks them: positional, by name or one mapping; strict
 dtypes and shapes (`cast_inputs=True` converts within a kind). A trap in the module (out of
@@ -38,7 +39,7 @@ import numpy as np
 
 from ziggurat.errors import ModelLoadError, ZigguratError
 from ziggurat.runtime.executor import ALIGN, CompiledModel, ModelSignature
-from ziggurat.signature import TensorSpec
+from ziggurat.signature import TensorSpec, cut_outputs, finish_outputs
 
 HOST_ALLOC = "aligned_alloc"  # backends/llvm/wasm_link.py exports it
 WASM_FORMAT = "ziggurat-wasm-module-1"  # runtime/export.py writes it
@@ -144,9 +145,8 @@ class WasmModel(ModelSignature):
         except (self._wt.Trap, self._wt.WasmtimeError) as err:
             raise ZigguratError(f"the WebAssembly model '{self.info['exported']}' trapped: {err}") from None
         mem = self._view()
-        for spec, (off, dt, shape) in zip(self.checks, self._chk):
-            spec.check.verify(self._read(mem, off, dt, shape).reshape(-1))  # type: ignore[union-attr]
-        return [self._read(mem, off, dt, shape) for off, dt, shape in self._out]
+        extents = finish_outputs(self.checks, [self._read(mem, off, dt, shape) for off, dt, shape in self._chk])
+        return cut_outputs(self.checks, [self._read(mem, off, dt, shape) for off, dt, shape in self._out], extents)
 
     def __repr__(self) -> str:
         return f"WasmModel('{self.info['exported']}', inputs={self.input_names}, outputs={self.output_names})"

@@ -93,6 +93,7 @@ class ConversionContext:
         self.reads: dict[str, tuple[str, ...]] = {}  # value name -> the names its node read (bodies, branches too)
         self.producers: dict[str, onnx.NodeProto] = {}  # value name -> the node of the graph that makes it
         self.int8_dot = False  # the target has an int8 dot product: QDQ MatMuls become int8 GEMMs
+        self.extents: dict[str, Any] = {}  # value name -> RuntimeExtent (convert_data_dependent.py)
 
     # -- bindings ------------------------------------------------------------
 

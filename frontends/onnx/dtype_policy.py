@@ -77,6 +77,10 @@ NATIVE: dict[str, frozenset[str]] = {
     **dict.fromkeys(("GatherND", "ScatterElements", "Scatter", "ScatterND"), frozenset({"int", "uint"})),
     "Trilu": frozenset({"int", "uint", "bool"}),
     "TopK": frozenset({"int", "uint"}),
+    # convert_data_dependent.py: compared exactly in their own type; Compress only moves data
+    "NonZero": frozenset({"f64", "int", "uint", "bool"}),
+    "Unique": frozenset({"f64", "int", "uint"}),
+    "Compress": ALL,
     "TfIdfVectorizer": frozenset({"int"}),  # int32/int64 tokens (convert_tfidf.py)
     **dict.fromkeys(("CumSum", "ReverseSequence", "MaxUnpool", "TensorScatter", "RoiAlign"),
                     frozenset({"int", "uint"})),

@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable, Sequence
+from typing import Any
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -92,6 +93,7 @@ from ziggurat.frontends.onnx.convert_grid_sample import GRID_SAMPLE_CONVERTERS
 from ziggurat.frontends.onnx.convert_scan import SCAN_CONVERTERS
 from ziggurat.frontends.onnx.convert_roi_align import ROI_ALIGN_CONVERTERS
 from ziggurat.frontends.onnx.convert_deform_conv import DEFORM_CONV_CONVERTERS
+from ziggurat.frontends.onnx.convert_data_dependent import DATA_DEPENDENT_CONVERTERS, carried_axis, sized_inputs
 from ziggurat.frontends.onnx.convert_index import INDEX_CONVERTERS
 from ziggurat.frontends.onnx.convert_index_runtime import RUNTIME_INDEX_CONVERTERS
 from ziggurat.frontends.onnx.convert_quant import QUANT_CONVERTERS
@@ -130,7 +132,7 @@ from ziggurat.frontends.onnx.validate import check_value_sizes, validate_model
 from ziggurat.limits import resolve_memory_limit
 from ziggurat.frontends.onnx.sequence_io import element_name
 from ziggurat.frontends.onnx.specialize import note_needed
-from ziggurat.signature import IndexCheck
+from ziggurat.signature import Extent, IndexCheck
 from ziggurat.weights import WeightStore
 
 Converter = Callable[[ConversionContext, onnx.NodeProto], Sequence[Value]]
@@ -177,6 +179,7 @@ CONVERTERS: dict[str, Converter] = {
     **WINDOW_CONVERTERS,
     **INDEX_CONVERTERS,
     **RUNTIME_INDEX_CONVERTERS,
+    **DATA_DEPENDENT_CONVERTERS,
     **QUANT_CONVERTERS,
     **QDQ_CONVERTERS,
     **EINSUM_CONVERTERS,
@@ -232,6 +235,9 @@ class ImportedModel:
     checks: list[IndexCheck] = field(default_factory=list)
     """Run-time index checks (frontends/onnx/index_checks.py): `main` returns their values after
     the outputs, in this order."""
+    extents: list[Extent] = field(default_factory=list)
+    """Outputs sized at run time (convert_data_dependent.py): `main` returns their extents
+    (tensor<1xi64>) after the index checks, in this order."""
 
 
 def import_onnx(model_or_path: ModelSource, memory_limit: int | str | None = None,
@@ -469,7 +475,17 @@ def _sources(ctx: ConversionContext, names: Sequence[str]) -> list[str]:
 
 
 def _convert(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
-    """Folds `node` when its inputs are known at import time, else converts it to graph ops."""
+    """Folds `node` when its inputs are known at import time, else converts it to graph ops; a
+    node that consumes a run-time sized value passes its extent on (convert_data_dependent.py)."""
+    sized = sized_inputs(ctx, node)
+    carried = carried_axis(ctx, node, sized) if sized else None
+    values = _convert_node(ctx, node)
+    if carried is not None and node.output and node.output[0]:
+        ctx.extents[node.output[0]] = carried
+    return values
+
+
+def _convert_node(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
     sequence_op = convert_structured(ctx, node) if node.domain in _DEFAULT_DOMAINS else refuse_structured(ctx, node)
     if sequence_op is not None:
         return sequence_op
@@ -551,6 +567,7 @@ def _import_graph(graph: onnx.GraphProto, opset: int, inferred: dict[str, Shape]
 
     output_names: list[str] = []
     results = []
+    sized: list[tuple[int, Any]] = []  # (output index, RuntimeExtent) of the outputs sized at run time
     for info in graph.output:
         value = ctx.lookup(info.name)
         if is_structured(value) and not is_sequence(value):
@@ -565,8 +582,16 @@ def _import_graph(graph: onnx.GraphProto, opset: int, inferred: dict[str, Shape]
         _check_output_type(info, value)
         results.append(_computed(ctx, ctx.value(info.name)))
         output_names.append(info.name)
+        if info.name in ctx.extents:
+            sized.append((len(results) - 1, ctx.extents[info.name]))
     shapes = [shape_of(result) for result in results]
     results += [value for value, _ in checks]
+    returned: set[SSAValue] = set()  # an extent several outputs share is returned once each
+    for _, e in sized:
+        results.append(ctx.emit(graph_dialect.BroadcastToOp(e.value, e.value.type)) if e.value in returned
+                       else e.value)
+        returned.add(e.value)
+    extents = [Extent(i, e.axis, e.node, e.op) for i, e in sized]
     ctx.builder.insert(func.ReturnOp(*results))
     _erase_dead_ops(block)
 
@@ -574,7 +599,8 @@ def _import_graph(graph: onnx.GraphProto, opset: int, inferred: dict[str, Shape]
     input_names = [info.name for info in inputs]
     main.attributes["graph.input_names"] = ArrayAttr([StringAttr(n) for n in input_names])
     main.attributes["graph.output_names"] = ArrayAttr([StringAttr(n) for n in output_names] +
-                                                      [StringAttr(f"{c.node}.index_check") for _, c in checks])
+                                                      [StringAttr(f"{c.node}.index_check") for _, c in checks] +
+                                                      [StringAttr(f"{output_names[e.output]}.extent") for e in extents])
     return ImportedModel(
         module=ModuleOp([main]),
         weights=ctx.weights,
@@ -584,4 +610,5 @@ def _import_graph(graph: onnx.GraphProto, opset: int, inferred: dict[str, Shape]
         output_shapes=shapes,
         opset=opset,
         checks=[c for _, c in checks],
+        extents=extents,
     )
