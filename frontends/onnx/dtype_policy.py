@@ -81,6 +81,7 @@ NATIVE: dict[str, frozenset[str]] = {
     "NonZero": frozenset({"f64", "int", "uint", "bool"}),
     "Unique": frozenset({"f64", "int", "uint"}),
     "Compress": ALL,
+    "NonMaxSuppression": frozenset({"int"}),  # convert_nms.py: an int64 max_output_boxes_per_class
     "TfIdfVectorizer": frozenset({"int"}),  # int32/int64 tokens (convert_tfidf.py)
     **dict.fromkeys(("CumSum", "ReverseSequence", "MaxUnpool", "TensorScatter", "RoiAlign"),
                     frozenset({"int", "uint"})),

@@ -95,6 +95,7 @@ from ziggurat.frontends.onnx.convert_roi_align import ROI_ALIGN_CONVERTERS
 from ziggurat.frontends.onnx.convert_deform_conv import DEFORM_CONV_CONVERTERS
 from ziggurat.frontends.onnx.convert_data_dependent import DATA_DEPENDENT_CONVERTERS, carried_axis, sized_inputs
 from ziggurat.frontends.onnx.convert_index import INDEX_CONVERTERS
+from ziggurat.frontends.onnx.convert_nms import NMS_CONVERTERS
 from ziggurat.frontends.onnx.convert_index_runtime import RUNTIME_INDEX_CONVERTERS
 from ziggurat.frontends.onnx.convert_quant import QUANT_CONVERTERS
 from ziggurat.frontends.onnx.convert_qdq import QDQ_CONVERTERS
@@ -180,6 +181,7 @@ CONVERTERS: dict[str, Converter] = {
     **INDEX_CONVERTERS,
     **RUNTIME_INDEX_CONVERTERS,
     **DATA_DEPENDENT_CONVERTERS,
+    **NMS_CONVERTERS,
     **QUANT_CONVERTERS,
     **QDQ_CONVERTERS,
     **EINSUM_CONVERTERS,
