@@ -192,6 +192,8 @@ def compile(  # noqa: A001 - the public name, as in TVM's relay.build / torch.co
     check_indices: bool = True,
     shapes: dict[str, Any] | None = None,
     on_new_shape: str = "compile",
+    example_inputs: Any = None,
+    dynamic_shapes: Any = None,
 ):
     """Compiles an ONNX model (path, bytes or ModelProto) for `target`.
 
@@ -224,8 +226,24 @@ def compile(  # noqa: A001 - the public name, as in TVM's relay.build / torch.co
     inputs have dynamic axes, a `ziggurat.runtime.dynamic.DynamicModel`, which
     compiles one variant per binding of the axes' symbols: those of `shapes`
     (symbol -> value or list of values) now, others at the first call that
-    brings them (`on_new_shape="compile"`) or never (`"error"`).
+    brings them (`on_new_shape="compile"`) or never (`"error"`). A
+    `torch.nn.Module` is exported to ONNX on `example_inputs` (also taken as
+    the second positional argument) with torch.export's `dynamic_shapes`, and
+    the result is a `frontends.torch.TorchModel` that takes and returns tensors.
     """
+    from ziggurat.frontends.torch import is_module
+
+    if is_module(model):  # PyTorch: exported to ONNX first (frontends/torch.py)
+        from ziggurat.frontends.torch import compile_module
+
+        if example_inputs is None and not isinstance(target, (str, Target)):
+            example_inputs, target = target, "llvm"  # ziggurat.compile(module, (x,))
+        if example_inputs is None:
+            raise InputError("compiling a torch.nn.Module needs example_inputs (a tensor or a tuple of tensors)")
+        return compile_module(model, example_inputs, dynamic_shapes, target=target, opt_level=opt_level,
+                              pipeline=pipeline, tuning_db=tuning_db, cache=cache, cast_inputs=cast_inputs,
+                              memory_limit=memory_limit, check_indices=check_indices, shapes=shapes,
+                              on_new_shape=on_new_shape)
     from ziggurat.backends.llvm.translate import LLVMOptions
     from ziggurat.runtime.executor import CompiledModel
 

@@ -74,7 +74,8 @@ NATIVE: dict[str, frozenset[str]] = {
     "OneHot": NUMERIC,  # convert_onehot.py: integer or float indices, values of any numeric type
     **dict.fromkeys(("Adagrad", "Adam", "Momentum"), frozenset({"f64", "int"})),  # int64 step count T
     # convert_index.py / convert_index_runtime.py: integer indices (and data) natively
-    **dict.fromkeys(("GatherND", "ScatterElements", "Scatter", "ScatterND"), frozenset({"int", "uint"})),
+    **dict.fromkeys(("ScatterElements", "Scatter", "ScatterND"), frozenset({"int", "uint"})),
+    "GatherND": frozenset({"int", "uint", "bool"}),  # data movement: bool data too
     "Trilu": frozenset({"int", "uint", "bool"}),
     "TopK": frozenset({"int", "uint"}),
     # convert_data_dependent.py: compared exactly in their own type; Compress only moves data

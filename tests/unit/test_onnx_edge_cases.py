@@ -151,14 +151,15 @@ def test_integer_top_k_with_ties(elem, dtype, largest, axis):
 
 @pytest.mark.parametrize("dshape,ishape,b", [((2, 3, 4), (2, 5, 1), 1), ((2, 3, 4), (2, 2), 1),
                                              ((2, 3, 4, 5), (2, 3, 2, 1), 2), ((3, 4, 2), (3, 2, 2), 1)])
-def test_gather_nd_batch_dims_with_runtime_indices(dshape, ishape, b):
+@pytest.mark.parametrize("elem,dtype", [(TensorProto.INT32, np.int32), (TensorProto.BOOL, np.bool_)])
+def test_gather_nd_batch_dims_with_runtime_indices(dshape, ishape, b, elem, dtype):
     q = ishape[-1]
     oshape = [*ishape[:-1], *dshape[b + q:]]
     model = model_of([helper.make_node("GatherND", ["x", "i"], ["y"], batch_dims=b)],
-                     [("x", TensorProto.INT32, list(dshape)), ("i", TensorProto.INT64, list(ishape))],
-                     [("y", TensorProto.INT32, oshape)], opset=13)
+                     [("x", elem, list(dshape)), ("i", TensorProto.INT64, list(ishape))],
+                     [("y", elem, oshape)], opset=13)
     rng = np.random.default_rng(6)
-    x = rng.integers(-100, 100, dshape).astype(np.int32)
+    x = rng.integers(-100, 100, dshape).astype(dtype)  # bool: a mask, as exported attention masks are
     i = np.stack([rng.integers(-n, n, ishape[:-1]) for n in dshape[b:b + q]], -1).astype(np.int64)
     want = ReferenceEvaluator(model).run(None, {"x": x, "i": i})[0]
     got = ziggurat.compile(model, target=TARGET)(x=x, i=i)[0]
