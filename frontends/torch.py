@@ -5,15 +5,15 @@ onnxscript's translation, opset 18) writes the model, and `ziggurat.compile`
 compiles it as any ONNX model. Needs the optional extra `pip install
 'ziggurat[torch]'` (torch and onnxscript); nothing here is imported otherwise.
 
-* `compile_module(module, example_inputs, dynamic_shapes=None, **options)`
-  exports `module` called on `example_inputs` (a tensor or a tuple of them) and
+* `compile_module(module, example_inputs, dynamic_shapes, compile_onnx)`
+  (what `ziggurat.compile(module, ...)` calls) exports `module` called on `example_inputs` (a tensor or a tuple of them) and
   returns a `TorchModel`: call it with tensors, get tensors (a tuple where the
   module returns several). `dynamic_shapes` is torch.export's (per input, a
   dict dim -> `torch.export.Dim`, or a name): those axes become symbols of a
   `DynamicModel` (runtime/dynamic.py), one static variant per binding.
-* `dynamo_backend(gm, example_inputs)` is the `torch.compile` backend, found
-  by the name "ziggurat" through the `torch_dynamo_backends` entry point in
-  pyproject.toml. Dynamo hands it an FX graph whose parameters arrive as
+* `backend(gm, example_inputs, compile_onnx)` is the `torch.compile` backend
+  (`ziggurat.compiler.dynamo_backend`, found by the name "ziggurat" through the
+  `torch_dynamo_backends` entry point in pyproject.toml). Dynamo hands it an FX graph whose parameters arrive as
   inputs; they become the exported model's weights. When dynamo marks a size
   dynamic (after a change of shape, or with `dynamic=True`), the graph takes
   SymInt inputs and symbolic tensor sizes: those axes are exported as
@@ -98,18 +98,19 @@ class TorchModel:
         return f"TorchModel({self.compiled!r})"
 
 
-def compile_module(module: Any, example_inputs: Any, dynamic_shapes: Any = None, **options: Any) -> TorchModel:
-    """`module` exported on `example_inputs` and compiled with `ziggurat.compile(**options)`."""
+def compile_module(module: Any, example_inputs: Any, dynamic_shapes: Any, compile_onnx: Callable[[bytes], Any]
+                   ) -> TorchModel:
+    """`module` exported on `example_inputs` and compiled by `compile_onnx` (`ziggurat.compile` of
+    the ONNX bytes with the caller's options: compiler.py passes it, so this module imports no
+    compiler)."""
     torch = _torch()
-    import ziggurat
-
     args = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
     if isinstance(module, torch.nn.Module):
         module = module.eval()
     with torch.no_grad():
         sample = module(*args)
         data = export_onnx(module, args, _dims(torch, dynamic_shapes))
-    return TorchModel(ziggurat.compile(data, **options), isinstance(sample, torch.Tensor))
+    return TorchModel(compile_onnx(data), isinstance(sample, torch.Tensor))
 
 
 def _dims(torch: Any, dynamic_shapes: Any) -> Any:
@@ -197,10 +198,10 @@ class _Graph:
         return Runtime()
 
 
-def dynamo_backend(gm: Any, example_inputs: Sequence[Any]) -> Callable[..., Any]:
-    """The `torch.compile` backend "ziggurat": compiles dynamo's FX graph `gm` (module docstring)."""
+def backend(gm: Any, example_inputs: Sequence[Any], compile_onnx: Callable[[bytes], Any]) -> Callable[..., Any]:
+    """The `torch.compile` backend "ziggurat" (`compiler.dynamo_backend`, module docstring): dynamo's
+    FX graph `gm`, compiled by `compile_onnx` at its first call."""
     torch = _torch()
-    import ziggurat
 
     graph = _Graph(torch, gm, example_inputs)
     made: dict[str, Any] = {}
@@ -214,7 +215,7 @@ def dynamo_backend(gm: Any, example_inputs: Sequence[Any]) -> Callable[..., Any]
         tensors = tuple(args[i] for i in graph.tensors)
         with torch.no_grad():
             sample = graph.gm(*args)
-            state["model"] = ziggurat.compile(export_onnx(graph.module(torch), tensors, dynamic))
+            state["model"] = compile_onnx(export_onnx(graph.module(torch), tensors, dynamic))
         state["tuple"] = isinstance(sample, (tuple, list))
 
     def run(*args: Any) -> Any:

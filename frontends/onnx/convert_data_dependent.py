@@ -43,6 +43,7 @@ from xdsl.ir import SSAValue
 from ziggurat import dtypes
 from ziggurat.dialects import graph
 from ziggurat.dialects.graph_dtype import CastOp, GatherOp
+from ziggurat.frontends.onnx import convert_index
 from ziggurat.frontends.onnx.context import ConversionContext, Value, attributes, element_type, shape_of
 from ziggurat.frontends.onnx.convert_index import (
     MAX_EXACT_INDEX,
@@ -135,12 +136,18 @@ def record(ctx: ConversionContext, node: onnx.NodeProto, outputs: Sequence[int],
             ctx.extents[node.output[i]] = RuntimeExtent(axis, count, ctx.node_label, node.op_type)
 
 
-def runtime_k(ctx: ConversionContext, node: onnx.NodeProto) -> SSAValue:
-    """TopK's run-time K input as tensor<1xi64>."""
+def convert_topk(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
+    """TopK; a run-time K (opsets 10+) sorts every element along the axis, with K as the
+    outputs' extent (the executor refuses a K outside [0, n])."""
+    if ctx.opset < 10 or ctx.constant(node.input[1]) is not None:
+        return convert_index.convert_topk(ctx, node)
     k = ctx.value(node.input[1])
     if math.prod(shape_of(k)) != 1:
         raise ctx.shape_error(f"K must hold one value, got shape {list(shape_of(k))}")
-    return reshape(ctx, k, (1,))
+    results = convert_index.convert_topk(ctx, node, every=True)
+    axis = norm_axis(ctx, attributes(node).get("axis", -1), len(ctx.shape(node.input[0])))
+    record(ctx, node, [0, 1], [axis, axis], reshape(ctx, k, (1,)))
+    return results
 
 
 # ---------------------------------------------------------------------------
@@ -164,10 +171,12 @@ def convert_nonzero(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Va
     return [ctx.emit(CastOp(coords, TensorType(i64, [len(shape), n])))]
 
 
-def convert_compress_runtime(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
-    """Compress with a run-time condition: the slices along `axis` (the flattened input without
+def convert_compress(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
+    """Compress with a run-time condition (convert_index.py's with a compile-time one): the slices along `axis` (the flattened input without
     one) where the condition holds, at the upper bound min(len(condition), dim); the extent
     along the axis is how many it keeps. Entries of a longer condition past the dim are ignored."""
+    if ctx.constant(node.input[1]) is not None:
+        return convert_index.convert_compress(ctx, node)
     x = ctx.value(node.input[0])
     shape = shape_of(x)
     cond = ctx.value(node.input[1])
@@ -258,9 +267,10 @@ def _to_i64(ctx: ConversionContext, value: SSAValue, n: int) -> SSAValue:
     return ctx.emit(CastOp(reshape(ctx, value, (n,)), TensorType(i64, [n])))
 
 
-DATA_DEPENDENT_CONVERTERS = {"NonZero": convert_nonzero, "Unique": convert_unique}
-"""ONNX op type -> converter, merged into the importer's table (Compress and TopK with run-time
-inputs come here from convert_index.py)."""
+DATA_DEPENDENT_CONVERTERS = {"NonZero": convert_nonzero, "Unique": convert_unique, "Compress": convert_compress,
+                             "TopK": convert_topk}
+"""ONNX op type -> converter, merged into the importer's table after convert_index.py's (whose
+Compress and TopK these call where the condition or K is known at compile time)."""
 
 
 # ---------------------------------------------------------------------------

@@ -240,22 +240,19 @@ def convert_arg(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]
     return [to_int64(ctx, pos)]
 
 
-def convert_topk(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
-    """TopK: k as attribute (opsets 1-9) or input (10+; a run-time one sizes the
-    outputs at run time), axis, largest and sorted (11+; the result is always sorted). Ties keep the lower
+def convert_topk(ctx: ConversionContext, node: onnx.NodeProto, every: bool = False) -> Sequence[Value]:
+    """TopK: k as attribute (opsets 1-9) or compile-time input (10+; `every`: all n
+    elements, for a run-time k), axis, largest and sorted (11+; the result is always sorted). Ties keep the lower
     position first, as ONNX says. Float or integer values and int64 indices."""
     attrs = attributes(node)
     x = ctx.value(node.input[0])
     shape = shape_of(x)
     axis = norm_axis(ctx, attrs.get("axis", -1), len(shape))
     pre, n, post = three_d(shape, axis)
-    run_time_k = None  # a run-time K: every element sorted, cut to k by the executor (convert_data_dependent.py)
     if ctx.opset < 10:
         k = int(attrs["k"])
-    elif ctx.constant(node.input[1]) is None:
-        from ziggurat.frontends.onnx.convert_data_dependent import runtime_k
-
-        run_time_k, k = runtime_k(ctx, node), n
+    elif every:  # a run-time K: every element, sorted (convert_data_dependent.py cuts it to k)
+        k = n
     else:
         k_value = const_input(ctx, node, 1, "K")
         assert k_value is not None
@@ -296,10 +293,6 @@ def convert_topk(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value
         rank_zero = const(ctx, rank, np.zeros(1), "rank_zero")
         indices = reduce(ctx, where(ctx, chosen, positions, rank_zero), "sum", [2], False)
         results.append(to_int64(ctx, reshape(ctx, indices, out_shape)))
-    if run_time_k is not None:
-        from ziggurat.frontends.onnx.convert_data_dependent import record
-
-        record(ctx, node, [0, 1], [axis, axis], run_time_k)
     return results
 
 
@@ -471,12 +464,8 @@ def convert_reverse_sequence(ctx: ConversionContext, node: onnx.NodeProto) -> Se
 
 def convert_compress(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
     """Compress (opsets 9+; negative axis from 11): keeps the slices where the
-    compile-time condition is true (the input flattened when no axis is given);
-    a run-time condition sizes the output at run time (convert_data_dependent.py)."""
-    if ctx.constant(node.input[1]) is None:
-        from ziggurat.frontends.onnx.convert_data_dependent import convert_compress_runtime
-
-        return convert_compress_runtime(ctx, node)
+    compile-time condition is true (the input flattened when no axis is given;
+    a run-time condition: convert_data_dependent.py)."""
     x = ctx.value(node.input[0])
     shape = shape_of(x)
     cond = const_input(ctx, node, 1, "condition")
