@@ -240,10 +240,10 @@ def compile(  # noqa: A001 - the public name, as in TVM's relay.build / torch.co
             example_inputs, target = target, "llvm"  # ziggurat.compile(module, (x,))
         if example_inputs is None:
             raise InputError("compiling a torch.nn.Module needs example_inputs (a tensor or a tuple of tensors)")
-        return compile_module(model, example_inputs, dynamic_shapes, target=target, opt_level=opt_level,
-                              pipeline=pipeline, tuning_db=tuning_db, cache=cache, cast_inputs=cast_inputs,
-                              memory_limit=memory_limit, check_indices=check_indices, shapes=shapes,
-                              on_new_shape=on_new_shape)
+        same = dict(target=target, opt_level=opt_level, pipeline=pipeline, tuning_db=tuning_db, cache=cache,
+                    cast_inputs=cast_inputs, memory_limit=memory_limit, check_indices=check_indices, shapes=shapes,
+                    on_new_shape=on_new_shape)
+        return compile_module(model, example_inputs, dynamic_shapes, lambda data: compile(data, **same))
     from ziggurat.backends.llvm.translate import LLVMOptions
     from ziggurat.runtime.executor import CompiledModel
 
@@ -281,7 +281,7 @@ def compile(  # noqa: A001 - the public name, as in TVM's relay.build / torch.co
         with _fewer_collections():
             try:
                 work, inputs, outputs = _import_model(model, bind, memory_limit, check_indices, stats,
-                                                      int8_dot=tgt.has("avx512vnni"))
+                                                      int8_dot=tgt.int8_dot)
             except DynamicAxesError as err:
                 if not tgt.is_native or err.model is None:
                     raise
@@ -327,8 +327,16 @@ def compile(  # noqa: A001 - the public name, as in TVM's relay.build / torch.co
     )
 
 
+def dynamo_backend(gm: Any, example_inputs: Any) -> Any:
+    """The `torch.compile` backend "ziggurat" (the `torch_dynamo_backends` entry point): dynamo's FX
+    graph exported to ONNX and compiled with the default options (frontends/torch.py)."""
+    from ziggurat.frontends.torch import backend
+
+    return backend(gm, example_inputs, lambda data: compile(data))
+
+
 def _import_model(model: Any, bind: dict[str, Any] | None, memory_limit: int | str | None, check_indices: bool,
-                  stats: CompileStats, int8_dot: bool = False) -> tuple[_Work, list[Any], list[Any]]:
+                  stats: CompileStats, int8_dot: str = "none") -> tuple[_Work, list[Any], list[Any]]:
     """Imports `model` (ONNX, after `bind`): the module and store a build runs on, and the signature
     (the inputs, then the outputs followed by the outputs of the index checks)."""
     from ziggurat.frontends.onnx import ImportedModel, import_onnx

@@ -353,6 +353,12 @@ class Target:
         return feature in self.features()
 
     @property
+    def int8_dot(self) -> str:
+        """The target's int8 dot product: 'vnni' (AVX512-VNNI `vpdpbusd`), 'avx2' (`vpmaddubsw` +
+        `vpmaddwd`) or 'none' (lowering/qgemm.py schedules the int8 GEMMs by it)."""
+        return "vnni" if self.has("avx512vnni") else ("avx2" if self.has("avx2") else "none")
+
+    @property
     def vector_width(self) -> int:
         """f32 lanes in one vector register of this target (AArch64: NEON's 128 bits; wasm32: simd128's
         128 bits, else 1: scalar code)."""

@@ -30,7 +30,7 @@ class QGemmOp(IRDLOperation):
     in i32 (wrapping, as the instruction does). K must be a multiple of 4
     and N of 16: the frontend pads with zeros. `loop-default-schedule`
     tensorizes its 16 x 4 steps onto `x86_vnni_u8s8_16x4` where the target
-    has AVX512-VNNI.
+    has AVX512-VNNI, its 8 x 4 steps onto `x86_avx2_u8s8_8x4` on AVX2.
 
     ```mlir
     %c = graph.qgemm %a, %b : tensor<8x64xui8>, tensor<16x128xi8> -> tensor<8x32xi32>

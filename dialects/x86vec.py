@@ -9,6 +9,7 @@ instruction. The backend emits the LLVM intrinsic and needs the CPU feature in
 ```mlir
 %q = x86vec.bcast_group %a4 : vector<4xi8> -> vector<64xi8>
 %c1 = x86vec.dpbusd %c0, %q, %b : vector<16xi32>, vector<64xi8>, vector<64xi8>
+%d1 = x86vec.maddubs_dot %d0, %q8, %b8 : vector<8xi32>, vector<32xi8>, vector<32xi8>
 %f1 = x86vec.dpbf16ps %f0, %x, %y : vector<16xf32>, vector<32xbf16>, vector<32xbf16>
 ```
 """
@@ -99,6 +100,30 @@ class DpbusdOp(_DotOp):
 
 
 @irdl_op_definition
+class MaddubsDotOp(_DotOp):
+    """AVX2's int8 dot product, `vpmaddubsw` then `vpmaddwd` with ones: each i32 lane adds the
+    products of 4 unsigned bytes of `lhs` with 4 signed bytes of `rhs`, summed in pairs with
+    int16 saturation first (exact where no pair of products leaves [-32768, 32767]: the
+    weights' `no_pair_saturates` check in lowering/qgemm.py, onnxruntime's `reduce_range`).
+
+    ```mlir
+    %c1 = x86vec.maddubs_dot %c0, %a_u8, %b_s8 : vector<8xi32>, vector<32xi8>, vector<32xi8>
+    ```
+    """
+
+    name = "x86vec.maddubs_dot"
+    GROUP: ClassVar[int] = 4
+    ACC_KIND: ClassVar[str] = "i32"
+    IN_KIND: ClassVar[str] = "i8"
+
+    def _acc_ok(self, t: Attribute) -> bool:
+        return _is_int(t, 32)
+
+    def _in_ok(self, t: Attribute) -> bool:
+        return _is_int(t, 8)
+
+
+@irdl_op_definition
 class Dpbf16psOp(_DotOp):
     """`vdpbf16ps`: each f32 lane adds the dot product of 2 bf16 pairs (AVX512-BF16).
 
@@ -155,7 +180,8 @@ class BcastGroupOp(IRDLOperation):
 # Op name -> the LLVM target feature it needs, by register width in bits.
 FEATURES: dict[str, dict[int, str]] = {
     DpbusdOp.name: {128: "avxvnni", 256: "avxvnni", 512: "avx512vnni"},
+    MaddubsDotOp.name: {128: "avx", 256: "avx2", 512: "avx512bw"},
     Dpbf16psOp.name: {128: "avx512bf16", 256: "avx512bf16", 512: "avx512bf16"},
 }
 
-X86Vec = Dialect("x86vec", [DpbusdOp, Dpbf16psOp, BcastGroupOp], [])
+X86Vec = Dialect("x86vec", [DpbusdOp, MaddubsDotOp, Dpbf16psOp, BcastGroupOp], [])

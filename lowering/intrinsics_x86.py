@@ -4,6 +4,9 @@
   bytes of `a` (shared by all lanes) with 4 signed bytes of `b`; `b` holds
   the 4 bytes of lane j at 4*j..4*j+3 (the `[k/4][N][4]` packed layout).
   One `vpdpbusd` (AVX512-VNNI).
+- `x86_avx2_u8s8_8x4`: the same at 8 lanes with AVX2's `vpmaddubsw` +
+  `vpmaddwd` (`x86vec.maddubs_dot`): exact where no pair of products
+  saturates int16 (lowering/qgemm.py `no_pair_saturates` decides where it is used).
 - `x86_bf16_16x2`: the same with bf16 pairs into 16 f32 lanes, one
   `vdpbf16ps` (AVX512-BF16); `b` is packed `[k/2][N][2]`.
 """
@@ -51,6 +54,7 @@ func.func @{name}(%a: memref<{group}x{in_t}>, %b: memref<{wide}x{in_t}>, %c: mem
 
 
 VNNI_DESC = dot_description("vnni_u8s8_16x4", 4, 16, "i8", "i32", "arith.extui", "arith.extsi", "arith.muli", "arith.addi")
+AVX2_DESC = dot_description("avx2_u8s8_8x4", 4, 8, "i8", "i32", "arith.extui", "arith.extsi", "arith.muli", "arith.addi")
 BF16_DESC = dot_description("bf16_16x2", 2, 16, "bf16", "f32", "arith.extf", "arith.extf", "arith.mulf", "arith.addf")
 
 
@@ -75,6 +79,13 @@ X86_INTRINSICS = (TensorIntrin(
     implement=_dot_emitter(VectorType(I8, [4]), VectorType(I8, [64]), VectorType(I32, [16]), x86vec.DpbusdOp),
     features=("avx512vnni",),
     doc="16 i32 lanes += 4 u8 (broadcast) x 4 s8 per lane: one vpdpbusd",
+), TensorIntrin(
+    name="x86_avx2_u8s8_8x4",
+    description=AVX2_DESC,
+    implement=_dot_emitter(VectorType(I8, [4]), VectorType(I8, [32]), VectorType(I32, [8]), x86vec.MaddubsDotOp),
+    features=("avx2",),
+    doc="8 i32 lanes += 4 u8 (broadcast) x 4 s8 per lane: vpmaddubsw, vpmaddwd with ones, vpaddd "
+        "(pairs of products saturate int16: used where the weights keep them in range)",
 ), TensorIntrin(
     name="x86_bf16_16x2",
     description=BF16_DESC,

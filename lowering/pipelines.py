@@ -103,7 +103,7 @@ TARGET_OPTIONS: dict[str, Callable[[Target, int], dict[str, object]]] = {
     "convert-layout": lambda t, level: {"block": t.vector_width},
     "fuse-ops": lambda t, level: {"cost-guided": level >= 3, "vector-width": t.vector_width},
     "loop-default-schedule": lambda t, level: {**_width(t), **_registers(t),
-                                               "int8-dot": "vnni" if t.has("avx512vnni") else "none"},
+                                               "int8-dot": t.int8_dot},
     "loop-parallelize-outer": lambda t, level: {**_width(t), "threads": t.num_threads},
     "loop-vectorize-innermost": lambda t, level: {"min-extent": t.vector_width},
     "convert-loop-to-hw": lambda t, level: _width(t),

@@ -99,42 +99,61 @@ def pack_b(b: np.ndarray, n_pad: int | None = None, k_pad: int | None = None) ->
     return np.ascontiguousarray(full.reshape(kp // 4, 4, np_).transpose(0, 2, 1).reshape(kp // 4, 4 * np_))
 
 
-def schedule_qgemm(fn, block: str = "qgemm", vnni: bool | None = None) -> bool:
-    """The default schedule of a lowered `graph.qgemm` kernel: register blocks and
-    tensorized `vpdpbusd` steps, for a target with AVX512-VNNI. `vnni` says whether
-    the target has it (`Target.has("avx512vnni")`; the default pipelines pass
-    `loop-default-schedule{int8-dot=vnni|none}` from the target); None asks the
-    default target (`Target.parse("llvm")`). Returns False (leaving the plain nest,
-    which is correct but scalar) for a target without VNNI."""
+DOTS = {"vnni": (INTRIN, 16, 8), "avx2": ("x86_avx2_u8s8_8x4", 8, 4)}
+"""int8-dot kind -> (tensor intrinsic, i32 lanes, largest register-block rows): AVX2 has 16
+vector registers, so its blocks are 4 rows x 2 vectors (8 accumulators), VNNI's 8 x 2."""
+
+
+def no_pair_saturates(b: np.ndarray, a_max: int = 255) -> bool:
+    """Whether AVX2's `vpmaddubsw` is exact for weights `b` (K x N int8) against unsigned bytes up
+    to `a_max`: every pair of consecutive k (from an even k) keeps a_max * (its positive sum) and
+    a_max * (its negative sum) within int16. True for 7-bit weights (onnxruntime's
+    `reduce_range`), rarely for full-range ones."""
+    k = b.shape[0]
+    w = np.zeros((k + k % 2, b.shape[1]), np.int32)
+    w[:k] = b
+    pos = np.maximum(w, 0).reshape(-1, 2, w.shape[1]).sum(1) * a_max
+    neg = np.minimum(w, 0).reshape(-1, 2, w.shape[1]).sum(1) * a_max
+    return bool(pos.max(initial=0) <= 32767 and neg.min(initial=0) >= -32768)
+
+
+def schedule_qgemm(fn, block: str = "qgemm", vnni: bool | None = None, dot: str | None = None) -> bool:
+    """The default schedule of a lowered `graph.qgemm` kernel: register blocks and tensorized
+    int8 dot steps. `dot` is the target's int8 dot product (`Target.int8_dot`: 'vnni', 16 lanes of
+    `vpdpbusd`; 'avx2', 8 lanes of `vpmaddubsw` + `vpmaddwd`; 'none'); the default pipelines pass
+    `loop-default-schedule{int8-dot=...}` from the target. `vnni=True` is `dot='vnni'`; neither
+    given asks the default target (`Target.parse("llvm")`). Returns False (leaving the plain
+    nest, which is correct but scalar) for a target without one."""
     from ziggurat.target import Target
     from ziggurat.transforms.loop.primitives.api import Schedule
 
-    if vnni is None:
-        vnni = Target.parse("llvm").has("avx512vnni")
-    if not vnni:
+    if dot is None:
+        dot = "vnni" if vnni else Target.parse("llvm").int8_dot
+    if dot not in DOTS:
         return False
+    intrin, lanes, max_rows = DOTS[dot]
     s = Schedule(fn)
     nb = len(s.get_loops(block)) - 4
     s.decompose_reduction(block, s.get_loops(block)[0])
     cur = s.get_loops(block)
     m, n = cur[nb].op.trip_count, cur[nb + 1].op.trip_count
-    mr = next(f for f in (8, 6, 4, 3, 2, 1) if m % f == 0)
-    nv = 2 if n % 32 == 0 else 1
+    mr = next(f for f in (8, 6, 4, 3, 2, 1) if m % f == 0 and f <= max_rows)
+    nv = 2 if n % (2 * lanes) == 0 else 1
     if mr > 1:
         s.split(s.get_loops(block)[nb], mr)  # io, ii
     p_j = nb + (2 if mr > 1 else 1)
-    has_jo = n > 16 * nv
+    has_jo = n > lanes * nv
     if has_jo:
-        s.split(s.get_loops(block)[p_j], 16 * nv)  # jo, jr
+        s.split(s.get_loops(block)[p_j], lanes * nv)  # jo, jr
     p_jr = p_j + (1 if has_jo else 0)
     if nv > 1:
-        s.split(s.get_loops(block)[p_jr], 16)  # jv, jl
+        s.split(s.get_loops(block)[p_jr], lanes)  # jv, jl
     cur = s.get_loops(block)
     io, ii = cur[nb], (cur[nb + 1] if mr > 1 else None)
     jo = cur[p_j] if has_jo else None
     jv = cur[p_jr] if nv > 1 else None
     jl = cur[p_jr + (1 if nv > 1 else 0)]
-    # batch, column panel, row block, k quads, then the register block (rows, vectors), 16 lanes, 4 k
+    # batch, column panel, row block, k quads, then the register block (rows, vectors), lanes, 4 k
     order = [*cur[:nb], jo, io, cur[-2], ii, jv, jl, cur[-1]]
     s.reorder(*[x for x in order if x is not None])
     pos = nb + (1 if jo is not None else 0) + 2
@@ -142,5 +161,5 @@ def schedule_qgemm(fn, block: str = "qgemm", vnni: bool | None = None) -> bool:
         if part is not None:
             s.unroll(s.get_loops(block)[pos])
             pos += 1
-    s.tensorize(s.get_loops(block)[pos], INTRIN)
+    s.tensorize(s.get_loops(block)[pos], intrin)
     return True

@@ -5,6 +5,8 @@ CPU has AVX-512 VNNI (`c` on such a host), and the C compiler gets what it makes
                           splat, bitcast back)
     x86vec.dpbusd      -> acc[i] + sum_k (uint8) a[4i+k] * (int8) b[4i+k], wrapping (vpdpbusd, not the
                           saturating vpdpbusds)
+    x86vec.maddubs_dot -> the same with each pair of products summed with int16 saturation first
+                          (vpmaddubsw, then vpmaddwd with ones)
     x86vec.dpbf16ps    -> CompileError (bf16 has no C type here)
 """
 
@@ -44,7 +46,22 @@ def _dpbusd(e: Emitter, op: Operation) -> None:
     e.define(op.results[0], f"{name}({e.get(acc)}, {e.get(a)}, {e.get(b)})")
 
 
+def _maddubs_dot(e: Emitter, op: Operation) -> None:
+    acc, a, b = op.operands
+    at, vt = e.types.c(acc.type), e.types.c(a.type)
+    n = e.types.lanes(acc.type)  # type: ignore[arg-type]
+    name = f"zg_maddubs_{at}_{vt}"
+    pair = "(int32_t)(uint8_t)a[{0}] * (int32_t)b[{0}] + (int32_t)(uint8_t)a[{1}] * (int32_t)b[{1}]"
+    e.helper(name, f"static inline {at} {name}({at} acc, {vt} a, {vt} b) {{ for (int i = 0; i < {n}; ++i) {{ "
+                   "int32_t s = 0; for (int k = 0; k < 4; k += 2) { int32_t p = "
+                   + pair.format("4 * i + k", "4 * i + k + 1") + "; "
+                   "s += p > 32767 ? 32767 : (p < -32768 ? -32768 : p); } "
+                   "acc[i] = (int32_t)((uint32_t)acc[i] + (uint32_t)s); } return acc; }")
+    e.define(op.results[0], f"{name}({e.get(acc)}, {e.get(a)}, {e.get(b)})")
+
+
 X86_HANDLERS = {
     "x86vec.bcast_group": _bcast_group,
     "x86vec.dpbusd": _dpbusd,
+    "x86vec.maddubs_dot": _maddubs_dot,
 }

@@ -6,6 +6,7 @@ Each op checks, before emitting anything, that the target (the options'
 a CPU that would stop it with SIGILL.
 
     x86vec.dpbusd (512-bit)   -> @llvm.x86.avx512.vpdpbusd.512(<16 x i32>, <64 x i8>, <64 x i8>)
+    x86vec.maddubs_dot (256-bit) -> @llvm.x86.avx2.pmadd.ub.sw, @llvm.x86.avx2.pmadd.wd with ones, add
     x86vec.dpbf16ps (512-bit) -> @llvm.x86.avx512bf16.dpbf16ps.512(<16 x float>, <32 x bfloat>, <32 x bfloat>)
     x86vec.bcast_group        -> bitcast to i32, splat, bitcast back
     amx.tile_config           -> a 64-byte palette-1 block on the stack, @llvm.x86.ldtilecfg
@@ -60,6 +61,27 @@ def _dot(t: Translator, f: FuncState, op: Operation) -> None:
     require_feature(t, op, feature)
     fn = t.decl.function(f"llvm.{name}", acc.type, [acc.type, lhs.type, rhs.type])
     f.vals[op.results[0]] = f.b.call(fn, [acc, lhs, rhs])
+
+
+_MADDUBS = {  # register bits -> (pmaddubsw, pmaddwd, feature)
+    128: ("x86.ssse3.pmadd.ub.sw.128", "x86.sse2.pmadd.wd", "avx"),  # SSSE3, which every AVX CPU has
+    256: ("x86.avx2.pmadd.ub.sw", "x86.avx2.pmadd.wd", "avx2"),
+    512: ("x86.avx512.pmaddubs.w.512", "x86.avx512.pmaddw.d.512", "avx512bw"),
+}
+
+
+def _maddubs_dot(t: Translator, f: FuncState, op: Operation) -> None:
+    """acc + pmaddwd(pmaddubsw(lhs, rhs), ones): u8 x s8 products summed in saturating i16 pairs,
+    then the pairs in i32."""
+    acc, lhs, rhs = (f.get(v) for v in op.operands)
+    lanes = acc.type.count
+    ubsw, wd, feature = _MADDUBS[lanes * 32]
+    require_feature(t, op, feature)
+    i16v = ir.VectorType(I16, 2 * lanes)
+    pairs = f.b.call(t.decl.function(f"llvm.{ubsw}", i16v, [lhs.type, rhs.type]), [lhs, rhs])
+    ones = ir.Constant(i16v, [I16(1)] * (2 * lanes))
+    quads = f.b.call(t.decl.function(f"llvm.{wd}", acc.type, [i16v, i16v]), [pairs, ones])
+    f.vals[op.results[0]] = f.b.add(acc, quads)
 
 
 def _bcast_group(t: Translator, f: FuncState, op: Operation) -> None:
@@ -133,6 +155,7 @@ def _tile_release(t: Translator, f: FuncState, op: Operation) -> None:
 
 X86_HANDLERS = {
     "x86vec.dpbusd": _dot,
+    "x86vec.maddubs_dot": _maddubs_dot,
     "x86vec.dpbf16ps": _dot,
     "x86vec.bcast_group": _bcast_group,
     "amx.tile_config": _tile_config,

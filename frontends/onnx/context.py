@@ -92,7 +92,7 @@ class ConversionContext:
         self.runtime_reads: list[str] = []  # names asked for as constants but known only at run time
         self.reads: dict[str, tuple[str, ...]] = {}  # value name -> the names its node read (bodies, branches too)
         self.producers: dict[str, onnx.NodeProto] = {}  # value name -> the node of the graph that makes it
-        self.int8_dot = False  # the target has an int8 dot product: QDQ MatMuls become int8 GEMMs
+        self.int8_dot = "none"  # the target's int8 dot product (vnni, avx2): QDQ MatMuls become int8 GEMMs
         self.extents: dict[str, Any] = {}  # value name -> RuntimeExtent (convert_data_dependent.py)
 
     # -- bindings ------------------------------------------------------------

@@ -11,9 +11,13 @@ to the model's next QuantizeLinear as before; each DequantizeLinear is still con
 dropped as dead when the MatMul was its only reader.
 
 The importer takes this path where the target has an int8 dot product
-(`import_onnx(..., int8_dot=True)`: `ziggurat.compile` passes whether the target has
-AVX512-VNNI); elsewhere the MatMul stays a float one on the folded weight, since `graph.qgemm`
-has no fast schedule without VNNI yet. Conditions: x uint8 or int8 at run time, rank >= 2,
+(`import_onnx(..., int8_dot=...)`: `ziggurat.compile` passes `Target.int8_dot`): AVX512-VNNI's
+`vpdpbusd`, or AVX2's `vpmaddubsw` + `vpmaddwd`. `vpmaddubsw` sums each pair of u8 x s8
+products with int16 saturation; onnxruntime's AVX2 kernels accept that error and document
+`reduce_range` (7-bit weights) against it. Here the AVX2 path is taken only for weights no
+pair of which can saturate against any uint8 activation (`qgemm.no_pair_saturates`: 7-bit
+weights always pass), so its results are exact; other weights keep the MatMul a float one on
+the folded weight, as on targets without an int8 dot product. Conditions: x uint8 or int8 at run time, rank >= 2,
 per-tensor scale and zero point; w a constant 2-D int8 with per-tensor or per-column
 (axis 1) scale and zero point.
 """
@@ -29,6 +33,7 @@ from ziggurat.dialects import graph
 from ziggurat.frontends.onnx.context import ConversionContext, element_type, shape_of
 from ziggurat.frontends.onnx.convert_qdq import constant_params
 from ziggurat.frontends.onnx.convert_quant import SI8, UI8, _bin, _cast, _const, int8_matmul
+from ziggurat.lowering.qgemm import no_pair_saturates
 
 
 def _dequantize(ctx: ConversionContext, name: str) -> tuple[str, np.ndarray, np.ndarray | None, int] | None:
@@ -51,7 +56,8 @@ def _zero_point(ctx: ConversionContext, zp: np.ndarray | None, label: str) -> SS
 
 def qdq_matmul(ctx: ConversionContext, node: onnx.NodeProto) -> SSAValue | None:
     """The int8 GEMM for MatMul `node` when its operands are dequantized as above; None otherwise."""
-    if not getattr(ctx, "int8_dot", False):
+    dot = getattr(ctx, "int8_dot", "none")
+    if dot == "none":
         return None
     a, b = _dequantize(ctx, node.input[0]), _dequantize(ctx, node.input[1])
     if a is None or b is None:
@@ -59,6 +65,8 @@ def qdq_matmul(ctx: ConversionContext, node: onnx.NodeProto) -> SSAValue | None:
     (xq, sx, zx, _), (wq, sw, zw, axis) = a, b
     w = ctx.constant(wq)
     if ctx.constant(xq) is not None or w is None or w.dtype != np.int8 or w.ndim != 2:
+        return None
+    if dot == "avx2" and not no_pair_saturates(w):  # vpmaddubsw would saturate: stay float (exact)
         return None
     x = ctx.value(xq)
     n = w.shape[1]

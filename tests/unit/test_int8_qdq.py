@@ -72,10 +72,56 @@ def test_qdq_matmul_is_vectorized_and_matches_onnxruntime(target):
     check(m(x)[0], literal(model, x))
 
 
+def seven_bit(model):
+    """`model` with its int8 weight halved into [-64, 63] (onnxruntime's reduce_range)."""
+    w = nh.to_array(model.graph.initializer[0])
+    model.graph.initializer[0].CopyFrom(nh.from_array((w // 2).astype(np.int8), "wq"))
+    return model
+
+
+@pytest.mark.parametrize("cpu,instruction", [("haswell", "vpmaddubsw"), ("cascadelake", "vpdpbusd")])
+def test_int8_gemm_instructions_in_the_assembly(cpu, instruction):
+    """AVX2: vpmaddubsw + vpmaddwd for weights that cannot saturate int16 pairs; VNNI: vpdpbusd.
+    Run where the host executes the target's instructions."""
+    model = seven_bit(qdq_matmul(32, 64, 48))
+    target = f"llvm -mcpu={cpu} -num-cores=1"
+    m = ziggurat.compile(model, target=target, cache=False)
+    asm = m._keepalive.assembly()
+    assert instruction in asm and ("vpmaddwd" in asm) == (cpu == "haswell")
+    if Target.parse("llvm").has("avx512vnni" if cpu == "cascadelake" else "avx2"):
+        x = (np.random.default_rng(1).standard_normal((32, 64)) * 3).astype(np.float32)
+        check(m(x)[0], literal(model, x))
+
+
+def test_avx2_keeps_full_range_weights_float():
+    """Full-range int8 weights could saturate vpmaddubsw's int16 pairs: on AVX2 the MatMul stays a
+    float one (exact), where onnxruntime's AVX2 kernels would saturate."""
+    model = qdq_matmul(16, 32, 16)
+    m = ziggurat.compile(model, target="llvm -mcpu=haswell -num-cores=1", cache=False)
+    assert "vpmaddubsw" not in m._keepalive.assembly()
+    x = (np.random.default_rng(3).standard_normal((16, 32)) * 3).astype(np.float32)
+    check(m(x)[0], literal(model, x))
+
+
+@settings(max_examples=40, deadline=None)
+@given(w=st.lists(st.integers(-128, 127), min_size=2, max_size=12))
+def test_no_pair_saturates_is_exactly_when_vpmaddubsw_is_exact(w):
+    """Against uint8 activations: the worst pair sums (255 where the weight has the sign sought)
+    fit int16 exactly when `no_pair_saturates` says so."""
+    from ziggurat.lowering.qgemm import no_pair_saturates
+
+    b = np.array(w + [0] * (len(w) % 2), np.int64).reshape(-1, 2)
+    worst = np.concatenate([(255 * np.maximum(b, 0)).sum(1), (255 * np.minimum(b, 0)).sum(1)])
+    fits = bool(np.all((worst >= -32768) & (worst <= 32767)))
+    assert no_pair_saturates(np.array(w, np.int8).reshape(-1, 1)) == fits
+
+
 @settings(max_examples=6, deadline=None)
 @given(m=st.integers(1, 40), k=st.integers(1, 70), n=st.integers(1, 70), seed=st.integers(0, 3))
 def test_random_qdq_matmuls_match_onnxruntime(m, k, n, seed):
     model = qdq_matmul(m, k, n, seed)
+    if seed % 2:
+        model = seven_bit(model)  # the AVX2 int8 GEMM at 8 lanes
     x = (np.random.default_rng(seed).standard_normal((m, k)) * 3).astype(np.float32)
     for target in TARGETS:
         check(ziggurat.compile(model, target=target)(x)[0], literal(model, x))

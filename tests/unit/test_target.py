@@ -244,7 +244,8 @@ def test_intrinsics_are_checked_against_the_options_target():
 
 def test_pipelines_format_the_target_facts():
     avx2 = pipelines.default_pipeline(3, "llvm -mcpu=haswell -num-cores=3")
-    assert "convert-layout{block=8}" in avx2 and "int8-dot=none" in avx2
+    assert "convert-layout{block=8}" in avx2 and "int8-dot=avx2" in avx2
+    assert "int8-dot=none" in pipelines.default_pipeline(3, "llvm -mcpu=x86-64 -num-cores=1")  # SSE2 only
     assert "loop-parallelize-outer{vector-width=8 threads=3}" in avx2
     vnni = pipelines.schedule_stage(3, "llvm -mcpu=cascadelake -num-cores=2")
     assert "loop-default-schedule{vector-width=16 int8-dot=vnni}" in vnni
@@ -261,7 +262,7 @@ func.func @main(%a: tensor<8x64xui8>, %b: tensor<16x128xi8>) -> tensor<8x32xi32>
 
 def test_int8_dot_auto_asks_the_default_target(host_cpu_env):
     """By hand (`loop-default-schedule` without int8-dot), the qgemm schedule follows the default target;
-    the pipelines say `vnni` or `none` for theirs."""
+    the pipelines say `vnni`, `avx2` or `none` for theirs."""
     from xdsl.parser import Parser
 
     from ziggurat.compiler import parse_pipeline, run_passes
@@ -273,11 +274,13 @@ def test_int8_dot_auto_asks_the_default_target(host_cpu_env):
         return str(m)
 
     host_cpu_env("haswell")
-    assert "x86vec.dpbusd" not in scheduled() and 'loop.block "qgemm"' in scheduled()
+    assert "x86vec.dpbusd" not in scheduled() and "x86vec.maddubs_dot" in scheduled()
     host_cpu_env("cascadelake")
     assert "x86vec.dpbusd" in scheduled() and 'loop.block "qgemm"' not in scheduled()
-    for target, vnni in (("llvm -mcpu=haswell", False), ("llvm -mcpu=znver4", True)):  # whatever the default
-        assert ("x86vec.dpbusd" in scheduled(pipelines.schedule_stage(2, target))) == vnni
+    for target, op in (("llvm -mcpu=haswell", "maddubs_dot"), ("llvm -mcpu=znver4", "dpbusd"),
+                       ("llvm -mcpu=x86-64", None)):  # whatever the default
+        ir = scheduled(pipelines.schedule_stage(2, target))
+        assert ("x86vec.dpbusd" in ir, "x86vec.maddubs_dot" in ir) == (op == "dpbusd", op == "maddubs_dot")
 
 
 def test_export_records_the_instruction_sets_of_the_cpu(tmp_path):

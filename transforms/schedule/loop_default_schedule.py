@@ -59,9 +59,10 @@ class LoopDefaultSchedulePass(ModulePass):
     accumulator per tile point, convert-loop-to-hw's vector reduction).
 
     A `graph.qgemm` kernel (block `qgemm`, u8 x packed s8 -> i32) gets the
-    VNNI schedule of lowering/qgemm.py instead: register blocks of up to 8
-    rows by 32 columns, the k loop outside the block, and every 16-column x
-    4-k step tensorized onto `x86_vnni_u8s8_16x4` (docs/hw-level.md).
+    int8 schedule of lowering/qgemm.py instead: with VNNI, register blocks of up
+    to 8 rows by 32 columns, the k loop outside the block, and every 16-column x
+    4-k step tensorized onto `x86_vnni_u8s8_16x4`; on AVX2, blocks of up to 4
+    rows by 16 columns and 8-column steps on `x86_avx2_u8s8_8x4` (docs/hw-level.md).
 
     With 8 lanes (`vector-width=8`, AVX2: 16 registers) the block is 2-D
     instead (transforms/schedule/plan.py): `U` rows (6, 4, 3 or 2) times two
@@ -96,9 +97,10 @@ class LoopDefaultSchedulePass(ModulePass):
     target's vector registers, for the register budget of plan.py; 0, the
     default, takes x86's for the width: 32 at 16 lanes, else 16; the default
     pipelines pass 32 for AArch64's 4 NEON lanes); `int8-dot` (`vnni`: the target
-    has AVX512-VNNI; `none`: leave qgemm nests scalar; `auto`: VNNI when the
-    default target, `Target.parse("llvm")`, has it; the default pipelines
-    pass `vnni` or `none` from their target); `fuse-epilogues` (default
+    has AVX512-VNNI, 16-lane `vpdpbusd` blocks; `avx2`: 8-lane `vpmaddubsw` +
+    `vpmaddwd` blocks; `none`: leave qgemm nests scalar; `auto`: what the
+    default target, `Target.parse("llvm")`, has; the default pipelines
+    pass the kind of their target); `fuse-epilogues` (default
     true: the epilogue fusion above); `copy-nests` (default true: the copy
     nest schedule above); `pack-a` (default false: the 8-lane 2-D block of a
     plain matmul also copies its rows x k-block of A into a contiguous local
@@ -141,8 +143,9 @@ class LoopDefaultSchedulePass(ModulePass):
     vector_registers: int = 0
 
     def apply(self, ctx: Context, op: builtin.ModuleOp) -> None:
-        if self.int8_dot not in ("auto", "vnni", "none"):
-            raise ScheduleError(f"loop-default-schedule: int8-dot must be auto, vnni or none, got '{self.int8_dot}'")
+        if self.int8_dot not in ("auto", "vnni", "avx2", "none"):
+            raise ScheduleError(f"loop-default-schedule: int8-dot must be auto, vnni, avx2 or none, got "
+                                f"'{self.int8_dot}'")
         for fn in op.ops:
             if not isinstance(fn, func.FuncOp) or fn.sym_name.data == "main":
                 continue
@@ -161,9 +164,9 @@ class LoopDefaultSchedulePass(ModulePass):
                 if self.copy_nests:  # layout transforms: no div/rem, no padding tests
                     schedule_copy(top)
                 continue
-            if nest.update.block_name.data == "qgemm":  # graph.qgemm: VNNI register blocks (lowering/qgemm.py)
+            if nest.update.block_name.data == "qgemm":  # graph.qgemm: int8 dot register blocks (lowering/qgemm.py)
                 if self.int8_dot != "none":
-                    schedule_qgemm(fn, "qgemm", vnni=True if self.int8_dot == "vnni" else None)
+                    schedule_qgemm(fn, "qgemm", dot=None if self.int8_dot == "auto" else self.int8_dot)
                 continue
             pad_clamped_reads(nest)  # padded conv input: no tests in the register block
             plan = default_plan(nest, self.vector_width, self.pack_a, self.vector_registers)  # transforms/schedule/plan.py

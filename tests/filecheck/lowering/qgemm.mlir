@@ -1,5 +1,6 @@
 // RUN: ziggurat-opt %s -p 'convert-graph-to-te' | filecheck %s --check-prefix=TE
 // RUN: ziggurat-opt %s -p 'convert-graph-to-te,convert-te-to-loop,loop-default-schedule{int8-dot=vnni}' | filecheck %s --check-prefix=VNNI
+// RUN: ziggurat-opt %s -p 'convert-graph-to-te,convert-te-to-loop,loop-default-schedule{int8-dot=avx2}' | filecheck %s --check-prefix=AVX2
 // RUN: ziggurat-opt %s -p 'convert-graph-to-te,convert-te-to-loop,loop-default-schedule{int8-dot=none}' | filecheck %s --check-prefix=NONE
 
 // graph.qgemm: k split in (k/4, k%4), zero-extended a, sign-extended packed b.
@@ -15,6 +16,14 @@
 // VNNI:            x86vec.bcast_group {{.*}} : vector<4xi8> -> vector<64xi8>
 // VNNI:            x86vec.dpbusd {{.*}} : vector<16xi32>, vector<64xi8>, vector<64xi8>
 // VNNI-NOT:  loop.block "qgemm"
+
+// AVX2 (16 vector registers): 4x16 blocks (4 rows, 2 vectors of 8 lanes), vpmaddubsw + vpmaddwd each.
+// AVX2:      loop.for %{{.*}} = 0 to 16 serial {
+// AVX2-NEXT:   loop.for %{{.*}} = 0 to 4 unrolled {
+// AVX2-NEXT:     loop.for %{{.*}} = 0 to 2 unrolled {
+// AVX2:            x86vec.bcast_group {{.*}} : vector<4xi8> -> vector<32xi8>
+// AVX2:            x86vec.maddubs_dot {{.*}} : vector<8xi32>, vector<32xi8>, vector<32xi8>
+// AVX2-NOT:  loop.block "qgemm"
 
 // int8-dot=none must not fire: the scalar nest stays.
 // NONE:      loop.block "qgemm"

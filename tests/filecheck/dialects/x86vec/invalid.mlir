@@ -29,3 +29,11 @@ func.func @group(%a: vector<8xi8>) {
   func.return
 }
 // CHECK: 'x86vec.bcast_group' op broadcasts a 32-bit group, got vector<8xi8>
+
+// -----
+
+func.func @maddubs_lanes(%c: vector<8xi32>, %a: vector<64xi8>) {
+  %r = x86vec.maddubs_dot %c, %a, %a : vector<8xi32>, vector<64xi8>, vector<64xi8>
+  func.return
+}
+// CHECK: 'x86vec.maddubs_dot' op lhs must be vector<32xi8> for a 8-lane accumulator, got vector<64xi8>

@@ -17,6 +17,13 @@ func.func @vnni(%a: memref<8x64xi8>, %b: memref<16x64xi8>, %c: memref<8x16xi32>,
   func.return
 }
 
+// CHECK-LABEL: func.func @avx2
+func.func @avx2(%c: vector<8xi32>, %q: vector<32xi8>, %b: vector<32xi8>) -> vector<8xi32> {
+  // CHECK-NEXT: %r = x86vec.maddubs_dot %c, %q, %b : vector<8xi32>, vector<32xi8>, vector<32xi8>
+  %r = x86vec.maddubs_dot %c, %q, %b : vector<8xi32>, vector<32xi8>, vector<32xi8>
+  func.return %r : vector<8xi32>
+}
+
 // CHECK-LABEL: func.func @bf16
 func.func @bf16(%f: vector<8xf32>, %x: vector<16xbf16>, %y: vector<16xbf16>) -> vector<8xf32> {
   // CHECK-NEXT: %r = x86vec.dpbf16ps %f, %x, %y : vector<8xf32>, vector<16xbf16>, vector<16xbf16>
