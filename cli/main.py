@@ -456,8 +456,11 @@ def build_parser() -> argparse.ArgumentParser:
     from ziggurat.cli.cache import add_parser as add_cache_parser
     from ziggurat.cli.conformance import add_parser as add_conformance_parser
 
+    from ziggurat.cli.quantize import add_parser as add_quantize_parser
+
     add_conformance_parser(sub)
     add_cache_parser(sub)
+    add_quantize_parser(sub)
     from ziggurat.cli.viz import add_parser as add_viz_parser
 
     add_viz_parser(sub)
