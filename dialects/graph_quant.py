@@ -9,8 +9,16 @@ for the zero points, the packing of B and the requantization.
 
 from __future__ import annotations
 
-from xdsl.dialects.builtin import IntegerType, Signedness, TensorType
-from xdsl.irdl import IRDLOperation, irdl_op_definition, operand_def, result_def, traits_def
+from xdsl.dialects.builtin import IntegerType, Signedness, TensorType, UnitAttr
+from xdsl.irdl import (
+    IRDLOperation,
+    ParsePropInAttrDict,
+    irdl_op_definition,
+    operand_def,
+    opt_prop_def,
+    result_def,
+    traits_def,
+)
 from xdsl.traits import Pure
 
 from ziggurat.dialects.graph_base import OpPattern, PatternKind, require, shape_of
@@ -30,10 +38,14 @@ class QGemmOp(IRDLOperation):
     in i32 (wrapping, as the instruction does). K must be a multiple of 4
     and N of 16: the frontend pads with zeros. `loop-default-schedule`
     tensorizes its 16 x 4 steps onto `x86_vnni_u8s8_16x4` where the target
-    has AVX512-VNNI, its 8 x 4 steps onto `x86_avx2_u8s8_8x4` on AVX2.
+    has AVX512-VNNI; on AVX2 its 8 x 4 steps onto `x86_avx2_u8s8_8x4` where
+    the op is marked `pairs16` (the frontend's promise, from the constant
+    weight, that no pair of consecutive-k products of b with unsigned bytes
+    leaves int16: `vpmaddubsw` is exact; its te block is then `qgemm_s16`).
 
     ```mlir
     %c = graph.qgemm %a, %b : tensor<8x64xui8>, tensor<16x128xi8> -> tensor<8x32xi32>
+    %d = graph.qgemm %a, %b {pairs16} : tensor<8x64xui8>, tensor<16x128xi8> -> tensor<8x32xi32>
     ```
     """
 
@@ -41,11 +53,14 @@ class QGemmOp(IRDLOperation):
     a = operand_def(TensorType)
     b = operand_def(TensorType)
     result = result_def(TensorType)
+    pairs16 = opt_prop_def(UnitAttr)
     traits = traits_def(Pure(), OpPattern(PatternKind.OPAQUE))
+    irdl_options = (ParsePropInAttrDict(),)
     assembly_format = "$a `,` $b attr-dict `:` type($a) `,` type($b) `->` type($result)"
 
-    def __init__(self, a, b, result_type):
-        super().__init__(operands=[a, b], result_types=[result_type])
+    def __init__(self, a, b, result_type, pairs16: bool = False):
+        super().__init__(operands=[a, b], result_types=[result_type],
+                         properties={"pairs16": UnitAttr()} if pairs16 else {})
 
     def verify_(self) -> None:
         a, b, r = shape_of(self.a), shape_of(self.b), shape_of(self.result)

@@ -99,6 +99,11 @@ def pack_b(b: np.ndarray, n_pad: int | None = None, k_pad: int | None = None) ->
     return np.ascontiguousarray(full.reshape(kp // 4, 4, np_).transpose(0, 2, 1).reshape(kp // 4, 4 * np_))
 
 
+EXACT16_BLOCK = "qgemm_s16"
+"""The te/loop block of a `graph.qgemm {pairs16}`: its int16 pairs cannot saturate, so AVX2's
+`vpmaddubsw` is exact on it; a plain `qgemm` block stays scalar on AVX2."""
+QGEMM_BLOCKS = ("qgemm", EXACT16_BLOCK)
+
 DOTS = {"vnni": (INTRIN, 16, 8), "avx2": ("x86_avx2_u8s8_8x4", 8, 4)}
 """int8-dot kind -> (tensor intrinsic, i32 lanes, largest register-block rows): AVX2 has 16
 vector registers, so its blocks are 4 rows x 2 vectors (8 accumulators), VNNI's 8 x 2."""
@@ -129,7 +134,7 @@ def schedule_qgemm(fn, block: str = "qgemm", vnni: bool | None = None, dot: str 
 
     if dot is None:
         dot = "vnni" if vnni else Target.parse("llvm").int8_dot
-    if dot not in DOTS:
+    if dot not in DOTS or (dot == "avx2" and block != EXACT16_BLOCK):  # vpmaddubsw saturates pairs
         return False
     intrin, lanes, max_rows = DOTS[dot]
     s = Schedule(fn)

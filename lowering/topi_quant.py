@@ -17,6 +17,7 @@ from xdsl.dialects.builtin import IntegerType
 from xdsl.ir import SSAValue
 
 from ziggurat.dialects.graph_quant import QGemmOp
+from ziggurat.lowering.qgemm import EXACT16_BLOCK
 from ziggurat.lowering.te_builder import Expr, reduce
 from ziggurat.lowering.topi_base import Define, Lookup, shape_of
 
@@ -40,7 +41,8 @@ def define_qgemm(op: QGemmOp, b: Builder, x: Lookup) -> SSAValue:
         we = e._add(arith.ExtSIOp(wb, I32))
         return e._add(arith.MuliOp(xe, we))
 
-    return reduce(b, "qgemm", "add", 0, op.result.type, [k // 4, 4], body)  # type: ignore[arg-type]
+    tag = EXACT16_BLOCK if op.pairs16 is not None else "qgemm"  # lowering/qgemm.py: AVX2 takes qgemm_s16 only
+    return reduce(b, tag, "add", 0, op.result.type, [k // 4, 4], body)  # type: ignore[arg-type]
 
 
 QUANT_COMPUTE_DEFS: dict[type, Define] = {QGemmOp: define_qgemm}

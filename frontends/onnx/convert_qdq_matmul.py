@@ -66,7 +66,8 @@ def qdq_matmul(ctx: ConversionContext, node: onnx.NodeProto) -> SSAValue | None:
     w = ctx.constant(wq)
     if ctx.constant(xq) is not None or w is None or w.dtype != np.int8 or w.ndim != 2:
         return None
-    if dot == "avx2" and not no_pair_saturates(w):  # vpmaddubsw would saturate: stay float (exact)
+    pairs16 = no_pair_saturates(w)
+    if dot == "avx2" and not pairs16:  # vpmaddubsw would saturate: stay float (exact)
         return None
     x = ctx.value(xq)
     n = w.shape[1]
@@ -78,7 +79,7 @@ def qdq_matmul(ctx: ConversionContext, node: onnx.NodeProto) -> SSAValue | None:
     label = ctx.node_label or "qdq_matmul"
     acc = int8_matmul(ctx, x, ctx.value(wq), _zero_point(ctx, zx.reshape(()) if zx is not None else None, f"{label}_zx"),
                       _zero_point(ctx, zw.reshape(-1) if zw is not None and per_column else
-                                  (zw.reshape(()) if zw is not None else None), f"{label}_zw"), label)
+                                  (zw.reshape(()) if zw is not None else None), f"{label}_zw"), label, pairs16)
     scale = (np.float32(sx.reshape(())) * sw.astype(np.float32).reshape(-1)).astype(np.float32)
     y = _cast(ctx, acc, f32)
     factor = _const(ctx, scale if per_column else scale.reshape(()), f"{label}_scale")

@@ -87,9 +87,11 @@ def _zero_point(ctx: ConversionContext, node: onnx.NodeProto, index: int, what: 
 
 
 def int8_matmul(ctx: ConversionContext, a: SSAValue, b: SSAValue, za: SSAValue | None, zb: SSAValue | None,
-                label: str) -> SSAValue:
+                label: str, pairs16: bool = False) -> SSAValue:
     """(a - za) @ (b - zb) in i32 for 8-bit a [..., M, K] and b [..., K, N] (2-D b broadcasts);
-    za is a scalar or per row of a ([M]), zb a scalar or per column of b ([N])."""
+    za is a scalar or per row of a ([M]), zb a scalar or per column of b ([N]). `pairs16`: the
+    caller checked that b (signed) keeps every int16 pair of products in range (`graph.qgemm`'s
+    property: AVX2's int8 GEMM may run it)."""
     a_shape, b_shape = list(shape_of(a)), list(shape_of(b))
     if len(a_shape) < 2 or len(b_shape) < 2 or a_shape[-1] != b_shape[-2]:
         raise ctx.shape_error(f"cannot multiply {a_shape} by {b_shape}")
@@ -118,7 +120,7 @@ def int8_matmul(ctx: ConversionContext, a: SSAValue, b: SSAValue, za: SSAValue |
     perm = list(range(len(lead))) + [len(lead), len(lead) + 2, len(lead) + 1]
     packed = ctx.emit(graph.TransposeOp(packed, perm, _t(lead + [kp // 4, np_, 4], SI8)))
     packed = _reshape(ctx, packed, lead + [kp // 4, 4 * np_])
-    c = ctx.emit(QGemmOp(ap, packed, _t(a_shape[:-2] + [m, np_], I32)))
+    c = ctx.emit(QGemmOp(ap, packed, _t(a_shape[:-2] + [m, np_], I32), pairs16=pairs16 and not zb_shift))
     if np_ != n:
         starts = [0] * len(shape_of(c))
         c = ctx.emit(graph.SliceOp(c, starts, [1] * len(starts), _t(a_shape[:-2] + [m, n], I32)))

@@ -12,7 +12,7 @@ from ziggurat.dialects import loop
 from ziggurat.transforms.schedule.mark import is_scheduled
 from ziggurat.errors import ScheduleError, ZigguratError
 from ziggurat.lowering.locations import name_source
-from ziggurat.lowering.qgemm import schedule_qgemm
+from ziggurat.lowering.qgemm import QGEMM_BLOCKS, schedule_qgemm
 from ziggurat.transforms.schedule.block import build_block
 from ziggurat.transforms.schedule.copy_nest import schedule_copy
 from ziggurat.transforms.schedule.epilogue import fuse_epilogues
@@ -164,9 +164,10 @@ class LoopDefaultSchedulePass(ModulePass):
                 if self.copy_nests:  # layout transforms: no div/rem, no padding tests
                     schedule_copy(top)
                 continue
-            if nest.update.block_name.data == "qgemm":  # graph.qgemm: int8 dot register blocks (lowering/qgemm.py)
+            name = nest.update.block_name.data
+            if name in QGEMM_BLOCKS:  # graph.qgemm: int8 dot register blocks (lowering/qgemm.py)
                 if self.int8_dot != "none":
-                    schedule_qgemm(fn, "qgemm", dot=None if self.int8_dot == "auto" else self.int8_dot)
+                    schedule_qgemm(fn, name, dot=None if self.int8_dot == "auto" else self.int8_dot)
                 continue
             pad_clamped_reads(nest)  # padded conv input: no tests in the register block
             plan = default_plan(nest, self.vector_width, self.pack_a, self.vector_registers)  # transforms/schedule/plan.py

@@ -30,6 +30,7 @@ from xdsl.dialects import builtin, func
 from ziggurat.database import DEFAULT_TRACE
 from ziggurat.dialects import loop, make_context
 from ziggurat.errors import ScheduleError, TuningError
+from ziggurat.lowering.qgemm import QGEMM_BLOCKS
 from ziggurat.target import Target
 from ziggurat.transforms.loop.primitives.api import Schedule
 from ziggurat.transforms.schedule.block import build_block
@@ -88,7 +89,7 @@ def prepare(fn: func.FuncOp) -> func.FuncOp:
     no per-row tests. Changes `fn` in place; returns it."""
     for top in [o for o in fn.body.block.ops if isinstance(o, loop.ForOp)]:
         nest = match_reduce_nest(top)
-        if nest is not None and nest.update.block_name.data != "qgemm":
+        if nest is not None and nest.update.block_name.data not in QGEMM_BLOCKS:
             pad_clamped_reads(nest)
     return fn
 

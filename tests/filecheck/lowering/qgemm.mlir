@@ -3,33 +3,44 @@
 // RUN: ziggurat-opt %s -p 'convert-graph-to-te,convert-te-to-loop,loop-default-schedule{int8-dot=avx2}' | filecheck %s --check-prefix=AVX2
 // RUN: ziggurat-opt %s -p 'convert-graph-to-te,convert-te-to-loop,loop-default-schedule{int8-dot=none}' | filecheck %s --check-prefix=NONE
 
-// graph.qgemm: k split in (k/4, k%4), zero-extended a, sign-extended packed b.
+// graph.qgemm: k split in (k/4, k%4), zero-extended a, sign-extended packed b; {pairs16} tags it qgemm_s16.
 // TE:      te.reduce "qgemm" add init 0 : i32 ({{.*}}) reduce ({{.*}} : 16, {{.*}} : 4) : tensor<8x32xi32>
 // TE:        arith.extui {{.*}} : i8 to i32
 // TE-NEXT:   arith.extsi {{.*}} : i8 to i32
 // TE-NEXT:   arith.muli
+// TE:      te.reduce "qgemm_s16" add init 0 : i32
 
 // The default schedule: an 8x32 register block (8 rows unrolled, 2 vectors unrolled) per k quad, one vpdpbusd each.
+// VNNI-LABEL: func.func @qgemm_0
 // VNNI:      loop.for %{{.*}} = 0 to 16 serial {
 // VNNI-NEXT:   loop.for %{{.*}} = 0 to 8 unrolled {
 // VNNI-NEXT:     loop.for %{{.*}} = 0 to 2 unrolled {
 // VNNI:            x86vec.bcast_group {{.*}} : vector<4xi8> -> vector<64xi8>
 // VNNI:            x86vec.dpbusd {{.*}} : vector<16xi32>, vector<64xi8>, vector<64xi8>
 // VNNI-NOT:  loop.block "qgemm"
+// VNNI-LABEL: func.func @qgemm_1
+// VNNI:            x86vec.dpbusd {{.*}} : vector<16xi32>, vector<64xi8>, vector<64xi8>
 
-// AVX2 (16 vector registers): 4x16 blocks (4 rows, 2 vectors of 8 lanes), vpmaddubsw + vpmaddwd each.
+// AVX2 (16 vector registers): only the pairs16 GEMM (vpmaddubsw would saturate the other's int16 pairs),
+// in 4x16 blocks (4 rows, 2 vectors of 8 lanes), vpmaddubsw + vpmaddwd each.
+// AVX2-LABEL: func.func @qgemm_0
+// AVX2:      loop.block "qgemm"
+// AVX2-NOT:  x86vec.maddubs_dot
+// AVX2-LABEL: func.func @qgemm_1
 // AVX2:      loop.for %{{.*}} = 0 to 16 serial {
 // AVX2-NEXT:   loop.for %{{.*}} = 0 to 4 unrolled {
 // AVX2-NEXT:     loop.for %{{.*}} = 0 to 2 unrolled {
 // AVX2:            x86vec.bcast_group {{.*}} : vector<4xi8> -> vector<32xi8>
 // AVX2:            x86vec.maddubs_dot {{.*}} : vector<8xi32>, vector<32xi8>, vector<32xi8>
-// AVX2-NOT:  loop.block "qgemm"
+// AVX2-NOT:  loop.block "qgemm_s16"
 
-// int8-dot=none must not fire: the scalar nest stays.
+// int8-dot=none must not fire: the scalar nests stay.
 // NONE:      loop.block "qgemm"
 // NONE-NOT:  x86vec.dpbusd
+// NONE:      loop.block "qgemm_s16"
 
-func.func @main(%a: tensor<8x64xui8>, %b: tensor<16x128xi8>) -> tensor<8x32xi32> {
+func.func @main(%a: tensor<8x64xui8>, %b: tensor<16x128xi8>) -> (tensor<8x32xi32>, tensor<8x32xi32>) {
   %c = graph.qgemm %a, %b : tensor<8x64xui8>, tensor<16x128xi8> -> tensor<8x32xi32>
-  func.return %c : tensor<8x32xi32>
+  %d = graph.qgemm %a, %b {pairs16} : tensor<8x64xui8>, tensor<16x128xi8> -> tensor<8x32xi32>
+  func.return %c, %d : tensor<8x32xi32>, tensor<8x32xi32>
 }
