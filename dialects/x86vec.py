@@ -77,17 +77,9 @@ class _DotOp(IRDLOperation):
             raise VerifyException(f"'{self.name}' op result type must equal the accumulator type")
 
 
-@irdl_op_definition
-class DpbusdOp(_DotOp):
-    """`vpdpbusd`: each i32 lane adds the dot product of 4 unsigned bytes of
-    `lhs` with 4 signed bytes of `rhs` (AVX512-VNNI; AVX-VNNI for 128/256 bits).
+class _U8S8DotOp(_DotOp):
+    """Four unsigned bytes of `lhs` times four signed bytes of `rhs` into each i32 lane."""
 
-    ```mlir
-    %c1 = x86vec.dpbusd %c0, %a_u8, %b_s8 : vector<16xi32>, vector<64xi8>, vector<64xi8>
-    ```
-    """
-
-    name = "x86vec.dpbusd"
     GROUP: ClassVar[int] = 4
     ACC_KIND: ClassVar[str] = "i32"
     IN_KIND: ClassVar[str] = "i8"
@@ -100,7 +92,20 @@ class DpbusdOp(_DotOp):
 
 
 @irdl_op_definition
-class MaddubsDotOp(_DotOp):
+class DpbusdOp(_U8S8DotOp):
+    """`vpdpbusd`: each i32 lane adds the dot product of 4 unsigned bytes of
+    `lhs` with 4 signed bytes of `rhs` (AVX512-VNNI; AVX-VNNI for 128/256 bits).
+
+    ```mlir
+    %c1 = x86vec.dpbusd %c0, %a_u8, %b_s8 : vector<16xi32>, vector<64xi8>, vector<64xi8>
+    ```
+    """
+
+    name = "x86vec.dpbusd"
+
+
+@irdl_op_definition
+class MaddubsDotOp(_U8S8DotOp):
     """AVX2's int8 dot product, `vpmaddubsw` then `vpmaddwd` with ones: each i32 lane adds the
     products of 4 unsigned bytes of `lhs` with 4 signed bytes of `rhs`, summed in pairs with
     int16 saturation first (exact where no pair of products leaves [-32768, 32767]: the
@@ -112,15 +117,6 @@ class MaddubsDotOp(_DotOp):
     """
 
     name = "x86vec.maddubs_dot"
-    GROUP: ClassVar[int] = 4
-    ACC_KIND: ClassVar[str] = "i32"
-    IN_KIND: ClassVar[str] = "i8"
-
-    def _acc_ok(self, t: Attribute) -> bool:
-        return _is_int(t, 32)
-
-    def _in_ok(self, t: Attribute) -> bool:
-        return _is_int(t, 8)
 
 
 @irdl_op_definition
