@@ -11,9 +11,11 @@ the executor returns the output cut to it. The entries past the extent hold
 harmless values (index 0, the input's first element), so the ops below that
 treat the sized axis entry by entry may consume such a value and pass the
 extent on (`carried_axis`): same-shape unary ops, broadcasting binary ops and
-Where (float division only: a padding entry may be 0), Transpose, Gather and
-GatherND. Any other consumer (a reduction over the sized axis, a reshape, a
-second data-dependent op) is refused with an error naming both nodes.
+Where (float division only: a padding entry may be 0), Transpose, Gather,
+GatherND, and Reshape, Squeeze, Unsqueeze and Flatten where the sized axis stays
+one whole dim. Any other consumer (a reduction over the sized axis, a reshape
+that merges it, a second data-dependent op) is refused with an error naming
+both nodes.
 
 Everything is built from the graph core with pairwise masks, as
 convert_index.py does: slot r of the result takes the entry k that is kept and
@@ -298,12 +300,23 @@ def sized_inputs(ctx: ConversionContext, node: onnx.NodeProto) -> dict[int, Runt
     return {i: ctx.extents[name] for i, name in enumerate(node.input) if name in ctx.extents}
 
 
-def carried_axis(ctx: ConversionContext, node: onnx.NodeProto, sized: dict[int, RuntimeExtent]) -> RuntimeExtent:
+RESHAPING = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Flatten"})
+"""Ops that only regroup dims: the extent passes where the sized axis stays whole (`_axis_kept`)."""
+
+
+def carried_axis(ctx: ConversionContext, node: onnx.NodeProto, sized: dict[int, RuntimeExtent],
+                 out_shape: tuple[int, ...] | None = None) -> RuntimeExtent | None:
     """The extent `node`'s output 0 takes from its run-time sized inputs `sized`; an
-    `UnsupportedOpError` for an op that does not treat the sized axis entry by entry."""
+    `UnsupportedOpError` for an op that does not treat the sized axis entry by entry. A
+    reshaping op is decided from its output shape: None until `out_shape` is given."""
     (first, extent), *others = sized.items()
     shapes = [ctx.shape(name) if name else () for name in node.input]
-    axis = _axis_through(node, first, extent.axis, shapes)
+    if node.op_type in RESHAPING and first == 0 and not others:
+        if out_shape is None:
+            return None
+        axis = _axis_kept(shapes[0], out_shape, extent.axis)
+    else:
+        axis = _axis_through(node, first, extent.axis, shapes)
     same = all(e.value is extent.value for _, e in others)
     if axis is not None and same and all(_axis_through(node, i, e.axis, shapes) == axis for i, e in others):
         if node.op_type in ("Div", "Mod") and not dtypes.is_float(element_type(ctx.value(node.input[0]))):
@@ -313,9 +326,19 @@ def carried_axis(ctx: ConversionContext, node: onnx.NodeProto, sized: dict[int, 
         raise ctx.unsupported(
             f"input '{name}' has a size along axis {extent.axis} known only at run time (from {extent.op} node "
             f"'{extent.node}'); ziggurat passes such a tensor only through elementwise ops, Transpose, Gather and "
-            "GatherND to a graph output. Compute this node before the data-dependent op, or fix its result's size "
-            "in the model")
+            "GatherND, and reshapes that keep that axis whole, to a graph output. Compute this node before the "
+            "data-dependent op, or fix its result's size in the model")
     return replace(extent, axis=axis)
+
+
+def _axis_kept(shape: tuple[int, ...], out: tuple[int, ...], axis: int) -> int | None:
+    """The dim of `out` that is `shape`'s dim `axis` whole (the same size, after as many elements),
+    where one is; None where a reshape splits or merges it."""
+    before = math.prod(shape[:axis])
+    for j, size in enumerate(out):
+        if math.prod(out[:j]) == before and size == shape[axis]:
+            return j
+    return None
 
 
 def _axis_through(node: onnx.NodeProto, index: int, axis: int, shapes: list[tuple[int, ...]]) -> int | None:

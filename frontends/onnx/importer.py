@@ -483,6 +483,8 @@ def _convert(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
     sized = sized_inputs(ctx, node)
     carried = carried_axis(ctx, node, sized) if sized else None
     values = _convert_node(ctx, node)
+    if sized and carried is None:  # a reshape: decided by its output's shape
+        carried = carried_axis(ctx, node, sized, tuple(shape_of(values[0])))
     if carried is not None and node.output and node.output[0]:
         ctx.extents[node.output[0]] = carried
     return values

@@ -184,3 +184,27 @@ def test_nms_with_too_many_boxes_is_refused():
     m = model([helper.make_node("NonMaxSuppression", list(inputs), ["y"])], inputs, {"y": (np.int64, 2)}, opset=11)
     with pytest.raises(UnsupportedOpError, match="300 boxes per batch.*at most 256"):
         ziggurat.compile(m, cache=False)
+
+
+@pytest.mark.parametrize("reshape", ["unsqueeze_squeeze", "reshape_keeps_axis"])
+def test_reshapes_that_keep_the_sized_axis_whole_carry_the_extent(reshape):
+    """NonZero -> Unsqueeze -> Squeeze, or a Reshape that splits another dim: the count stays one dim."""
+    if reshape == "unsqueeze_squeeze":
+        nodes = [helper.make_node("NonZero", ["x"], ["nz"]), helper.make_node("Unsqueeze", ["nz", "ax"], ["u"]),
+                 helper.make_node("Squeeze", ["u", "ax"], ["y"])]
+        inits, rank = [("ax", np.array([0], np.int64))], 2
+    else:
+        nodes = [helper.make_node("NonZero", ["x"], ["nz"]), helper.make_node("Reshape", ["nz", "shape"], ["y"])]
+        inits, rank = [("shape", np.array([1, 2, -1], np.int64))], 3
+    m = model(nodes, {"x": (np.float32, (2, 3))}, {"y": (np.int64, rank)}, inits)
+    compiled = ziggurat.compile(m, target="llvm -num-cores=1", cache=False)
+    for x in (np.array([[0, 1, 0], [2, 0, 3]], np.float32), np.zeros((2, 3), np.float32)):
+        check(compiled, m, {"x": x})
+
+
+def test_a_reshape_that_merges_the_sized_axis_is_refused():
+    nodes = [helper.make_node("NonZero", ["x"], ["nz"], name="nz"),
+             helper.make_node("Reshape", ["nz", "shape"], ["y"], name="flat")]
+    m = model(nodes, {"x": (np.float32, (2, 3))}, {"y": (np.int64, 1)}, [("shape", np.array([-1], np.int64))])
+    with pytest.raises(UnsupportedOpError, match=r"flat.*reshapes that keep that axis whole"):
+        ziggurat.compile(m, cache=False)
