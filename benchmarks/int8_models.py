@@ -1,13 +1,15 @@
 """int8 QDQ models: ziggurat against onnxruntime's int8 and fp32 builds, and their deviation.
 
-    python -m benchmarks.int8_models [--models ../shared/models/real] [--only a,b] [--reduce-range]
+    python -m benchmarks.int8_models [--models ../shared/models/real] [--only a,b] [--reduce-range] [--dynamic]
                                      [--threads 1,2] [--rounds 20] [--cache DIR] [--markdown FILE]
 
 Each static model under `--models` is quantized as a user would with onnxruntime's tool
 (`quantize_static`, `QuantFormat.QDQ`, `per_channel=True`, uint8 activations, int8 weights,
 8 calibration inputs: the model's `inputs.npz`, float inputs with 5% noise added;
 `--reduce-range`: 7-bit weights, which AVX2's int8 GEMM needs: run with
-`ZIGGURAT_HOST_CPU=haswell` to measure the 8-lane path) into
+`ZIGGURAT_HOST_CPU=haswell` to measure the 8-lane path; `--dynamic`: onnxruntime's
+`quantize_dynamic` instead, int8 weights and DynamicQuantizeLinear + MatMulInteger /
+ConvInteger at run time, no calibration) into
 `--cache` (default `~/.cache/ziggurat/int8`; reused while the source model is unchanged).
 Then, paired in one run at each thread count: onnxruntime's fp32 model, onnxruntime's int8
 model (all graph optimizations: its QDQ fusion) and ziggurat's compile of the int8 model.
@@ -45,13 +47,21 @@ def calibration(inputs: dict[str, np.ndarray], count: int = 8) -> list[dict[str,
     return out
 
 
-def quantized(model: Path, inputs: dict[str, np.ndarray], cache: Path, reduce_range: bool = False) -> Path:
-    """The QDQ model of `model` (cached by its size and mtime)."""
-    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+def quantized(model: Path, inputs: dict[str, np.ndarray], cache: Path, reduce_range: bool = False,
+              dynamic: bool = False) -> Path:
+    """The QDQ (or, `dynamic`, dynamically quantized) model of `model` (cached by its size and mtime)."""
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_dynamic, quantize_static
 
     st = model.stat()
-    out = cache / f"{model.parent.name}.{st.st_size}.{st.st_mtime_ns}{'.rr' if reduce_range else ''}.qdq.onnx"
+    kind = ("rr." if reduce_range else "") + ("dyn" if dynamic else "qdq")
+    out = cache / f"{model.parent.name}.{st.st_size}.{st.st_mtime_ns}.{kind}.onnx"
     if out.exists():
+        return out
+    cache.mkdir(parents=True, exist_ok=True)
+    if dynamic:
+        tmp = out.with_suffix(".tmp.onnx")
+        quantize_dynamic(str(model), str(tmp), weight_type=QuantType.QInt8, reduce_range=reduce_range)
+        os.replace(tmp, out)
         return out
     feeds = calibration(inputs)
 
@@ -74,12 +84,13 @@ def _deviation(out: list[np.ndarray], ref: list[np.ndarray]) -> float:
     return max(float(np.max(np.abs(o.astype(np.float64) - r)) / max(float(np.ptp(r)), 1e-12)) for o, r in zip(out, ref))
 
 
-def bench_model(folder: Path, threads: int, rounds: int, cache: Path, reduce_range: bool = False) -> dict:
+def bench_model(folder: Path, threads: int, rounds: int, cache: Path, reduce_range: bool = False,
+                dynamic: bool = False) -> dict:
     import onnxruntime as ort
 
     with np.load(folder / "inputs.npz") as f:
         inputs = {k: f[k] for k in f.files}
-    qpath = quantized(folder / "model.onnx", inputs, cache, reduce_range)
+    qpath = quantized(folder / "model.onnx", inputs, cache, reduce_range, dynamic)
     row: dict = {"model": folder.name, "threads": threads}
     start = time.perf_counter()
     compiled = ziggurat.compile(str(qpath), target=f"llvm -num-cores={threads}")
@@ -132,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
                                           / "ziggurat" / "int8"))
     ap.add_argument("--markdown", default=None)
     ap.add_argument("--reduce-range", action="store_true", help="7-bit weights (onnxruntime's reduce_range)")
+    ap.add_argument("--dynamic", action="store_true", help="onnxruntime's quantize_dynamic instead of quantize_static")
     args = ap.parse_args(argv)
     only = set(args.only.split(",")) if args.only else None
     folders = [p.parent for p in sorted(Path(args.models).glob("*/model.onnx"))
@@ -139,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for folder in folders:
         for t in (int(x) for x in args.threads.split(",")):
-            row = bench_model(folder, t, args.rounds, Path(args.cache), args.reduce_range)
+            row = bench_model(folder, t, args.rounds, Path(args.cache), args.reduce_range, args.dynamic)
             print(row, flush=True)
             rows.append(row)
     table = format_table(rows)

@@ -211,8 +211,17 @@ def _conv_integer(ctx: ConversionContext, node: onnx.NodeProto, x: SSAValue, w: 
                   zw: SSAValue | None) -> SSAValue:
     attrs = attributes(node)
     xs, ws = shape_of(x), shape_of(w)
+    one_d = len(xs) == 3 and len(ws) == 3  # Conv1d (whisper's front end): a 2-D conv of height 1
+    if one_d:
+        x, w = _reshape(ctx, x, [xs[0], xs[1], 1, xs[2]]), _reshape(ctx, w, [ws[0], ws[1], 1, ws[2]])
+        xs, ws = shape_of(x), shape_of(w)
+        lead = {"kernel_shape": [1], "strides": [1], "dilations": [1]}
+        attrs = {**attrs, **{k: lead[k] + list(v) for k, v in attrs.items() if k in lead}}
+        if "pads" in attrs:
+            attrs["pads"] = [0, attrs["pads"][0], 0, attrs["pads"][1]]
     if len(xs) != 4 or len(ws) != 4:
-        raise ctx.unsupported(f"only 2-D convolutions are supported, got input {list(xs)} and weight {list(ws)}")
+        raise ctx.unsupported(f"only 1-D and 2-D convolutions are supported, got input {list(xs)} and weight "
+                              f"{list(ws)}")
     group = int(attrs.get("group", 1))
     kernel = list(attrs.get("kernel_shape", ws[2:]))
     strides = list(attrs.get("strides", [1, 1]))
@@ -242,10 +251,9 @@ def _conv_integer(ctx: ConversionContext, node: onnx.NodeProto, x: SSAValue, w: 
         y = int8_matmul(ctx, patches, wt, zx32, zb, f"{label}_g{g}")
         y = _reshape(ctx, y, [n, oh, ow, oc // group])
         outs.append(ctx.emit(graph.TransposeOp(y, [0, 3, 1, 2], _t([n, oc // group, oh, ow], I32))))
-    if len(outs) == 1:
-        return outs[0]
     n, _, oh, ow = shape_of(outs[0])
-    return ctx.emit(graph.ConcatOp(outs, 1, _t([n, oc, oh, ow], I32)))
+    y = outs[0] if len(outs) == 1 else ctx.emit(graph.ConcatOp(outs, 1, _t([n, oc, oh, ow], I32)))
+    return _reshape(ctx, y, [n, oc, ow]) if one_d else y
 
 
 def convert_conv_integer(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
@@ -263,7 +271,8 @@ def convert_qlinear_conv(ctx: ConversionContext, node: onnx.NodeProto) -> Sequen
     acc = _conv_integer(ctx, node, x, w, ctx.input(node, 2), _zero_point(ctx, node, 5, "w_zero_point"))
     bias = ctx.input(node, 8)
     if bias is not None:
-        acc = _bin(ctx, graph.AddOp, acc, _reshape(ctx, _cast(ctx, ctx.value(bias), I32), [1, shape_of(acc)[1], 1, 1]))
+        shape = [1, shape_of(acc)[1]] + [1] * (len(shape_of(acc)) - 2)
+        acc = _bin(ctx, graph.AddOp, acc, _reshape(ctx, _cast(ctx, ctx.value(bias), I32), shape))
     y_zp = ctx.input(node, 7)
     out_elt = element_type(ctx.value(y_zp)) if y_zp else UI8
     return [_requantize(ctx, acc, [node.input[1], node.input[4]], node.input[6], y_zp, out_elt, ctx.node_label or "qlconv")]

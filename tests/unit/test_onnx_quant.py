@@ -97,6 +97,20 @@ def test_conv_integer(pads, strides) -> None:
     _check(model, _feeds(inputs, consts, values))
 
 
+@pytest.mark.parametrize("pads,strides,dil", [([1, 1], [1], [1]), ([0, 2], [2], [2])])
+def test_conv_integer_1d(pads, strides, dil) -> None:
+    """Conv1d as quantize_dynamic writes whisper's front end: a 2-D conv of height 1."""
+    x = _rand(TensorProto.UINT8, (2, 4, 11))
+    w = _rand(TensorProto.INT8, (6, 4, 3))
+    ow = (11 + sum(pads) - dil[0] * 2 - 1) // strides[0] + 1
+    inputs = [("x", TensorProto.UINT8, [2, 4, 11]), ("w", TensorProto.INT8, [6, 4, 3]), ("zx", TensorProto.UINT8, [])]
+    consts = {"w": w}
+    values = {"x": x, "w": w, "zx": np.array(128, np.uint8)}
+    model = _model("ConvInteger", inputs, ("y", TensorProto.INT32, [2, 6, ow]),
+                   {"pads": pads, "strides": strides, "dilations": dil, "kernel_shape": [3]}, consts=consts, opset=10)
+    _check(model, _feeds(inputs, consts, values))
+
+
 def test_qlinear_conv_with_bias_and_groups() -> None:
     x = _rand(TensorProto.UINT8, (1, 4, 6, 6))
     w = _rand(TensorProto.INT8, (6, 2, 3, 3))
@@ -151,6 +165,23 @@ def test_dynamic_quantize_linear_against_onnxruntime() -> None:
     np.testing.assert_allclose(got[1], want[1], rtol=1e-6)
     np.testing.assert_array_equal(got[2], want[2])
     assert np.abs(got[0].astype(np.int32) - want[0].astype(np.int32)).max() <= 1
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_dynamic_quantize_linear_is_bit_exact(seed) -> None:
+    """The scale (max - min) / 255 rounds as ONNX says (a division, not a multiplication by
+    1/255: one ulp off moves the rounding ties of the whole tensor; seed 3 showed it)."""
+    x = (np.random.default_rng(seed).standard_normal((128, 768)) * 3).astype(np.float32)
+    node = helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "s", "z"])
+    outs = [helper.make_tensor_value_info("y", TensorProto.UINT8, [128, 768]),
+            helper.make_tensor_value_info("s", TensorProto.FLOAT, []),
+            helper.make_tensor_value_info("z", TensorProto.UINT8, [])]
+    g = helper.make_graph([node], "dq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [128, 768])], outs)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 11)])
+    want = ReferenceEvaluator(model).run(None, {"x": x})
+    got = ziggurat.compile(model, cache=False)(x=x)
+    for g_, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g_, w)
 
 
 @pytest.mark.parametrize("target, vnni", [("llvm -mcpu=haswell", False), ("llvm -mattr=+avx2,+fma", False),

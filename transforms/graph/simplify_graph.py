@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 
 import numpy as np
@@ -125,11 +127,15 @@ class RemoveNeutralOperand(_WithWeights):
 
 class DivByConstantToMul(_WithWeights):
     """x / c ==> x * (1 / c)   for a float32 constant c (an integer division truncates; the
-    reciprocal constant is float32)"""
+    reciprocal constant is float32). Not for a one-element x: a scalar division costs nothing
+    and stays exact (DynamicQuantizeLinear's scale, (max - min) / 255, must round as ONNX
+    says: a scale one ulp off moves the rounding ties of the whole tensor)."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: graph.DivOp, rewriter: PatternRewriter) -> None:
         if any(v.type.element_type != builtin.f32 for v in (op.lhs, op.rhs)):  # type: ignore[attr-defined]
+            return
+        if math.prod(op.result.type.get_shape()) == 1:  # type: ignore[attr-defined]
             return
         c = self.value(op.rhs)
         if c is None or not np.all(c != 0):
@@ -332,7 +338,7 @@ class SimplifyGraphPass(ModulePass):
     - `reshape(x : T) -> T ==> x`; `reshape(reshape(x)) ==> reshape(x)`;
     - `transpose(x, identity) ==> x`; `transpose(transpose(x, p), q) ==> transpose(x, p∘q)`;
     - `x * 1`, `1 * x`, `x + 0`, `0 + x`, `x - 0`, `x / 1` `==> x` (same type only);
-    - `x / c ==> x * (1 / c)` for a constant c (new weight);
+    - `x / c ==> x * (1 / c)` for a constant c (new weight), unless x has one element;
     - `x ** 2 ==> x * x`, `x ** 0.5 ==> sqrt(x)`, `x ** 1 ==> x` for a constant exponent;
     - `batch_norm(conv2d(x, W) [+ b0]) ==> conv2d(x, W * a) + (b0 * a + c)`, and the
       same after a rank-2 matmul, with weights rewritten at compile time; any other

@@ -1,4 +1,4 @@
-// RUN: python -c "import numpy as np; np.savez('%t.npz', w=np.ones((4,3,3,3),np.float32), s=np.full(4,2,np.float32), b0=np.ones((4,1,1),np.float32), one=np.ones(8,np.float32), zero=np.zeros(8,np.float32), two=np.full(8,2,np.float32), fc=np.ones((8,8),np.float32))"
+// RUN: python -c "import numpy as np; np.savez('%t.npz', w=np.ones((4,3,3,3),np.float32), s=np.full(4,2,np.float32), b0=np.ones((4,1,1),np.float32), one=np.ones(8,np.float32), zero=np.zeros(8,np.float32), two=np.full(8,2,np.float32), c255=np.full(1,255,np.float32), fc=np.ones((8,8),np.float32))"
 // RUN: sed 's#WEIGHTS#%t.npz#' %s | ziggurat-opt -p simplify-graph --split-input-file | filecheck %s
 
 // Shape ops: a transpose pair that cancels, an identity reshape and a chain of
@@ -61,6 +61,20 @@ builtin.module attributes {graph.weights_file = "WEIGHTS"} {
     %m2 = graph.mul %d, %two : tensor<8xf32>, tensor<8xf32> -> tensor<8xf32>
     %wide = graph.add %y, %zero : tensor<1xf32>, tensor<8xf32> -> tensor<8xf32>
     func.return %m2, %wide : tensor<8xf32>, tensor<8xf32>
+  }
+}
+
+// -----
+
+// A one-element division by a constant stays a division (exact: DynamicQuantizeLinear's scale).
+// CHECK-LABEL: func.func @scalar_div
+// CHECK-NEXT:  %c = graph.constant "c255" : tensor<1xf32>
+// CHECK-NEXT:  %d = graph.div %x, %c : tensor<1xf32>, tensor<1xf32> -> tensor<1xf32>
+builtin.module attributes {graph.weights_file = "WEIGHTS"} {
+  func.func @scalar_div(%x: tensor<1xf32>) -> tensor<1xf32> {
+    %c = graph.constant "c255" : tensor<1xf32>
+    %d = graph.div %x, %c : tensor<1xf32>, tensor<1xf32> -> tensor<1xf32>
+    func.return %d : tensor<1xf32>
   }
 }
 
