@@ -152,14 +152,18 @@ def test_quantize_dequantize_per_axis_against_onnxruntime() -> None:
     np.testing.assert_allclose(got, sess.run(None, {"x": x})[0], rtol=0, atol=1e-6)
 
 
-def test_dynamic_quantize_linear_against_onnxruntime() -> None:
-    x = (RNG.standard_normal((5, 7)) * 3 + 1).astype(np.float32)
+def _dynamic_quantize_model(shape: list[int]) -> onnx.ModelProto:
     node = helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "s", "z"])
-    outs = [helper.make_tensor_value_info("y", TensorProto.UINT8, [5, 7]),
+    outs = [helper.make_tensor_value_info("y", TensorProto.UINT8, shape),
             helper.make_tensor_value_info("s", TensorProto.FLOAT, []),
             helper.make_tensor_value_info("z", TensorProto.UINT8, [])]
-    g = helper.make_graph([node], "dq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [5, 7])], outs)
-    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 11)])
+    g = helper.make_graph([node], "dq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)], outs)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 11)])
+
+
+def test_dynamic_quantize_linear_against_onnxruntime() -> None:
+    x = (RNG.standard_normal((5, 7)) * 3 + 1).astype(np.float32)
+    model = _dynamic_quantize_model([5, 7])
     want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
     got = ziggurat.compile(model)(x=x)
     np.testing.assert_allclose(got[1], want[1], rtol=1e-6)
@@ -172,12 +176,7 @@ def test_dynamic_quantize_linear_is_bit_exact(seed) -> None:
     """The scale (max - min) / 255 rounds as ONNX says (a division, not a multiplication by
     1/255: one ulp off moves the rounding ties of the whole tensor; seed 3 showed it)."""
     x = (np.random.default_rng(seed).standard_normal((128, 768)) * 3).astype(np.float32)
-    node = helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "s", "z"])
-    outs = [helper.make_tensor_value_info("y", TensorProto.UINT8, [128, 768]),
-            helper.make_tensor_value_info("s", TensorProto.FLOAT, []),
-            helper.make_tensor_value_info("z", TensorProto.UINT8, [])]
-    g = helper.make_graph([node], "dq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [128, 768])], outs)
-    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 11)])
+    model = _dynamic_quantize_model([128, 768])
     want = ReferenceEvaluator(model).run(None, {"x": x})
     got = ziggurat.compile(model, cache=False)(x=x)
     for g_, w in zip(got, want, strict=True):
