@@ -174,9 +174,10 @@ def convert_nonzero(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Va
 
 
 def convert_compress(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
-    """Compress with a run-time condition (convert_index.py's with a compile-time one): the slices along `axis` (the flattened input without
-    one) where the condition holds, at the upper bound min(len(condition), dim); the extent
-    along the axis is how many it keeps. Entries of a longer condition past the dim are ignored."""
+    """Compress with a run-time condition (convert_index.py's for a compile-time one): the slices
+    along `axis` (the flattened input without one) where the condition holds, at the upper bound
+    min(len(condition), dim); the extent along the axis is how many it keeps. Entries of a
+    longer condition past the dim are ignored."""
     if ctx.constant(node.input[1]) is not None:
         return convert_index.convert_compress(ctx, node)
     x = ctx.value(node.input[0])
