@@ -105,6 +105,10 @@ EXACT16_BLOCK = "qgemm_s16"
 QGEMM_BLOCKS = ("qgemm", EXACT16_BLOCK)
 
 DOTS = {"vnni": (INTRIN, 16, 8), "avx2": ("x86_avx2_u8s8_8x4", 8, 4)}
+PARALLEL_MACS = 1 << 18
+"""An int8 GEMM of at least this many multiply-adds (about 10 us on one core) runs its outermost
+loop with two or more trips `parallel` (loop-parallelize-outer sees no work in a tensorized nest,
+so it would stay serial); with one thread the backend runs it serially."""
 """int8-dot kind -> (tensor intrinsic, i32 lanes, largest register-block rows): AVX2 has 16
 vector registers, so its blocks are 4 rows x 2 vectors (8 accumulators), VNNI's 8 x 2."""
 
@@ -128,7 +132,8 @@ def schedule_qgemm(fn, block: str = "qgemm", vnni: bool | None = None, dot: str 
     `vpdpbusd`; 'avx2', 8 lanes of `vpmaddubsw` + `vpmaddwd`; 'none'); the default pipelines pass
     `loop-default-schedule{int8-dot=...}` from the target. `vnni=True` is `dot='vnni'`; neither
     given asks the default target (`Target.parse("llvm")`). Returns False (leaving the plain
-    nest, which is correct but scalar) for a target without one."""
+    nest, which is correct but scalar) for a target without one. A GEMM of `PARALLEL_MACS` or
+    more runs its outermost loop with two or more trips `parallel`."""
     from ziggurat.target import Target
     from ziggurat.transforms.loop.primitives.api import Schedule
 
@@ -161,6 +166,10 @@ def schedule_qgemm(fn, block: str = "qgemm", vnni: bool | None = None, dot: str 
     # batch, column panel, row block, k quads, then the register block (rows, vectors), lanes, 4 k
     order = [*cur[:nb], jo, io, cur[-2], ii, jv, jl, cur[-1]]
     s.reorder(*[x for x in order if x is not None])
+    if m * n * cur[-2].op.trip_count * 4 >= PARALLEL_MACS:
+        first = next((lp for lp in s.get_loops(block)[:nb + 2] if lp.op.trip_count >= 2), None)
+        if first is not None:
+            s.parallel(first)
     pos = nb + (1 if jo is not None else 0) + 2
     for part in (ii, jv):
         if part is not None:

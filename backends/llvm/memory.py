@@ -139,6 +139,7 @@ def _load(t: Translator, f: FuncState, op: Operation) -> None:
         f.vals[op.results[0]] = f.b.icmp_unsigned("!=", byte, I8(0))
         return
     f.vals[op.results[0]] = f.b.load(p, align=element_size(p.type.pointee))
+    f.note_access(f.vals[op.results[0]], f.get(ops[0]))
 
 
 def _store(t: Translator, f: FuncState, op: Operation) -> None:
@@ -147,7 +148,7 @@ def _store(t: Translator, f: FuncState, op: Operation) -> None:
     if p.type.pointee == I1:  # stored as the byte 0 or 1
         f.b.store(f.b.zext(f.get(ops[0]), I8), f.b.bitcast(p, I8.as_pointer()), align=1)
         return
-    f.b.store(f.get(ops[0]), p, align=element_size(p.type.pointee))
+    f.note_access(f.b.store(f.get(ops[0]), p, align=element_size(p.type.pointee)), f.get(ops[1]))
 
 
 def _vload(t: Translator, f: FuncState, op: Operation) -> None:
@@ -156,13 +157,14 @@ def _vload(t: Translator, f: FuncState, op: Operation) -> None:
     vt = t.ty(res.type)
     p = f.b.bitcast(address(t, f, ops[0], ops[1:]), vt.as_pointer())
     f.vals[res] = f.b.load(p, align=element_size(vt))
+    f.note_access(f.vals[res], f.get(ops[0]))
 
 
 def _vstore(t: Translator, f: FuncState, op: Operation) -> None:
     ops = op.operands
     value = f.get(ops[0])
     p = f.b.bitcast(address(t, f, ops[1], ops[2:]), value.type.as_pointer())
-    f.b.store(value, p, align=element_size(value.type))
+    f.note_access(f.b.store(value, p, align=element_size(value.type)), f.get(ops[1]))
 
 
 def _define_in_root(f: FuncState, res: SSAValue, value: ir.Value) -> None:

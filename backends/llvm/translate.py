@@ -10,7 +10,11 @@ does not rewrite the xDSL IR and does not go through xDSL's `llvm` dialect.
 * `loop.for` becomes a rotated loop (header with the phi, body, latch). A
   `parallel` loop with more than one thread is outlined into
   `void body(i8*)` and run through `GOMP_parallel`; every thread takes one
-  static contiguous chunk of the iteration range.
+  static contiguous chunk of the iteration range. The buffers it captures come
+  from that argument block, so each access to a kernel argument or allocation
+  carries its buffer's `!alias.scope` and `!noalias` the others' (the
+  `noalias` the kernel's parameters had): LLVM keeps a register block's
+  accumulators in registers there as it does in the serial function.
 * The entry function (`@main`) takes its memrefs, then the const-buffer slots
   and the arena; `<prefix>_entry(void** args)` unpacks the packed array.
 * With `LLVMOptions.profile`, every `func.call` of the entry function reads
@@ -31,7 +35,7 @@ import gc
 from llvmlite import ir
 from xdsl.dialects import func
 from xdsl.dialects.builtin import MemRefType, ModuleOp, UnregisteredOp
-from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
 
 from ziggurat.backends.llvm.arith_ops import ARITH_HANDLERS
 from ziggurat.backends.llvm.lltypes import (
@@ -63,7 +67,7 @@ class FuncState:
     """
 
     __slots__ = ("fn", "b", "entry_b", "start", "vals", "parent", "root", "captures", "cap_size",
-                 "frees", "is_entry", "consts_arg", "arena_arg")
+                 "frees", "is_entry", "consts_arg", "arena_arg", "buffers", "accesses")
 
     def __init__(self, fn: ir.Function, parent: FuncState | None = None):
         self.fn = fn
@@ -75,6 +79,11 @@ class FuncState:
         self.root: FuncState = self if parent is None else parent.root
         self.captures: list[tuple[ir.Value, int]] = []
         self.cap_size = 0
+        # An outlined function: its distinct buffers (captured kernel arguments, which are `noalias`
+        # there, and allocations) by loaded pointer, and its accesses to them, which get alias scopes
+        # once the body is emitted (`Translator.scope_accesses`).
+        self.buffers: dict[ir.Value, int] = {}
+        self.accesses: list[tuple[ir.Instruction, int]] = []
         self.frees: list[ir.Value] = []
         self.is_entry = False
         self.consts_arg: ir.Value | None = None
@@ -102,7 +111,16 @@ class FuncState:
         eb = self.entry_b
         p = eb.bitcast(eb.gep(self.fn.args[0], [I64(off)], inbounds=True), x.type.as_pointer())
         y = self.vals[v] = eb.load(p, align=element_size(x.type))
+        if _distinct_buffer(v):
+            self.buffers[y] = len(self.buffers)
         return y
+
+    def note_access(self, instr: ir.Instruction, base: ir.Value) -> None:
+        """Records a load or store through `base` when it is one of this outlined function's
+        distinct buffers (it then gets that buffer's alias scope)."""
+        k = self.buffers.get(base)
+        if k is not None:
+            self.accesses.append((instr, k))
 
 
 class Translator(EntrySlots):
@@ -386,6 +404,7 @@ class Translator(EntrySlots):
         if lb != 0:
             lo, hi = b.add(lo, I64(lb)), b.add(hi, I64(lb))
         self.serial_loop(g, lo, hi, step, body, guard=True)
+        self.scope_accesses(g)
         self.ret(g, None)
         g.entry_b.branch(g.start)
         # Caller: store the captured values into an argument block, then fork.
@@ -400,6 +419,38 @@ class Translator(EntrySlots):
             data = ir.Constant(I8P, None)
         gomp = d.function("GOMP_parallel", VOID, [_BODY_TYPE.as_pointer(), I8P, I32, I32])
         f.b.call(gomp, [fn, data, I32(self.options.num_threads), I32(0)])
+
+    def scope_accesses(self, g: FuncState) -> None:
+        """Gives each load and store of outlined function `g` through one of its distinct buffers
+        that buffer's alias scope, and `noalias` with the others: the pointers come from the
+        argument block, so LLVM would otherwise assume any two may overlap (and keep, say, a
+        register block's accumulators in memory across a reduction loop)."""
+        if not ALIAS_SCOPES or len(g.buffers) < 2 or not g.accesses:
+            return
+        m = self.module
+        domain = m.add_metadata([ir.MetaDataString(m, f"{g.fn.name}.buffers")])
+        scopes = [m.add_metadata([ir.MetaDataString(m, f"{g.fn.name}.buffer{k}"), domain])
+                  for k in range(len(g.buffers))]
+        own = [m.add_metadata([sc]) for sc in scopes]
+        others = [m.add_metadata([sc for j, sc in enumerate(scopes) if j != k]) for k in range(len(scopes))]
+        for instr, k in g.accesses:
+            instr.set_metadata("alias.scope", own[k])
+            instr.set_metadata("noalias", others[k])
+
+
+ALIAS_SCOPES = True
+"""Alias scopes on the accesses of outlined parallel functions (`Translator.scope_accesses`);
+False only to measure without them."""
+
+
+def _distinct_buffer(v: SSAValue) -> bool:
+    """A memref that no other memref of its kernel aliases: an argument of the kernel function
+    (its LLVM parameters are `noalias`) or an allocation."""
+    if not isinstance(v.type, MemRefType):
+        return False
+    if isinstance(v, BlockArgument):
+        return isinstance(v.owner.parent_op(), func.FuncOp)  # type: ignore[union-attr]
+    return isinstance(v.owner, Operation) and v.owner.name == "loop.alloc"
 
 
 def _op_name(op: Operation) -> str:

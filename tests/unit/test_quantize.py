@@ -1,6 +1,6 @@
 """`ziggurat quantize` (quantize.py): the QDQ model it writes against onnxruntime's quantize_static
-on the same calibration data (same scales, zero points and int8 weights for the tensors both
-quantize), and its runs through ziggurat against onnxruntime's run of the same QDQ model."""
+on the same calibration data (the same int8 weights and weight scales, activation scales within
+an ulp of the observed ranges and zero points within one, for the tensors both quantize), and its runs through ziggurat against onnxruntime's run of the same QDQ model."""
 
 from __future__ import annotations
 
@@ -66,8 +66,9 @@ def test_minmax_matches_onnxruntime_quantize_static(tmp_path, per_channel):
     compared = 0
     for node in theirs.graph.node:
         if node.op_type == "QuantizeLinear" and f"{node.input[0]}_scale" in ours_init:  # an activation both quantize
-            assert ours_init[f"{node.input[0]}_scale"] == theirs_init[node.input[1]]
-            assert ours_init[f"{node.input[0]}_zero_point"] == theirs_init[node.input[2]]
+            # ranges from each engine's own run: a float sum in another order moves the last bit
+            np.testing.assert_allclose(ours_init[f"{node.input[0]}_scale"], theirs_init[node.input[1]], rtol=1e-6)
+            assert abs(int(ours_init[f"{node.input[0]}_zero_point"]) - int(theirs_init[node.input[2]])) <= 1
             compared += 1
         if node.op_type == "DequantizeLinear" and theirs_init.get(node.input[0], np.zeros(0)).dtype == np.int8:
             np.testing.assert_array_equal(ours_init[node.input[0]], theirs_init[node.input[0]])  # the int8 weight
