@@ -233,17 +233,19 @@ def compile(  # noqa: A001 - the public name, as in TVM's relay.build / torch.co
     """
     from ziggurat.frontends.torch import is_module
 
-    if is_module(model):  # PyTorch: exported to ONNX first (frontends/torch.py)
+    torch_module = is_module(model)
+    if torch_module and example_inputs is None and not isinstance(target, (str, Target)):
+        example_inputs, target = target, "llvm"  # ziggurat.compile(module, (x,))
+    # the options of a further compile of a model this call derives (an export, a dynamic model's variant)
+    same = dict(target=target, opt_level=opt_level, pipeline=pipeline, tuning_db=tuning_db, cache=cache,
+                cast_inputs=cast_inputs, memory_limit=memory_limit, check_indices=check_indices)
+    if torch_module:  # PyTorch: exported to ONNX first (frontends/torch.py)
         from ziggurat.frontends.torch import compile_module
 
-        if example_inputs is None and not isinstance(target, (str, Target)):
-            example_inputs, target = target, "llvm"  # ziggurat.compile(module, (x,))
         if example_inputs is None:
             raise InputError("compiling a torch.nn.Module needs example_inputs (a tensor or a tuple of tensors)")
-        same = dict(target=target, opt_level=opt_level, pipeline=pipeline, tuning_db=tuning_db, cache=cache,
-                    cast_inputs=cast_inputs, memory_limit=memory_limit, check_indices=check_indices, shapes=shapes,
-                    on_new_shape=on_new_shape)
-        return compile_module(model, example_inputs, dynamic_shapes, lambda data: compile(data, **same))
+        return compile_module(model, example_inputs, dynamic_shapes,
+                              lambda data: compile(data, **same, shapes=shapes, on_new_shape=on_new_shape))
     from ziggurat.backends.llvm.translate import LLVMOptions
     from ziggurat.runtime.executor import CompiledModel
 
@@ -291,8 +293,6 @@ def compile(  # noqa: A001 - the public name, as in TVM's relay.build / torch.co
                                            "ziggurat.frontends.onnx.symbols.fix_shapes(model, {...})") from None
                 from ziggurat.runtime.dynamic import DynamicModel
 
-                same = dict(target=target, opt_level=opt_level, pipeline=pipeline, tuning_db=tuning_db, cache=cache,
-                            cast_inputs=cast_inputs, memory_limit=memory_limit, check_indices=check_indices)
                 # the ModelProto the importer loaded (after bind=): each variant compiles it at one shape
                 return DynamicModel(err.model, lambda data: compile(data, **same), shapes, on_new_shape)
             if shapes:

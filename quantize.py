@@ -182,7 +182,7 @@ def quantize(model: Any, calibration: Iterable[Mapping[str, np.ndarray]], method
     targets = _targets(out)
     if not targets:
         raise InputError("the model has no Conv, MatMul or Gemm with a float32 weight initializer: nothing to quantize")
-    inits = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+    inits = {t.name: t for t in graph.initializer}  # read as arrays only for the weights quantized
     inputs = [i for i in graph.input if i.name not in inits]
     activations = list(dict.fromkeys(graph.node[i].input[0] for i in targets))
     values = _observe(model, activations, _samples(calibration, inputs), target)
@@ -206,7 +206,7 @@ def quantize(model: Any, calibration: Iterable[Mapping[str, np.ndarray]], method
         names = (f"{w_name}_quantized", f"{w_name}_scale", f"{w_name}_zero_point", f"{w_name}_dequantized")
         if w_name not in made:
             made.add(w_name)
-            w = inits[w_name]
+            w = numpy_helper.to_array(inits[w_name])
             axis = _weight_axis(node, w.ndim) if per_channel else None
             wq, ws = weight_params(w, axis, reduce_range)
             new_inits += [numpy_helper.from_array(wq, names[0]), numpy_helper.from_array(ws, names[1]),

@@ -58,8 +58,8 @@ def quantized(model: Path, inputs: dict[str, np.ndarray], cache: Path, reduce_ra
     if out.exists():
         return out
     cache.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".tmp.onnx")
     if dynamic:
-        tmp = out.with_suffix(".tmp.onnx")
         quantize_dynamic(str(model), str(tmp), weight_type=QuantType.QInt8, reduce_range=reduce_range)
         os.replace(tmp, out)
         return out
@@ -72,8 +72,6 @@ def quantized(model: Path, inputs: dict[str, np.ndarray], cache: Path, reduce_ra
         def get_next(self):
             return next(self.it, None)
 
-    cache.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".tmp.onnx")
     quantize_static(str(model), str(tmp), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
                     activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, reduce_range=reduce_range)
     os.replace(tmp, out)

@@ -60,8 +60,9 @@ def is_module(model: Any) -> bool:
     return any(c.__module__.startswith("torch.nn") and c.__name__ == "Module" for c in type(model).__mro__)
 
 
-def export_onnx(module: Any, args: tuple, dynamic_shapes: Any = None) -> bytes:
-    """`module(*args)` exported as an ONNX model (opset `OPSET`) through torch.export."""
+def export_onnx(module: Any, args: tuple, dynamic_shapes: Any = None) -> tuple[bytes, bool]:
+    """`module(*args)` exported as an ONNX model (opset `OPSET`) through torch.export, and whether
+    the module returns one tensor (not a tuple or list: torch.export's output spec says)."""
     torch = _torch()
     quiet = logging.getLogger("torch.onnx")
     level = quiet.level
@@ -78,7 +79,7 @@ def export_onnx(module: Any, args: tuple, dynamic_shapes: Any = None) -> bytes:
                            "Check the module with torch.export.export(module, example_inputs).") from None
     finally:
         quiet.setLevel(level)
-    return program.model_proto.SerializeToString()
+    return program.model_proto.SerializeToString(), program.exported_program.call_spec.out_spec.is_leaf()
 
 
 class TorchModel:
@@ -108,9 +109,8 @@ def compile_module(module: Any, example_inputs: Any, dynamic_shapes: Any, compil
     if isinstance(module, torch.nn.Module):
         module = module.eval()
     with torch.no_grad():
-        sample = module(*args)
-        data = export_onnx(module, args, _dims(torch, dynamic_shapes))
-    return TorchModel(compile_onnx(data), isinstance(sample, torch.Tensor))
+        data, single = export_onnx(module, args, _dims(torch, dynamic_shapes))
+    return TorchModel(compile_onnx(data), single)
 
 
 def _dims(torch: Any, dynamic_shapes: Any) -> Any:
@@ -204,25 +204,16 @@ def backend(gm: Any, example_inputs: Sequence[Any], compile_onnx: Callable[[byte
     torch = _torch()
 
     graph = _Graph(torch, gm, example_inputs)
-    made: dict[str, Any] = {}
-    dynamic = tuple({d: made.setdefault(name, torch.export.Dim.DYNAMIC) for d, name in dims.items()}
-                    for dims in graph.dynamic) if any(graph.dynamic) else None
-    state: dict[str, Any] = {}
-
-    def build(args: Sequence[Any]) -> None:
-        # at the first call, outside dynamo's tracing: torch.export inside it would take over
-        # dynamo's shape guards (and fail to evaluate them)
-        tensors = tuple(args[i] for i in graph.tensors)
-        with torch.no_grad():
-            sample = graph.gm(*args)
-            state["model"] = compile_onnx(export_onnx(graph.module(torch), tensors, dynamic))
-        state["tuple"] = isinstance(sample, (tuple, list))
+    dynamic = tuple({d: torch.export.Dim.DYNAMIC for d in dims} for dims in graph.dynamic) \
+        if any(graph.dynamic) else None
+    state: dict[str, TorchModel] = {}
 
     def run(*args: Any) -> Any:
-        if not state:
-            build(args)
-        arrays = [args[i].detach().cpu().contiguous().numpy() for i in graph.tensors]
-        outputs = tuple(torch.from_numpy(o) for o in state["model"](*arrays))
-        return outputs if state["tuple"] else outputs[0]
+        tensors = tuple(args[i] for i in graph.tensors)
+        if not state:  # at the first call, outside dynamo's tracing: torch.export inside it would take
+            with torch.no_grad():  # over dynamo's shape guards (and fail to evaluate them)
+                data, single = export_onnx(graph.module(torch), tensors, dynamic)
+            state["model"] = TorchModel(compile_onnx(data), single)
+        return state["model"](*tensors)
 
     return run

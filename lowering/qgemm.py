@@ -126,19 +126,19 @@ def no_pair_saturates(b: np.ndarray, a_max: int = 255) -> bool:
     return bool(pos.max(initial=0) <= 32767 and neg.min(initial=0) >= -32768)
 
 
-def schedule_qgemm(fn, block: str = "qgemm", vnni: bool | None = None, dot: str | None = None) -> bool:
+def schedule_qgemm(fn, block: str = "qgemm", dot: str | None = None) -> bool:
     """The default schedule of a lowered `graph.qgemm` kernel: register blocks and tensorized
     int8 dot steps. `dot` is the target's int8 dot product (`Target.int8_dot`: 'vnni', 16 lanes of
     `vpdpbusd`; 'avx2', 8 lanes of `vpmaddubsw` + `vpmaddwd`; 'none'); the default pipelines pass
-    `loop-default-schedule{int8-dot=...}` from the target. `vnni=True` is `dot='vnni'`; neither
-    given asks the default target (`Target.parse("llvm")`). Returns False (leaving the plain
+    `loop-default-schedule{int8-dot=...}` from the target; None asks the default target
+    (`Target.parse("llvm")`). Returns False (leaving the plain
     nest, which is correct but scalar) for a target without one. A GEMM of `PARALLEL_MACS` or
     more runs its outermost loop with two or more trips `parallel`."""
     from ziggurat.target import Target
     from ziggurat.transforms.loop.primitives.api import Schedule
 
     if dot is None:
-        dot = "vnni" if vnni else Target.parse("llvm").int8_dot
+        dot = Target.parse("llvm").int8_dot
     if dot not in DOTS or (dot == "avx2" and block != EXACT16_BLOCK):  # vpmaddubsw saturates pairs
         return False
     intrin, lanes, max_rows = DOTS[dot]

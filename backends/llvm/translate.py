@@ -425,7 +425,7 @@ class Translator(EntrySlots):
         that buffer's alias scope, and `noalias` with the others: the pointers come from the
         argument block, so LLVM would otherwise assume any two may overlap (and keep, say, a
         register block's accumulators in memory across a reduction loop)."""
-        if not ALIAS_SCOPES or len(g.buffers) < 2 or not g.accesses:
+        if len(g.buffers) < 2 or not g.accesses:
             return
         m = self.module
         domain = m.add_metadata([ir.MetaDataString(m, f"{g.fn.name}.buffers")])
@@ -436,11 +436,6 @@ class Translator(EntrySlots):
         for instr, k in g.accesses:
             instr.set_metadata("alias.scope", own[k])
             instr.set_metadata("noalias", others[k])
-
-
-ALIAS_SCOPES = True
-"""Alias scopes on the accesses of outlined parallel functions (`Translator.scope_accesses`);
-False only to measure without them."""
 
 
 def _distinct_buffer(v: SSAValue) -> bool:

@@ -51,6 +51,7 @@ from ziggurat.frontends.onnx.convert_index import (
     MAX_EXACT_INDEX,
     MAX_PAIRWISE,
     const,
+    flag,
     mask,
     norm_axis,
     prefix_sum,
@@ -84,23 +85,10 @@ def _check_size(ctx: ConversionContext, elements: int, n: int) -> None:
                               f"{MAX_PAIRWISE}; ziggurat computes run-time sized results that way")
 
 
-def _as_mask(ctx: ConversionContext, flag: SSAValue) -> SSAValue:
-    """An i1 tensor as float32 1.0/0.0."""
-    return ctx.emit(CastOp(flag, TensorType(f32, list(shape_of(flag)))))
-
-
-def flag(ctx: ConversionContext, a: SSAValue, b: SSAValue, kind: str) -> SSAValue:
-    """float32 1.0/0.0 where `a kind b` (broadcast), compared exactly in their own element type."""
-    out = list(graph.broadcast_shapes(shape_of(a), shape_of(b)))
-    if element_type(a) == f32:
-        return ctx.emit(graph.CompareOp(a, b, kind, TensorType(f32, out)))
-    return _as_mask(ctx, ctx.emit(graph.CompareOp(a, b, kind, TensorType(IntegerType(1), out))))
-
-
 def nonzero_mask(ctx: ConversionContext, x: SSAValue) -> SSAValue:
     """float32 1.0 where `x` is not zero (bool: true)."""
     if element_type(x) == IntegerType(1):
-        return _as_mask(ctx, x)
+        return ctx.emit(CastOp(x, TensorType(f32, list(shape_of(x)))))
     return flag(ctx, x, const(ctx, x, np.zeros(1), "zero"), "ne")
 
 
@@ -318,10 +306,10 @@ def carried_axis(ctx: ConversionContext, node: onnx.NodeProto, sized: dict[int, 
         axis = _axis_kept(shapes[0], out_shape, extent.axis)
     else:
         axis = _axis_through(node, first, extent.axis, shapes)
-    same = all(e.value is extent.value for _, e in others)
-    if axis is not None and same and all(_axis_through(node, i, e.axis, shapes) == axis for i, e in others):
-        if node.op_type in ("Div", "Mod") and not dtypes.is_float(element_type(ctx.value(node.input[0]))):
-            axis = None  # the padding past the extent may hold a zero divisor
+    # every sized input must bring the same extent to the same output axis
+    same = all(e.value is extent.value and _axis_through(node, i, e.axis, shapes) == axis for i, e in others)
+    if node.op_type in ("Div", "Mod") and not dtypes.is_float(element_type(ctx.value(node.input[0]))):
+        axis = None  # the padding past the extent may hold a zero divisor
     if axis is None or not same:
         name = node.input[first]
         raise ctx.unsupported(

@@ -136,6 +136,18 @@ def compare(ctx: ConversionContext, a: SSAValue, b: SSAValue, kind: str) -> SSAV
     return ctx.emit(graph.CompareOp(a, b, kind, like(a, out)))  # type: ignore[arg-type]
 
 
+def flag(ctx: ConversionContext, a: SSAValue, b: SSAValue, kind: str) -> SSAValue:
+    """float32 1.0/0.0 where `a kind b` (broadcast), compared exactly in their own element type
+    (integers through an i1 result and a cast)."""
+    out = list(graph.broadcast_shapes(shape_of(a), shape_of(b)))
+    if a.type.element_type == f32:  # type: ignore[attr-defined]
+        return ctx.emit(graph.CompareOp(a, b, kind, TensorType(f32, out)))
+    from ziggurat.dialects.graph_dtype import CastOp
+
+    hit = ctx.emit(graph.CompareOp(a, b, kind, TensorType(IntegerType(1), out)))
+    return ctx.emit(CastOp(hit, TensorType(f32, out)))
+
+
 def reduce(ctx: ConversionContext, x: SSAValue, kind: str, axes: Sequence[int], keepdims: bool) -> SSAValue:
     shape = shape_of(x)
     out = [1 if d in axes else n for d, n in enumerate(shape)] if keepdims else \
@@ -267,19 +279,11 @@ def convert_topk(ctx: ConversionContext, node: onnx.NodeProto, every: bool = Fal
     # rank[i] = #{j : x[j] beats x[i]} + #{j < i : x[j] == x[i]}
     xi = reshape(ctx, x, (pre, n, 1, post))
     xj = reshape(ctx, x, (pre, 1, n, post))
-    from ziggurat.dialects.graph_dtype import CastOp
 
     # integer inputs compare exactly in their own type; the masks and ranks are float32 (exact below 2**24)
-    def cmp(kind: str) -> SSAValue:
-        if _is_float(x):
-            return compare(ctx, xj, xi, kind)
-        out = [pre, n, n, post]
-        flag = ctx.emit(graph.CompareOp(xj, xi, kind, TensorType(IntegerType(1), out)))
-        return ctx.emit(CastOp(flag, TensorType(f32, out)))
-
-    beats = cmp("gt" if largest else "lt")
+    beats = flag(ctx, xj, xi, "gt" if largest else "lt")
     earlier = mask(ctx, (np.arange(n)[None, :] < np.arange(n)[:, None]).reshape(1, n, n, 1), "earlier")
-    ties = ctx.emit(graph.MulOp(cmp("eq"), earlier, beats.type))
+    ties = ctx.emit(graph.MulOp(flag(ctx, xj, xi, "eq"), earlier, beats.type))
     rank = reduce(ctx, ctx.emit(graph.AddOp(beats, ties, beats.type)), "sum", [2], False)  # [pre, n, post]
     # slot r takes the element whose rank is r
     slots = const(ctx, rank, np.arange(k).reshape(1, k, 1, 1), "slots")

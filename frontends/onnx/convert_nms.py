@@ -40,7 +40,8 @@ from ziggurat.dialects import graph
 from ziggurat.dialects.graph_dtype import CastOp
 from ziggurat.frontends.onnx.context import ConversionContext, Value, attributes, element_type, shape_of
 from ziggurat.frontends.onnx.convert_data_dependent import gather_slots, record
-from ziggurat.frontends.onnx.convert_index import MAX_PAIRWISE, const, prefix_sum, reduce
+from ziggurat.frontends.onnx.convert_index import MAX_PAIRWISE, compare, const, prefix_sum, reduce
+from ziggurat.frontends.onnx.convert_quant import _bin
 from ziggurat.frontends.onnx.convert_window import reshape, transpose
 
 MAX_BOXES = 256
@@ -48,20 +49,10 @@ MAX_BOXES = 256
 (256 boxes, 4 classes: 2.4 s to compile, 7 ms a call on the AVX-512 host; 1,000 boxes took 2.2 s a call)."""
 
 
-def _binary(ctx: ConversionContext, op: type, a: SSAValue, b: SSAValue) -> SSAValue:
-    out = graph.broadcast_shapes(shape_of(a), shape_of(b))
-    return ctx.emit(op(a, b, TensorType(element_type(a), list(out))))
-
-
-def _flag(ctx: ConversionContext, a: SSAValue, b: SSAValue, kind: str) -> SSAValue:
-    out = graph.broadcast_shapes(shape_of(a), shape_of(b))
-    return ctx.emit(graph.CompareOp(a, b, kind, TensorType(f32, list(out))))
-
-
 def _all(ctx: ConversionContext, *masks: SSAValue) -> SSAValue:
     result = masks[0]
     for m in masks[1:]:
-        result = _binary(ctx, graph.MulOp, result, m)
+        result = _bin(ctx, graph.MulOp, result, m)
     return result
 
 
@@ -87,12 +78,12 @@ def _extents(ctx: ConversionContext, boxes: SSAValue, center: bool) -> list[SSAV
             for k in range(4)]
     if center:  # [x_center, y_center, width, height]
         half = const(ctx, boxes, np.full(1, 2.0), "two")
-        w, h = _binary(ctx, graph.DivOp, part[2], half), _binary(ctx, graph.DivOp, part[3], half)
-        return [_binary(ctx, graph.SubOp, part[0], w), _binary(ctx, graph.AddOp, part[0], w),
-                _binary(ctx, graph.SubOp, part[1], h), _binary(ctx, graph.AddOp, part[1], h)]
+        w, h = _bin(ctx, graph.DivOp, part[2], half), _bin(ctx, graph.DivOp, part[3], half)
+        return [_bin(ctx, graph.SubOp, part[0], w), _bin(ctx, graph.AddOp, part[0], w),
+                _bin(ctx, graph.SubOp, part[1], h), _bin(ctx, graph.AddOp, part[1], h)]
     # [y1, x1, y2, x2], either corner first
-    return [_binary(ctx, graph.MinOp, part[1], part[3]), _binary(ctx, graph.MaxOp, part[1], part[3]),
-            _binary(ctx, graph.MinOp, part[0], part[2]), _binary(ctx, graph.MaxOp, part[0], part[2])]
+    return [_bin(ctx, graph.MinOp, part[1], part[3]), _bin(ctx, graph.MaxOp, part[1], part[3]),
+            _bin(ctx, graph.MinOp, part[0], part[2]), _bin(ctx, graph.MaxOp, part[0], part[2])]
 
 
 def _overlaps(ctx: ConversionContext, boxes: SSAValue, center: bool, iou: SSAValue) -> SSAValue:
@@ -105,16 +96,16 @@ def _overlaps(ctx: ConversionContext, boxes: SSAValue, center: bool, iou: SSAVal
         return reshape(ctx, v, (b, n, 1)), reshape(ctx, v, (b, 1, n))
 
     (xi0, xj0), (xi1, xj1), (yi0, yj0), (yi1, yj1) = pair(x0), pair(x1), pair(y0), pair(y1)
-    wide = _binary(ctx, graph.SubOp, _binary(ctx, graph.MinOp, xi1, xj1), _binary(ctx, graph.MaxOp, xi0, xj0))
-    tall = _binary(ctx, graph.SubOp, _binary(ctx, graph.MinOp, yi1, yj1), _binary(ctx, graph.MaxOp, yi0, yj0))
-    inter = _binary(ctx, graph.MulOp, wide, tall)
-    area = _binary(ctx, graph.MulOp, _binary(ctx, graph.SubOp, x1, x0), _binary(ctx, graph.SubOp, y1, y0))
+    wide = _bin(ctx, graph.SubOp, _bin(ctx, graph.MinOp, xi1, xj1), _bin(ctx, graph.MaxOp, xi0, xj0))
+    tall = _bin(ctx, graph.SubOp, _bin(ctx, graph.MinOp, yi1, yj1), _bin(ctx, graph.MaxOp, yi0, yj0))
+    inter = _bin(ctx, graph.MulOp, wide, tall)
+    area = _bin(ctx, graph.MulOp, _bin(ctx, graph.SubOp, x1, x0), _bin(ctx, graph.SubOp, y1, y0))
     ai, aj = pair(area)
-    union = _binary(ctx, graph.SubOp, _binary(ctx, graph.AddOp, ai, aj), inter)
-    ratio = _binary(ctx, graph.DivOp, inter, union)  # inf/NaN only where a mask below is 0
-    return _all(ctx, _flag(ctx, wide, zero, "gt"), _flag(ctx, tall, zero, "gt"), _flag(ctx, inter, zero, "gt"),
-                _flag(ctx, ai, zero, "gt"), _flag(ctx, aj, zero, "gt"), _flag(ctx, union, zero, "gt"),
-                _flag(ctx, ratio, iou, "gt"))
+    union = _bin(ctx, graph.SubOp, _bin(ctx, graph.AddOp, ai, aj), inter)
+    ratio = _bin(ctx, graph.DivOp, inter, union)  # inf/NaN only where a mask below is 0
+    return _all(ctx, compare(ctx, wide, zero, "gt"), compare(ctx, tall, zero, "gt"), compare(ctx, inter, zero, "gt"),
+                compare(ctx, ai, zero, "gt"), compare(ctx, aj, zero, "gt"), compare(ctx, union, zero, "gt"),
+                compare(ctx, ratio, iou, "gt"))
 
 
 def convert_nms(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
@@ -143,22 +134,22 @@ def convert_nms(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]
     # before[j, i]: box j is visited before box i (higher score, or the same score and a lower index)
     sj, si = reshape(ctx, scores, (b, c, n, 1)), reshape(ctx, scores, (b, c, 1, n))
     lower = const(ctx, scores, (np.arange(n)[:, None] < np.arange(n)[None, :]).reshape(1, 1, n, n), "lower")
-    before = _binary(ctx, graph.AddOp, _flag(ctx, sj, si, "gt"), _all(ctx, _flag(ctx, sj, si, "eq"), lower))
+    before = _bin(ctx, graph.AddOp, compare(ctx, sj, si, "gt"), _all(ctx, compare(ctx, sj, si, "eq"), lower))
     candidate = const(ctx, scores, np.ones((b, c, n)), "all") if threshold is None else \
-        _flag(ctx, scores, threshold, "gt")  # [B, C, N]
+        compare(ctx, scores, threshold, "gt")  # [B, C, N]
     blocks = _all(ctx, before, over)  # [j, i]: box j, once kept, blocks box i (over is symmetric)
     kept = candidate
-    one = const(ctx, scores, np.ones(1), "one")
+    one = const(ctx, scores, np.ones((1, 1, 1)), "one")  # the rounds' rank: no reshape per round
     for _ in range(n - 1):
-        blocked = reduce(ctx, _binary(ctx, graph.MulOp, blocks, reshape(ctx, kept, (b, c, n, 1))), "max", [2], False)
-        kept = _binary(ctx, graph.MulOp, candidate, _binary(ctx, graph.SubOp, one, blocked))
-    rank = reduce(ctx, _binary(ctx, graph.MulOp, before, reshape(ctx, kept, (b, c, n, 1))), "sum", [2], False)
-    kept = _binary(ctx, graph.MulOp, kept, _flag(ctx, rank, cap, "lt"))  # the first `cap` of each group
+        blocked = reduce(ctx, _bin(ctx, graph.MulOp, blocks, reshape(ctx, kept, (b, c, n, 1))), "max", [2], False)
+        kept = _bin(ctx, graph.MulOp, candidate, _bin(ctx, graph.SubOp, one, blocked))
+    rank = reduce(ctx, _bin(ctx, graph.MulOp, before, reshape(ctx, kept, (b, c, n, 1))), "sum", [2], False)
+    kept = _bin(ctx, graph.MulOp, kept, compare(ctx, rank, cap, "lt"))  # the first `cap` of each group
     per_group = reduce(ctx, reshape(ctx, kept, (g, n)), "sum", [1], False)  # [G]
     offset = prefix_sum(ctx, per_group, 0, True, False)
-    row = reshape(ctx, _binary(ctx, graph.AddOp, reshape(ctx, rank, (g, n)), reshape(ctx, offset, (g, 1))), (g * n,))
+    row = reshape(ctx, _bin(ctx, graph.AddOp, reshape(ctx, rank, (g, n)), reshape(ctx, offset, (g, 1))), (g * n,))
     slots = const(ctx, row, np.arange(g * n).reshape(g * n, 1), "slots")
-    chosen = _binary(ctx, graph.MulOp, _flag(ctx, reshape(ctx, row, (1, g * n)), slots, "eq"),
+    chosen = _bin(ctx, graph.MulOp, compare(ctx, reshape(ctx, row, (1, g * n)), slots, "eq"),
                      reshape(ctx, kept, (1, g * n)))  # [slot, candidate]
     group, box = np.divmod(np.arange(g * n), n)
     table = np.stack([group // c, group % c, box])  # [3, G * N]

@@ -56,7 +56,7 @@ def _zero_point(ctx: ConversionContext, zp: np.ndarray | None, label: str) -> SS
 
 def qdq_matmul(ctx: ConversionContext, node: onnx.NodeProto) -> SSAValue | None:
     """The int8 GEMM for MatMul `node` when its operands are dequantized as above; None otherwise."""
-    dot = getattr(ctx, "int8_dot", "none")
+    dot = ctx.int8_dot
     if dot == "none":
         return None
     a, b = _dequantize(ctx, node.input[0]), _dequantize(ctx, node.input[1])

@@ -243,7 +243,7 @@ class ImportedModel:
 
 
 def import_onnx(model_or_path: ModelSource, memory_limit: int | str | None = None,
-                check_indices: bool = True, int8_dot: bool | str = False) -> ImportedModel:
+                check_indices: bool = True, int8_dot: str = "none") -> ImportedModel:
     """Imports an ONNX model given as a `ModelProto`, a path or serialized bytes.
 
     Raises ModelLoadError for a file that cannot be read or is not valid ONNX
@@ -256,7 +256,7 @@ def import_onnx(model_or_path: ModelSource, memory_limit: int | str | None = Non
     where a computed shape differs from the model's shape information.
     `check_indices=False` leaves out the run-time bounds checks of
     data-dependent indices (frontends/onnx/index_checks.py). `int8_dot` (the target's int8 dot
-    product, `Target.int8_dot`: 'vnni' or True, 'avx2'; 'none' or False) makes the MatMuls of a
+    product, `Target.int8_dot`: 'vnni' or 'avx2'; 'none') makes the MatMuls of a
     QDQ model int8 GEMMs (convert_qdq_matmul.py).
     """
     limit = resolve_memory_limit(memory_limit)
@@ -540,7 +540,7 @@ def _erase_dead_ops(block: Block) -> None:
 
 def _import_graph(graph: onnx.GraphProto, opset: int, inferred: dict[str, Shape],
                   types: dict[str, Attribute] | None = None, check_indices: bool = True,
-                  int8_dot: bool | str = False) -> ImportedModel:
+                  int8_dot: str = "none") -> ImportedModel:
     initializers = {tensor.name: numpy_helper.to_array(tensor) for tensor in graph.initializer}
     inputs = [info for info in graph.input if info.name not in initializers]
     input_types = [_input_type(info) for info in inputs]
@@ -549,7 +549,7 @@ def _import_graph(graph: onnx.GraphProto, opset: int, inferred: dict[str, Shape]
     ctx = ConversionContext(Builder(InsertPoint.at_end(block)), WeightStore(), opset)
     ctx.value_types = types or {}
     ctx.producers = {out: node for node in graph.node for out in node.output if out}
-    ctx.int8_dot = ("vnni" if int8_dot else "none") if isinstance(int8_dot, bool) else int8_dot
+    ctx.int8_dot = int8_dot
     for name, array in initializers.items():
         ctx.bind(name, array)
     for info, arg in zip(inputs, block.args, strict=True):

@@ -208,3 +208,14 @@ def test_a_reshape_that_merges_the_sized_axis_is_refused():
     m = model(nodes, {"x": (np.float32, (2, 3))}, {"y": (np.int64, 1)}, [("shape", np.array([-1], np.int64))])
     with pytest.raises(UnsupportedOpError, match=r"flat.*reshapes that keep that axis whole"):
         ziggurat.compile(m, cache=False)
+
+
+def test_two_sized_inputs_on_different_output_axes_are_refused():
+    """NonZero [1, n] plus its transpose [n, 1] broadcasts to [n, n]: sized along both axes, which
+    one extent cannot describe."""
+    nodes = [helper.make_node("NonZero", ["x"], ["nz"], name="nz"),
+             helper.make_node("Transpose", ["nz"], ["t"], perm=[1, 0]),
+             helper.make_node("Add", ["nz", "t"], ["y"], name="both")]
+    m = model(nodes, {"x": (np.float32, (2,))}, {"y": (np.int64, 2)})
+    with pytest.raises(UnsupportedOpError, match=r"both.*known only at run time \(from NonZero node 'nz'\)"):
+        ziggurat.compile(m, cache=False)
