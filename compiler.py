@@ -256,6 +256,13 @@ def compile(  # noqa: A001 - the public name, as in TVM's relay.build / torch.co
 
         return c_compile(model, tgt, opt_level, pipeline, after_pass, tuning_db, bind, memory_limit, check_indices,
                          cast_inputs)
+    if tgt.kind == "cuda":  # PTX through LLVM's NVPTX backend, run through the CUDA driver (backends/cuda)
+        from ziggurat.cross import cuda_compile
+
+        if tuning_db is not None or profile:
+            raise InputError(f"target '{tgt}': tuning records and the profiler are not built for GPUs yet; "
+                             "compile without tuning_db and profile")
+        return cuda_compile(model, tgt, opt_level, pipeline, after_pass, bind, memory_limit, check_indices, cast_inputs)
     if not tgt.is_native:  # another architecture (aarch64 on x86): exported, never run here (cross.py)
         from ziggurat.cross import cross_compile
 

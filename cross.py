@@ -130,3 +130,33 @@ def ctypes_address(lib: Any, symbol: str) -> int:
     import ctypes
 
     return ctypes.cast(getattr(lib, symbol), ctypes.c_void_p).value  # type: ignore[return-value]
+
+
+def cuda_compile(model: Any, target: str | Target, opt_level: int = 3, pipeline: str | None = None,
+                 after_pass: Any = None, bind: dict[str, Any] | None = None,
+                 memory_limit: int | str | None = None, check_indices: bool = True, cast_inputs: bool = False) -> Any:
+    """Compiles an ONNX model for a CUDA target; returns a `CudaModel` (see the module docstring).
+    No compile cache and no tuning records yet (every call builds; the default GPU schedule)."""
+    import time
+
+    from ziggurat.backends.cuda.build import emit_ptx
+    from ziggurat.backends.cuda.translate import translate_gpu_module
+    from ziggurat.compiler import CompileStats, _import_model, _lower
+    from ziggurat.lowering import pipelines
+    from ziggurat.runtime.cuda import CudaModel
+
+    tgt = Target.parse(target)
+    spec = pipelines.cuda_pipeline(opt_level, tgt, graph=pipeline)
+    stats = CompileStats()
+    work, inputs, outputs = _import_model(model, bind, memory_limit, check_indices, stats, int8_dot="none")
+    model = None
+    arch = tgt.llvm_cpu
+    low = _lower(work, spec, None, stats, after_pass, translate=lambda m, _opts: translate_gpu_module(m, arch))
+    stats.kernels, stats.kernel_calls = low.kernels, low.kernel_calls
+    stats.arena_bytes, stats.unplanned_bytes = low.arena_bytes, low.unplanned_bytes
+    t0 = time.perf_counter()
+    program = low.info.program
+    program.ptx = emit_ptx(low.llvm_ir, arch)
+    stats.seconds["llvm"] += time.perf_counter() - t0
+    info = {"stats": stats, "target": str(tgt), "pipeline": spec, "llvm_ir": low.llvm_ir}
+    return CudaModel(program, inputs, outputs, low.constants, info=info, cast_inputs=cast_inputs)

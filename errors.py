@@ -73,3 +73,9 @@ class TuningDatabaseError(TuningError):
 class MemoryLimitError(ZigguratError):
     """A model, file or tensor that needs more memory than the memory budget
     allows (ziggurat/limits.py), or a memory limit that cannot be read."""
+
+
+class CudaError(ZigguratError):
+    """A failure of the CUDA driver (runtime/cuda_driver.py): no driver or GPU on the machine, a
+    PTX module the driver cannot load, a kernel launch or copy that fails. The message names the
+    driver's error (CUDA_ERROR_...) and what was being done."""

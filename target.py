@@ -52,7 +52,13 @@ from functools import cache
 
 from ziggurat.errors import ZigguratError
 
-KINDS = ("llvm", "c")  # c: portable C printed by backends/c and built by the system cc (docs/targets.md)
+# c: portable C printed by backends/c and built by the system cc; cuda: PTX for an NVIDIA GPU through LLVM's
+# NVPTX backend, run through the CUDA driver (backends/cuda, runtime/cuda.py; docs/targets.md)
+KINDS = ("llvm", "c", "cuda")
+# CUDA compute capabilities ziggurat emits PTX for (`cuda -arch=sm_90`); the default is sm_80 (Ampere).
+CUDA_ARCHES = ("sm_70", "sm_75", "sm_80", "sm_86", "sm_89", "sm_90")
+CUDA_DEFAULT_ARCH = "sm_80"
+CUDA_TRIPLE = "nvptx64-nvidia-cuda"
 
 GENERIC_CPU = "x86-64"
 
@@ -260,13 +266,25 @@ class Target:
             elif key == "mtriple":
                 triple_arch(value)
                 fields["mtriple"] = value
+            elif key == "arch" and words[0] == "cuda":
+                if value not in CUDA_ARCHES:
+                    raise ZigguratError(f"-arch={value}: ziggurat emits PTX for {', '.join(CUDA_ARCHES)}")
+                fields["mcpu"] = value
             elif key == "num-cores":
                 if not value.isdigit() or int(value) < 1:
                     raise ZigguratError(f"-num-cores must be a positive integer, got '{value}'")
                 fields["num_cores"] = int(value)
             else:
-                raise ZigguratError(f"unknown target option '-{key}'; known: -mtriple, -mcpu, -mattr, -num-cores")
+                raise ZigguratError(f"unknown target option '-{key}'; known: -mtriple, -mcpu, -mattr, -num-cores"
+                                    + (", -arch (cuda)" if words[0] == "cuda" else ""))
         tgt = cls(**fields)  # type: ignore[arg-type]
+        if tgt.kind == "cuda":
+            if tgt.mtriple is not None or tgt.mattr is not None or (tgt.num_cores or 1) > 1:
+                raise ZigguratError(f"target '{text}': a CUDA target takes -arch=sm_NN only (the GPU's compute "
+                                    "capability); -mtriple, -mattr and -num-cores are for CPU targets")
+            if tgt.mcpu is not None and tgt.mcpu not in CUDA_ARCHES:
+                raise ZigguratError(f"target '{text}': give the GPU as -arch=sm_NN, one of {', '.join(CUDA_ARCHES)}")
+            return tgt
         if tgt.kind == "c" and tgt.mtriple is not None:
             raise ZigguratError(f"target '{text}': the C target builds for this machine with the system cc "
                                 "(-march=native, or -mcpu=/-mattr=); it takes no -mtriple")
@@ -297,7 +315,7 @@ class Target:
 
     @property
     def num_threads(self) -> int:
-        if self.arch == "wasm32":
+        if self.arch in ("wasm32", "nvptx64"):  # a GPU's threads are the kernels' grid, not host threads
             return 1  # single-threaded: no OpenMP in a wasm module (parse refuses -num-cores > 1)
         if self.num_cores is not None:
             return self.num_cores
@@ -310,25 +328,30 @@ class Target:
 
     @property
     def arch(self) -> str:
-        """`x86_64`, `aarch64` or `wasm32`: the triple's architecture (the host's without `-mtriple`)."""
+        """`x86_64`, `aarch64`, `wasm32` or `nvptx64` (cuda): the triple's architecture (the host's without
+        `-mtriple`)."""
+        if self.kind == "cuda":
+            return "nvptx64"
         return host_arch() if self.mtriple is None else triple_arch(self.mtriple)
 
     @property
     def is_native(self) -> bool:
         """Whether this machine can run the target's code (its architecture is the host's): code for a
         foreign target is exported and linked by a cross compiler, never JIT-compiled."""
-        return self.mtriple is None or self.arch == host_arch()
+        return self.kind != "cuda" and (self.mtriple is None or self.arch == host_arch())
 
     @property
     def llvm_triple(self) -> str | None:
         """The LLVM triple to generate code for; None for the host's (LLVM's default triple)."""
-        return self.mtriple
+        return CUDA_TRIPLE if self.kind == "cuda" else self.mtriple
 
     @property
     def llvm_cpu(self) -> str:
         """The CPU LLVM generates code for."""
         if self.mcpu is not None:
             return self.mcpu
+        if self.kind == "cuda":
+            return CUDA_DEFAULT_ARCH
         if self.arch == "wasm32":
             return WASM_GENERIC_CPU
         if self.arch == "aarch64" and (self.mattr is not None or not self.is_native):
@@ -340,7 +363,7 @@ class Target:
         """The feature string LLVM is given on top of `llvm_cpu`'s own."""
         if self.mattr is not None:
             return self.mattr
-        if self.mcpu is not None or self.arch == "wasm32":
+        if self.mcpu is not None or self.arch in ("wasm32", "nvptx64"):
             return ""  # wasm32 without -mattr: scalar code (give -mattr=+simd128 for 4 lanes)
         return "+neon" if not self.is_native else host_cpu()[1]
 
@@ -364,6 +387,8 @@ class Target:
         128 bits, else 1: scalar code)."""
         if self.arch == "wasm32":
             return 4 if self.has("simd128") else 1
+        if self.arch == "nvptx64":
+            return 1  # scalar code per GPU thread: the warp is the vector
         if self.arch == "aarch64":
             return 4
         if self.has("avx512f"):
@@ -386,7 +411,7 @@ class Target:
         if self.mtriple:
             parts.append(f"-mtriple={self.mtriple}")
         if self.mcpu:
-            parts.append(f"-mcpu={self.mcpu}")
+            parts.append(f"-arch={self.mcpu}" if self.kind == "cuda" else f"-mcpu={self.mcpu}")
         if self.mattr:
             parts.append(f"-mattr={self.mattr}")
         if self.num_cores:
@@ -402,7 +427,7 @@ def _features(cpu: str, feature_string: str, arch: str = "x86_64") -> frozenset[
             on.add(f[1:])
         elif f.startswith("-"):
             on.discard(f[1:])
-    if arch == "wasm32":
+    if arch in ("wasm32", "nvptx64"):
         return frozenset(on)  # only what -mattr says (simd128, relaxed-simd, ...); no x86 or Arm feature
     if arch == "aarch64":
         return frozenset(on | {"neon"})  # every AArch64 Linux CPU has it (Armv8-A's Advanced SIMD)

@@ -52,6 +52,10 @@ from xdsl.utils.exceptions import VerifyException
 from ziggurat.dialects.access_syntax import parse_access, print_access, resolve_indices
 
 LOOP_KINDS = ("serial", "parallel", "vectorized", "unrolled")
+# A GPU loop's iterations are the grid's blocks or a block's threads (TVM's thread axes; `bind`,
+# transforms/loop/primitives/bind.py): the CUDA backend reads the loop variable from %ctaid.x / %tid.x.
+GPU_LOOP_KINDS = ("blockIdx.x", "threadIdx.x")
+ALL_LOOP_KINDS = LOOP_KINDS + GPU_LOOP_KINDS
 ITER_KINDS = ("S", "R")
 
 
@@ -65,8 +69,9 @@ class ForOp(IRDLOperation):
     """A loop with static bounds and a kind.
 
     `kind` is `serial`, `parallel` (iterations may run on different threads),
-    `vectorized` (the innermost loop becomes vector code in convert-loop-to-hw)
-    or `unrolled`. The step is printed only when it is not 1.
+    `vectorized` (the innermost loop becomes vector code in convert-loop-to-hw),
+    `unrolled`, or a GPU thread axis (`blockIdx.x`, `threadIdx.x`: each
+    iteration is one block of the grid, or one thread of a block). The step is printed only when it is not 1.
 
     ```mlir
     loop.for %i = 0 to 64 step 4 parallel {
@@ -113,7 +118,8 @@ class ForOp(IRDLOperation):
         lb, ub, step = self.bounds
         _require(step > 0, self, f"step must be positive, got {step}")
         _require(lb <= ub, self, f"lower bound {lb} exceeds upper bound {ub}")
-        _require(self.kind.data in LOOP_KINDS, self, f"kind must be one of {LOOP_KINDS}, got '{self.kind.data}'")
+        _require(self.kind.data in ALL_LOOP_KINDS, self,
+                 f"kind must be one of {ALL_LOOP_KINDS}, got '{self.kind.data}'")
         args = self.body.block.args
         _require(len(args) == 1 and isinstance(args[0].type, IndexType), self, "body needs one index argument")
 
@@ -136,7 +142,7 @@ class ForOp(IRDLOperation):
         parser.parse_keyword("to")
         ub = parser.parse_integer(allow_boolean=False)
         step = parser.parse_integer(allow_boolean=False) if parser.parse_optional_keyword("step") else 1
-        kind = parser.parse_keyword_in(LOOP_KINDS, " (loop kind)")
+        kind = parser.parse_keyword_in(ALL_LOOP_KINDS, " (loop kind)")
         body = parser.parse_region([iv])
         op = cls(lb, ub, step, kind, body)
         op.attributes |= parser.parse_optional_attr_dict()

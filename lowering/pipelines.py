@@ -33,6 +33,13 @@ Stages, from an imported model to code the LLVM backend takes:
 
 The backend (`backends/llvm`) translates the result to LLVM IR; it is not an
 xDSL pass because it leaves MLIR.
+
+A CUDA target (`cuda -arch=sm_90`) takes `cuda_pipeline` instead: the graph
+passes of `GPU_GRAPH` (no CPU layouts, no Winograd), TO_LOOP, then
+`gpu-split-stages` (each loop nest of a kernel its own launch) before MODULE,
+and `gpu-gemm` (matrix products to the GEMM template) and `gpu-default-schedule`
+(blocks and threads for the rest) as its schedule; no hw stage
+(backends/cuda translates the scalar loops to NVPTX).
 """
 
 from __future__ import annotations
@@ -75,6 +82,17 @@ SCHEDULE: dict[int, tuple[str, ...]] = {
     3: ("loop-default-schedule", "loop-parallelize-outer", "loop-vectorize-innermost"),
 }
 
+# The CUDA target's stages (see the module docstring); level 0 and 1 keep every op its own kernel.
+GPU_GRAPH: dict[int, tuple[str, ...]] = {
+    0: (),
+    1: ("simplify-graph", "cse", "dce"),
+    2: ("simplify-graph", "fold-constants", "cse", "dce", "fuse-ops"),
+    3: ("simplify-graph", "fold-constants", "cse", "dce", "fuse-ops"),
+}
+GPU_SPLIT: tuple[str, ...] = ("gpu-split-stages",)
+GPU_SCHEDULE: tuple[str, ...] = ("gpu-gemm", "gpu-default-schedule")
+GPU_THREADS = 256  # threads per block of the default GPU schedule
+
 HW: dict[int, tuple[str, ...]] = {0: (), 1: ("convert-loop-to-hw",), 2: ("convert-loop-to-hw",), 3: ("convert-loop-to-hw",)}
 
 OPT_LEVELS = tuple(sorted(GRAPH))
@@ -106,6 +124,7 @@ TARGET_OPTIONS: dict[str, Callable[[Target, int], dict[str, object]]] = {
                                                "int8-dot": t.int8_dot},
     "loop-parallelize-outer": lambda t, level: {**_width(t), "threads": t.num_threads},
     "loop-vectorize-innermost": lambda t, level: {"min-extent": t.vector_width},
+    "gpu-default-schedule": lambda t, level: {"threads": GPU_THREADS},
     "convert-loop-to-hw": lambda t, level: _width(t),
 }
 
@@ -203,8 +222,19 @@ def default_pipeline(opt_level: int = 3, target: Target | str | None = None, gra
     `tuning_db` puts `apply-tuning{database=...}` in front of the default schedule.
     """
     tgt = _target(target)
+    if tgt.kind == "cuda":
+        return cuda_pipeline(opt_level, tgt, graph)
     return join(graph_stage(opt_level, tgt) if graph is None else graph, lowering_stage(opt_level),
                 loop_stage(opt_level, tgt, tuning_db))
+
+
+def cuda_pipeline(opt_level: int = 3, target: Target | str | None = "cuda", graph: str | None = None) -> str:
+    """The full pipeline of a CUDA target, graph IR to GPU-scheduled loops (see the module docstring)."""
+    _check_level(opt_level)
+    tgt = _target(target)
+    low = join(TO_LOOP[0], *TE_MODULE[opt_level], *TO_LOOP[1:])
+    return join(_stage(GPU_GRAPH[opt_level], tgt, 2) if graph is None else graph, low, *GPU_SPLIT,
+                *MODULE[opt_level], _stage(GPU_SCHEDULE, tgt, opt_level))
 
 
 def _target(target: Target | str | None) -> Target:

@@ -206,6 +206,24 @@ def _dedupe_kernels() -> type[ModulePass]:
     return DedupeKernelsPass
 
 
+def _gpu_split_stages() -> type[ModulePass]:
+    from ziggurat.transforms.gpu.gpu_split_stages import GpuSplitStagesPass
+
+    return GpuSplitStagesPass
+
+
+def _gpu_gemm() -> type[ModulePass]:
+    from ziggurat.transforms.gpu.gpu_gemm import GpuGemmPass
+
+    return GpuGemmPass
+
+
+def _gpu_default_schedule() -> type[ModulePass]:
+    from ziggurat.transforms.gpu.gpu_default_schedule import GpuDefaultSchedulePass
+
+    return GpuDefaultSchedulePass
+
+
 def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
     """ziggurat's own passes (upstream xDSL passes are added by the CLI)."""
     return {
@@ -223,6 +241,9 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "apply-tuning": _apply_tuning,
         "loop-default-schedule": _loop_default_schedule,
         "loop-parallelize-outer": _loop_parallelize_outer,
+        "gpu-split-stages": _gpu_split_stages,
+        "gpu-gemm": _gpu_gemm,
+        "gpu-default-schedule": _gpu_default_schedule,
         "loop-split": _loop_split,
         "loop-fuse": _loop_fuse,
         "loop-reorder": _loop_reorder,

@@ -24,11 +24,12 @@ FLOORS = {
     "ziggurat.errors": 1, "ziggurat.dtypes": 1, "ziggurat.target": 1, "ziggurat.weights": 1,
     "ziggurat.database": 1, "ziggurat.limits": 1, "ziggurat.signature": 1,
     "ziggurat.components": 1,
+    "ziggurat.runtime.cuda_program": 1,  # a GPU program as data (stdlib only): the CUDA backend writes it
     "ziggurat.dialects": 2, "ziggurat.transforms": 2,  # transforms/__init__.py: the lazy list of our passes
     "ziggurat.registry": 2, "ziggurat.plugins": 2,
     "ziggurat.frontends": 3, "ziggurat.lowering": 3, "ziggurat.backends": 3,
     "ziggurat.transforms.graph": 3, "ziggurat.transforms.loop": 3, "ziggurat.transforms.schedule": 3,
-    "ziggurat.transforms.costs": 3,
+    "ziggurat.transforms.costs": 3, "ziggurat.transforms.gpu": 3,
     "ziggurat": 4, "ziggurat.compiler": 4, "ziggurat.runtime": 4,
     "ziggurat.autotune": 5,
     "ziggurat.cli": 6, "ziggurat.benchmarks": 6,

@@ -1,0 +1,184 @@
+"""The shared models on a CUDA GPU: correctness against expected.npz, latency against onnxruntime.
+
+Two steps, so that a GPU machine without xDSL or llvmlite 0.50 (a lent one) runs them:
+
+```
+python -m ziggurat.benchmarks.gpu_models pack .gpu/run1 --only lenet5,whisper_tiny_encoder [--batch16]
+python -m ziggurat.benchmarks.gpu_models run .gpu/run1        # on the GPU machine: numpy, ctypes, onnx
+```
+
+`pack` compiles every model folder for `cuda -arch=sm_90` (timing the compile) and writes
+`<dir>/<name>/`: `program.json` (the GpuProgram, the signature and, per weight, the ONNX
+initializer it equals or its key in `extra.npz`: weights the graph passes made), `extra.npz`,
+the `model.onnx` (hard link), `inputs.npz` and `expected.npz`. `--batch16` adds
+resnet10t_dynamic and distilbert_dynamic at batch 16 (no expected.npz: onnxruntime's output
+on the GPU machine is the reference).
+
+`run` rebuilds each `CudaModel` (weights from the ONNX file: no code from it runs), checks its
+outputs (`atol + rtol * |expected|`, meta.json's tolerance), and times: the GPU alone (one CUDA
+graph launch, median of CUDA-event times), a whole call (inputs in, outputs out; median of
+wall-clock times) and onnxruntime's CPU provider with every core (median). Rows go to stdout
+and, as JSON lines, to `$OUT/gpu_models.jsonl` where OUT is set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ziggurat.benchmarks.target_runs import SHARED, compare, selected, tolerance
+
+BATCH16 = {"resnet10t_dynamic": {"batch": 16, "height": 224, "width": 224},
+           "distilbert_dynamic": {"batch": 16, "sequence": 128}}
+ARCH = "sm_90"
+
+
+def pack(out: Path, only: str, batch16: bool, arch: str) -> None:
+    import onnx
+    from onnx import numpy_helper
+
+    import ziggurat
+    from ziggurat.frontends.onnx.symbols import fix_shapes
+
+    jobs: list[tuple[str, Path, dict | None]] = [(f.name, f, None) for f in selected(None, only)]
+    if batch16:
+        jobs += [(f"{n}_b16", SHARED / "real" / n, b) for n, b in BATCH16.items() if not only or n in only.split(",")]
+    for name, folder, binding in jobs:
+        dest = out / name
+        dest.mkdir(parents=True, exist_ok=True)
+        source = folder / "model.onnx"
+        t0 = time.perf_counter()
+        model = ziggurat.compile(source if binding is None else fix_shapes(source, binding),
+                                 target=f"cuda -arch={arch}")
+        seconds = time.perf_counter() - t0
+        inits = {i.name: numpy_helper.to_array(i) for i in onnx.load(str(source)).graph.initializer}
+        refs, extra = [], {}
+        for cname, c in zip(model.program.const_names, model.constants):
+            same = inits.get(cname)
+            if same is not None and same.dtype == c.dtype and same.shape == c.shape and np.array_equal(same, c):
+                refs.append({"onnx": cname})
+            else:
+                refs.append({"npz": f"c{len(extra)}"})
+                extra[f"c{len(extra)}"] = c
+        doc = {"model": name, "program": model.program.to_json(), "inputs": [s.to_json() for s in model.inputs],
+               "outputs": [s.to_json() for s in [*model.outputs, *model.checks]], "constants": refs,
+               "tolerance": tolerance(folder), "compile_seconds": seconds, "binding": binding}
+        (dest / "program.json").write_text(json.dumps(doc))
+        np.savez(dest / "extra.npz", **extra)
+        for f in ("model.onnx", *([] if binding else ["inputs.npz", "expected.npz"])):
+            target = dest / f
+            if target.exists():
+                target.unlink()
+            try:
+                os.link(folder / f, target)
+            except OSError:
+                shutil.copyfile(folder / f, target)
+        print(f"packed {name}: {len(model.program.launches)} launches, {len(extra)} extra weights, "
+              f"compile {seconds:.1f} s", flush=True)
+
+
+def _median_ms(fn, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def run_one(dest: Path, repeat: int) -> dict:
+    import onnx
+    from onnx import numpy_helper
+
+    from ziggurat.runtime.cuda import CudaModel
+    from ziggurat.runtime.cuda_program import GpuProgram
+    from ziggurat.signature import TensorSpec
+
+    doc = json.loads((dest / "program.json").read_text())
+    row: dict = {"model": doc["model"], "compile_s": round(doc["compile_seconds"], 2)}
+    inits = {i.name: i for i in onnx.load(str(dest / "model.onnx")).graph.initializer}
+    with np.load(dest / "extra.npz", allow_pickle=False) as extra:
+        consts = [numpy_helper.to_array(inits[r["onnx"]]) if "onnx" in r else extra[r["npz"]] for r in doc["constants"]]
+    inputs = [TensorSpec.from_json(s) for s in doc["inputs"]]
+    model = CudaModel(GpuProgram.from_json(doc["program"]), inputs, [TensorSpec.from_json(s) for s in doc["outputs"]],
+                      consts)
+    if (dest / "inputs.npz").exists():
+        data = dict(np.load(dest / "inputs.npz"))
+    else:  # batch 16: seeded inputs of the model's shapes (token ids below the vocabulary: 100)
+        rng = np.random.default_rng(0)
+        data = {s.name: (rng.integers(0, 100, s.shape) if np.dtype(s.dtype).kind == "i" else
+                         rng.standard_normal(s.shape)).astype(s.dtype) for s in inputs}
+    feed = [data[s.name] for s in inputs]
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = os.cpu_count() or 1
+    sess = ort.InferenceSession(str(dest / "model.onnx"), so, providers=["CPUExecutionProvider"])
+    ort_feed = {s.name: a for s, a in zip(inputs, feed)}
+    if (dest / "expected.npz").exists():
+        expected = dict(np.load(dest / "expected.npz"))
+    else:
+        expected = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, ort_feed)))
+    try:
+        outs = model(*feed)
+        err, ok = compare(model.output_names, outs, expected, doc["tolerance"])
+        row.update(ok=ok, max_abs_err=float(f"{err:.3g}"), launches=len(model.program.launches))
+        gpu = statistics.median(model.time_device(repeat))
+        call = _median_ms(lambda: model(*feed), repeat)
+        cpu = _median_ms(lambda: sess.run(None, ort_feed), max(5, repeat // 5))
+        row.update(gpu_ms=round(gpu, 4), call_ms=round(call, 4), ort_cpu_ms=round(cpu, 3),
+                   ort_over_gpu=round(cpu / gpu, 2), cuda_graph=model.info.get("cuda_graph"))
+    finally:
+        model.close()
+    return row
+
+
+def run(root: Path, repeat: int) -> list[dict]:
+    rows = []
+    sink = Path(os.environ["OUT"]) / "gpu_models.jsonl" if os.environ.get("OUT") else None
+    for dest in sorted(p for p in root.iterdir() if (p / "program.json").exists()):
+        try:
+            row = run_one(dest, repeat)
+        except Exception as e:  # noqa: BLE001 - one model's failure is a row, the others still run
+            row = {"model": dest.name, "ok": False, "error": f"{type(e).__name__}: {str(e)[:400]}"}
+        rows.append(row)
+        print("ROW", json.dumps(row), flush=True)
+        if sink is not None:
+            with sink.open("a") as f:
+                f.write(json.dumps(row) + "\n")
+    print(f"{'model':28} {'ok':>5} {'max err':>9} {'GPU ms':>8} {'call ms':>8} {'ORT CPU ms':>10} {'ORT/GPU':>8}")
+    for r in rows:
+        print(f"{r['model']:28} {str(r.get('ok')):>5} {r.get('max_abs_err', '-'):>9} {r.get('gpu_ms', '-'):>8} "
+              f"{r.get('call_ms', '-'):>8} {r.get('ort_cpu_ms', '-'):>10} {r.get('ort_over_gpu', '-'):>8}")
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m ziggurat.benchmarks.gpu_models", description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("pack", help="compile the models for the GPU and write them to a folder (needs ziggurat's compiler)")
+    p.add_argument("out", type=Path)
+    p.add_argument("--only", default="", help="comma-separated model names (default: all of target_runs.py)")
+    p.add_argument("--batch16", action="store_true", help="also the two dynamic models at batch 16")
+    p.add_argument("--arch", default=ARCH)
+    r = sub.add_parser("run", help="run packed models on the GPU (numpy, ctypes, onnx and onnxruntime only)")
+    r.add_argument("root", type=Path)
+    r.add_argument("--repeat", type=int, default=50)
+    args = ap.parse_args(argv)
+    if args.cmd == "pack":
+        pack(args.out, args.only, args.batch16, args.arch)
+        return 0
+    rows = run(args.root, args.repeat)
+    return 0 if rows and all(r.get("ok") for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
