@@ -18,7 +18,14 @@ thread) comes here too; its `export("model.wasm")` writes a wasm module
 `.weights.npz` and `.abi`, and `ziggurat.runtime.wasm.load` runs it through
 wasmtime (runtime/wasm.py).
 
-There is no compile cache for foreign targets (every call builds).
+`c_compile` builds the portable C target (`target="c"`: backends/c, the system
+`cc`) into a library loaded here, and `cuda_compile` a CUDA target
+(`target="cuda -arch=sm_90"`): the CUDA pipeline (`pipelines.cuda_pipeline`),
+NVPTX kernels and a launch list (backends/cuda), PTX from LLVM, returned as a
+`runtime.cuda.CudaModel` that opens the GPU at its first run (compiling needs
+no GPU; docs/targets.md).
+
+There is no compile cache for foreign targets, C or CUDA (every call builds).
 """
 
 from __future__ import annotations
@@ -160,3 +167,22 @@ def cuda_compile(model: Any, target: str | Target, opt_level: int = 3, pipeline:
     stats.seconds["llvm"] += time.perf_counter() - t0
     info = {"stats": stats, "target": str(tgt), "pipeline": spec, "llvm_ir": low.llvm_ir}
     return CudaModel(program, inputs, outputs, low.constants, info=info, cast_inputs=cast_inputs)
+
+
+def cuda_emulate(model: Any, target: str | Target = "cuda", opt_level: int = 3, bind: dict[str, Any] | None = None) -> Any:
+    """The CUDA pipeline's GPU-scheduled loops run on this CPU (a `CompiledModel`): every `blockIdx.x` and
+    `threadIdx.x` loop runs each block and thread in turn, with its `gpu.limit` tail guard, and a
+    `gpu.gemm` nest runs as the loops it describes. It checks what the GPU passes do to a model
+    (gpu-rfactor, gpu-split-stages, gpu-fold-casts, gpu-default-schedule) without a GPU; the GPU code
+    itself (backends/cuda) is not exercised."""
+    from ziggurat.backends.llvm.translate import LLVMOptions
+    from ziggurat.compiler import CompileStats, _build, _import_model
+    from ziggurat.lowering import pipelines
+    from ziggurat.runtime.executor import CompiledModel
+
+    spec = pipelines.cuda_pipeline(opt_level, Target.parse(target))
+    stats = CompileStats()
+    work, inputs, outputs = _import_model(model, bind, None, True, stats)
+    built = _build(work, spec, LLVMOptions.for_target(Target.parse("llvm -num-cores=1")), stats, None)
+    return CompiledModel(built.jit.address(built.entry_symbol), inputs, outputs, built.constants, built.arena_size,
+                         keepalive=built.jit, info={"stats": stats, "pipeline": spec})

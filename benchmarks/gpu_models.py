@@ -94,7 +94,7 @@ def _median_ms(fn, repeat: int) -> float:
     return statistics.median(times)
 
 
-def run_one(dest: Path, repeat: int) -> dict:
+def run_one(dest: Path, repeat: int, profile: bool = False) -> dict:
     import onnx
     from onnx import numpy_helper
 
@@ -136,17 +136,27 @@ def run_one(dest: Path, repeat: int) -> dict:
         cpu = _median_ms(lambda: sess.run(None, ort_feed), max(5, repeat // 5))
         row.update(gpu_ms=round(gpu, 4), call_ms=round(call, 4), ort_cpu_ms=round(cpu, 3),
                    ort_over_gpu=round(cpu / gpu, 2), cuda_graph=model.info.get("cuda_graph"))
+        if profile:  # the kernels that take the time, each run alone: name, grid x block, ms summed over calls
+            per: dict[str, list] = {}
+            for st, ms in zip(model.program.steps, model.time_steps(5)):
+                key = getattr(st, "kernel", "copy")
+                e = per.setdefault(key, [0.0, 0, getattr(st, "grid", (0,))[0], getattr(st, "block", (0,))[0]])
+                e[0] += ms
+                e[1] += 1
+            top = sorted(per.items(), key=lambda kv: -kv[1][0])[:8]
+            row["steps_ms"] = round(sum(e[0] for e in per.values()), 3)
+            row["top"] = [[k, round(e[0], 4), e[1], e[2], e[3]] for k, e in top]
     finally:
         model.close()
     return row
 
 
-def run(root: Path, repeat: int) -> list[dict]:
+def run(root: Path, repeat: int, profile: bool = False) -> list[dict]:
     rows = []
     sink = Path(os.environ["OUT"]) / "gpu_models.jsonl" if os.environ.get("OUT") else None
     for dest in sorted(p for p in root.iterdir() if (p / "program.json").exists()):
         try:
-            row = run_one(dest, repeat)
+            row = run_one(dest, repeat, profile)
         except Exception as e:  # noqa: BLE001 - one model's failure is a row, the others still run
             row = {"model": dest.name, "ok": False, "error": f"{type(e).__name__}: {str(e)[:400]}"}
         rows.append(row)
@@ -172,11 +182,12 @@ def main(argv: list[str] | None = None) -> int:
     r = sub.add_parser("run", help="run packed models on the GPU (numpy, ctypes, onnx and onnxruntime only)")
     r.add_argument("root", type=Path)
     r.add_argument("--repeat", type=int, default=50)
+    r.add_argument("--profile", action="store_true", help="also time every kernel alone; the 8 slowest go in the row")
     args = ap.parse_args(argv)
     if args.cmd == "pack":
         pack(args.out, args.only, args.batch16, args.arch)
         return 0
-    rows = run(args.root, args.repeat)
+    rows = run(args.root, args.repeat, args.profile)
     return 0 if rows and all(r.get("ok") for r in rows) else 1
 
 

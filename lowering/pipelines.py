@@ -36,7 +36,9 @@ xDSL pass because it leaves MLIR.
 
 A CUDA target (`cuda -arch=sm_90`) takes `cuda_pipeline` instead: the graph
 passes of `GPU_GRAPH` (no CPU layouts, no Winograd), TO_LOOP, then
-`gpu-split-stages` (each loop nest of a kernel its own launch) before MODULE,
+`gpu-rfactor` (reductions with few results shared out over threads),
+`gpu-split-stages` (each loop nest of a kernel its own launch) and
+`gpu-fold-casts` (float16 products read their f16 operands) before MODULE,
 and `gpu-gemm` (matrix products to the GEMM template) and `gpu-default-schedule`
 (blocks and threads for the rest) as its schedule; no hw stage
 (backends/cuda translates the scalar loops to NVPTX).
@@ -89,7 +91,7 @@ GPU_GRAPH: dict[int, tuple[str, ...]] = {
     2: ("simplify-graph", "fold-constants", "cse", "dce", "fuse-ops"),
     3: ("simplify-graph", "fold-constants", "cse", "dce", "fuse-ops"),
 }
-GPU_SPLIT: tuple[str, ...] = ("gpu-split-stages",)
+GPU_SPLIT: tuple[str, ...] = ("gpu-rfactor", "gpu-split-stages", "gpu-fold-casts")
 GPU_SCHEDULE: tuple[str, ...] = ("gpu-gemm", "gpu-default-schedule")
 GPU_THREADS = 256  # threads per block of the default GPU schedule
 

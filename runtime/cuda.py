@@ -246,6 +246,15 @@ class CudaModel(ModelSignature):
             ctx.activate()
             return ctx.time_ms(self._replay, repeat)
 
+    def time_steps(self, repeat: int = 10) -> list[float]:
+        """Median milliseconds of GPU time of each step of the program (launch or copy), run alone on
+        the inputs already on the GPU (after one run of the whole program): a per-kernel profile."""
+        with self._lock:
+            ctx = self._live()
+            ctx.activate()
+            self._replay()
+            return [sorted(ctx.time_ms(step, repeat))[repeat // 2] for step in self._steps]
+
     @property
     def constants(self) -> list[np.ndarray]:
         """The weights in the program's slot order (read back from the GPU once it is open)."""

@@ -134,6 +134,12 @@ def _loop_parallel() -> type[ModulePass]:
     return LoopParallelPass
 
 
+def _loop_bind() -> type[ModulePass]:
+    from ziggurat.transforms.loop.loop_bind import LoopBindPass
+
+    return LoopBindPass
+
+
 def _loop_vectorize() -> type[ModulePass]:
     from ziggurat.transforms.loop.loop_vectorize import LoopVectorizePass
 
@@ -212,6 +218,18 @@ def _gpu_split_stages() -> type[ModulePass]:
     return GpuSplitStagesPass
 
 
+def _gpu_rfactor() -> type[ModulePass]:
+    from ziggurat.transforms.gpu.gpu_rfactor import GpuRfactorPass
+
+    return GpuRfactorPass
+
+
+def _gpu_fold_casts() -> type[ModulePass]:
+    from ziggurat.transforms.gpu.gpu_fold_casts import GpuFoldCastsPass
+
+    return GpuFoldCastsPass
+
+
 def _gpu_gemm() -> type[ModulePass]:
     from ziggurat.transforms.gpu.gpu_gemm import GpuGemmPass
 
@@ -242,6 +260,8 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "loop-default-schedule": _loop_default_schedule,
         "loop-parallelize-outer": _loop_parallelize_outer,
         "gpu-split-stages": _gpu_split_stages,
+        "gpu-rfactor": _gpu_rfactor,
+        "gpu-fold-casts": _gpu_fold_casts,
         "gpu-gemm": _gpu_gemm,
         "gpu-default-schedule": _gpu_default_schedule,
         "loop-split": _loop_split,
@@ -258,6 +278,7 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "loop-storage-align": _loop_storage_align,
         "loop-tensorize": _loop_tensorize,
         "loop-parallel": _loop_parallel,
+        "loop-bind": _loop_bind,
         "loop-vectorize": _loop_vectorize,
         "loop-unroll": _loop_unroll,
         "loop-vectorize-innermost": _loop_vectorize_innermost,

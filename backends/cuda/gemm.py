@@ -13,7 +13,8 @@ product with `gpu.gemm`; `emit_gemm` writes its body as NVPTX LLVM IR:
   the current shared-memory tiles (As[k][m], Bs[k][n]: 16-byte vector loads
   of 4 rows / 4 columns, broadcast across a warp), then stores its registers
   to the other buffer; one barrier per step;
-* loads past M, N or K read 0; stores past M or N are skipped.
+* loads past M, N or K read 0; stores past M or N are skipped; a float16
+  operand (`a_f16`/`b_f16`, gpu-fold-casts) is widened to f32 as it is loaded.
 
 The accumulators, the fetched values and the operand fragments are allocas
 with constant indices (SROA makes them registers).
@@ -108,7 +109,9 @@ def emit_gemm(module: ir.Module, fn: ir.Function, spec: dict, decl) -> tuple[int
     def guarded_load(ptr, off, ok):
         """ptr[off] where `ok`, else 0 (a select of a load from a clamped address: no branch)."""
         safe = b.select(ok, off, c64(0))
-        v = b.load(b.gep(ptr, [safe]), align=4)
+        v = b.load(b.gep(ptr, [safe]), align=4 if ptr.type.pointee == F32 else 2)
+        if v.type != F32:  # a float16 operand (gpu-fold-casts): widened as it is loaded
+            v = b.fpext(v, F32)
         return b.select(ok, v, f0)
 
     def fetch(k0):

@@ -12,7 +12,8 @@ say how it is launched. The output is
   other loop runs serially in its thread (the op handlers are the LLVM
   backend's, with GPU versions of the math functions, backends/cuda/math.py);
   a nest marked `gpu.gemm` (transforms/gpu/gpu_gemm.py) is implemented by
-  the GEMM template (backends/cuda/gemm.py) instead;
+  the GEMM template instead: on tensor cores (backends/cuda/mma.py) where its
+  operands are float16 and the shape fits, else backends/cuda/gemm.py;
 * a `GpuProgram` skeleton (runtime/cuda_program.py): `@main`'s calls become
   `Launch`es (grid and block from the kernel's loops), its `loop.copy`s
   `Copy`s, its `loop.alloc`s arena offsets and its `loop.const_buffer`s weight
@@ -36,6 +37,7 @@ from xdsl.ir import Operation
 
 from ziggurat.backends.cuda.gemm import emit_gemm
 from ziggurat.backends.cuda.math import GPU_MATH_HANDLERS
+from ziggurat.backends.cuda.mma import emit_mma, mma_fits
 from ziggurat.backends.llvm.lltypes import I32, I64, VOID, byte_size
 from ziggurat.backends.llvm.options import LLVMOptions, ModuleInfo
 from ziggurat.backends.llvm.translate import STRUCTURE_HANDLERS, FuncState, Translator
@@ -118,7 +120,9 @@ class GpuTranslator(Translator):
         self.funcs[name] = fn
         gemm = next((o.attributes[GEMM_ATTR] for o in fop.body.block.ops if GEMM_ATTR in o.attributes), None)
         if gemm is not None:  # the nest is the description; the GEMM template implements it
-            grid, block = emit_gemm(self.module, fn, read_gemm(gemm), self.decl)  # type: ignore[arg-type]
+            spec = read_gemm(gemm)  # type: ignore[arg-type]
+            emit = emit_mma if mma_fits(spec, self.arch) else emit_gemm
+            grid, block = emit(self.module, fn, spec, self.decl)
             self.launch_of[name] = _Launch(grid, block)
             return
         f = FuncState(fn)

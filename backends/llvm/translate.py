@@ -7,7 +7,9 @@ does not rewrite the xDSL IR and does not go through xDSL's `llvm` dialect.
 
 * Every `func.func` becomes an `internal` LLVM function taking one bare
   pointer per memref (`noalias`), unless `export_all` makes it external.
-* `loop.for` becomes a rotated loop (header with the phi, body, latch). A
+* `loop.for` becomes a rotated loop (header with the phi, body, latch); a
+  GPU loop (`blockIdx.x`, `threadIdx.x`) too, each block and thread in turn,
+  with the `gpu.limit` tail guard as its bound (cross.py `cuda_emulate`). A
   `parallel` loop with more than one thread is outlined into
   `void body(i8*)` and run through `GOMP_parallel`; every thread takes one
   static contiguous chunk of the iteration range. The buffers it captures come
@@ -46,6 +48,7 @@ from ziggurat.backends.llvm.memory import MEMORY_HANDLERS
 from ziggurat.backends.llvm.x86_ops import X86_HANDLERS
 from ziggurat.backends.llvm.options import LLVMOptions, ModuleInfo
 from ziggurat.backends.entry_slots import EntrySlots
+from ziggurat.dialects.loop import GPU_LOOP_KINDS as GPU_KINDS
 from ziggurat.errors import CompileError
 
 PREFER_VECTOR_WIDTH = '"prefer-vector-width"="512"'
@@ -470,6 +473,15 @@ def _for(t: Translator, f: FuncState, op: Operation) -> None:
     if trips == 1:
         f.vals[body.args[0]] = I64(lb)
         t.block(f, body)
+        return
+    if p["kind"].data in GPU_KINDS:  # a GPU schedule emulated on the CPU: each block, then each thread, in turn
+        hi: ir.Value = I64(ub)
+        outer = op.parent_op()
+        limit = outer.attributes.get("gpu.limit") if isinstance(outer, type(op)) else None
+        if p["kind"].data == GPU_KINDS[1] and limit is not None:  # the tail guard of bind_threads
+            rest = f.b.sub(I64(limit.value.data), f.b.mul(f.get(outer.regions[0].block.args[0]), I64(ub)))
+            hi = _smin(f.b, hi, rest)
+        t.serial_loop(f, I64(lb), hi, step, body, guard=True)
         return
     if p["kind"].data == "parallel" and t.options.num_threads > 1 and f.parent is None:  # type: ignore[attr-defined]
         t.parallel_loop(f, body, lb, step, trips)

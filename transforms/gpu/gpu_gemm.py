@@ -8,7 +8,8 @@ loop.for %b .. { loop.for %i .. { loop.for %j .. {
   loop.for %k .. { loop.block "matmul" [S .., R %vk = %k] { C[b, i, j] += A[.., i, k] * B[.., k, j] } } } } }
 ```
 (f32 buffers indexed by the iteration variables, each operand in any dimension
-order: a transposed A or B, a B shared by every batch), is marked with
+order: a transposed A or B, a B shared by every batch; A and B may be f16
+widened by `arith.extf` as they are loaded, gpu-fold-casts), is marked with
 `gpu.gemm`: the operands' kernel-argument positions, the extents m, n, k and
 the batch extents, each operand's element strides (batch dims, then its two
 matrix dims) and the tile (`128` or `64`). backends/cuda/gemm.py emits the
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import arith, builtin, func
-from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, MemRefType, f32, i64
+from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, MemRefType, f16, f32, i64
 from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
 
@@ -84,6 +85,8 @@ class GemmSpec:
     a_strides: list[int]
     b_strides: list[int]
     c_strides: list[int]
+    a_f16: bool = False  # the operand is float16, widened to f32 as it is loaded (gpu-fold-casts)
+    b_f16: bool = False
 
     def choose_tile(self) -> int:
         count = 1
@@ -95,7 +98,8 @@ class GemmSpec:
         def ints(v: list[int]) -> Attribute:
             return builtin.ArrayAttr([IntegerAttr(x, i64) for x in v])
 
-        fields: dict[str, Attribute] = {k: IntegerAttr(getattr(self, k), i64) for k in ("a", "b", "c", "m", "n", "k")}
+        fields: dict[str, Attribute] = {k: IntegerAttr(int(getattr(self, k)), i64)
+                                        for k in ("a", "b", "c", "m", "n", "k", "a_f16", "b_f16")}
         fields.update(batch=ints(self.batch), a_strides=ints(self.a_strides), b_strides=ints(self.b_strides),
                       c_strides=ints(self.c_strides), tile=IntegerAttr(tile or self.choose_tile(), i64))
         return DictionaryAttr(fields)
@@ -147,7 +151,7 @@ def match_gemm(f: func.FuncOp, top: loop.ForOp) -> GemmSpec | None:
     # update: C = C + A * B
     uops = [o for o in upd.body.block.ops if not isinstance(o, arith.ConstantOp)]
     st = uops[-1] if uops else None
-    if not isinstance(st, loop.StoreOp) or len(uops) != 6:
+    if not isinstance(st, loop.StoreOp):
         return None
     add = st.operands[0].owner
     if not isinstance(add, arith.AddfOp):
@@ -155,8 +159,8 @@ def match_gemm(f: func.FuncOp, top: loop.ForOp) -> GemmSpec | None:
     lc, mul = _split(add, loop.LoadOp, arith.MulfOp)
     if lc is None or mul is None:
         return None
-    la, lb = mul.operands[0].owner, mul.operands[1].owner
-    if not (isinstance(la, loop.LoadOp) and isinstance(lb, loop.LoadOp)):
+    la, lb = (_widened_load(v) for v in mul.operands)
+    if la is None or lb is None or len(uops) != 6 + sum(isinstance(o, arith.ExtFOp) for o in uops):
         return None
     accesses = {}
     for name, acc, var_of in (("c", st, var_of_upd), ("cl", lc, var_of_upd), ("a", la, var_of_upd),
@@ -170,7 +174,7 @@ def match_gemm(f: func.FuncOp, top: loop.ForOp) -> GemmSpec | None:
         return None
     if not all(isinstance(v, BlockArgument) and v.owner is f.body.block for v in (c_buf, a_buf, b_buf)):
         return None
-    if any(_elt(v) != f32 for v in (c_buf, a_buf, b_buf)):
+    if _elt(c_buf) != f32 or any(_elt(v) not in (f32, f16) for v in (a_buf, b_buf)):
         return None
     c_vars, k = accesses["c"], red.iv
     if set(c_vars) != set(ivs) or accesses["cl"] != accesses["c"] or accesses["ci"] != accesses["c"]:
@@ -196,7 +200,18 @@ def match_gemm(f: func.FuncOp, top: loop.ForOp) -> GemmSpec | None:
         batch=[extent[v] for v in batch],
         a_strides=strides(a_buf, accesses["a"], batch + [i, k]),
         b_strides=strides(b_buf, accesses["b"], batch + [k, j]),
-        c_strides=strides(c_buf, accesses["c"], batch + [i, j]))
+        c_strides=strides(c_buf, accesses["c"], batch + [i, j]),
+        a_f16=_elt(a_buf) == f16, b_f16=_elt(b_buf) == f16)
+
+
+def _widened_load(v: SSAValue) -> loop.LoadOp | None:
+    """The load that gives `v`: `v` itself, or widened f16 -> f32 by one `arith.extf`."""
+    o = v.owner
+    if isinstance(o, arith.ExtFOp):
+        o = o.operands[0].owner
+        if not (isinstance(o, loop.LoadOp) and _elt(o.operands[0]) == f16):
+            return None
+    return o if isinstance(o, loop.LoadOp) else None
 
 
 def _pos(f: func.FuncOp, buf: SSAValue) -> int:
