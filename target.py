@@ -27,6 +27,15 @@ WebAssembly CPU, 4 f32 lanes with `-mattr=+simd128` (1, scalar code, without),
 no OpenMP in a wasm module), no x86 or Arm feature. The module is linked by
 `wasm-ld` and run by a WebAssembly engine (runtime/wasm.py: wasmtime).
 
+`cuda -arch=sm_90` is an NVIDIA GPU (docs/targets.md): the kind `cuda`, whose
+only option is `-arch`, the compute capability (`CUDA_ARCHES`: sm_70 to
+sm_90; `sm_80` without it), kept as the LLVM CPU of the `nvptx64-nvidia-cuda`
+triple. `-mtriple`, `-mattr` and `-num-cores` above 1 are refused. Such a
+target is never native (cross.py `cuda_compile` builds PTX, run through the
+CUDA driver by runtime/cuda.py); a GPU thread's code is scalar (1 f32 lane),
+the host thread count is 1 (the kernels' grid is the parallelism), and no x86
+or Arm feature is set.
+
 The thread count comes from `-num-cores`, else the `ZIGGURAT_NUM_THREADS`
 environment variable, else the number of CPUs (1 for a foreign target: this
 machine's CPU count says nothing about the board's; give `-num-cores=4`).
