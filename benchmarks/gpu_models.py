@@ -10,9 +10,10 @@ python -m ziggurat.benchmarks.gpu_models run .gpu/run1        # on the GPU machi
 `pack` compiles every model folder for `cuda -arch=sm_90` (timing the compile) and writes
 `<dir>/<name>/`: `program.json` (the GpuProgram, the signature and, per weight, the ONNX
 initializer it equals or its key in `extra.npz`: weights the graph passes made), `extra.npz`,
-the `model.onnx` (hard link), `inputs.npz` and `expected.npz`. `--batch16` adds
-resnet10t_dynamic and distilbert_dynamic at batch 16 (no expected.npz: onnxruntime's output
-on the GPU machine is the reference).
+`inputs.npz` and `expected.npz`, and `<dir>/<model>.onnx` once per model (hard link).
+`--dynamic` adds resnet10t_dynamic and distilbert_dynamic at every shape they have expected
+outputs for, `--batch16` at batch 16 (no expected.npz: onnxruntime's output on the GPU
+machine is the reference).
 
 `run` rebuilds each `CudaModel` (weights from the ONNX file: no code from it runs), checks its
 outputs (`atol + rtol * |expected|`, meta.json's tolerance), and times: the GPU alone (one CUDA
@@ -38,23 +39,51 @@ from ziggurat.benchmarks.target_runs import SHARED, compare, selected, tolerance
 
 BATCH16 = {"resnet10t_dynamic": {"batch": 16, "height": 224, "width": 224},
            "distilbert_dynamic": {"batch": 16, "sequence": 128}}
+DYNAMIC = tuple(BATCH16)
 ARCH = "sm_90"
 
 
-def pack(out: Path, only: str, batch16: bool, arch: str) -> None:
+def _jobs(only: str, batch16: bool, dynamic: bool) -> list[tuple[str, Path, dict | None, str]]:
+    """(name, folder, binding of the symbols or None, suffix of its inputs/expected files)."""
+    keep = set(only.split(",")) if only else None
+    jobs: list[tuple[str, Path, dict | None, str]] = [(f.name, f, None, "") for f in selected(None, only)]
+    for n in DYNAMIC:
+        folder = SHARED / "real" / n
+        if keep is not None and n not in keep:
+            continue
+        if dynamic:  # every shape the folder has expected outputs for
+            meta = json.loads((folder / "meta.json").read_text())
+            for f in sorted(folder.glob("inputs_*.npz")):
+                data = dict(np.load(f))
+                binding = {}
+                for spec in meta["inputs"]:
+                    for sym, dim in zip(spec["shape"], data[spec["name"]].shape):
+                        if isinstance(sym, str):
+                            binding[sym] = int(dim)
+                suffix = f.stem[len("inputs"):]
+                jobs.append((f"{n}{suffix}", folder, binding, suffix))
+        if batch16:
+            jobs.append((f"{n}_b16", folder, BATCH16[n], "-"))
+    return jobs
+
+
+def pack(out: Path, only: str, batch16: bool, arch: str, dynamic: bool = False) -> None:
     import onnx
     from onnx import numpy_helper
 
     import ziggurat
     from ziggurat.frontends.onnx.symbols import fix_shapes
 
-    jobs: list[tuple[str, Path, dict | None]] = [(f.name, f, None) for f in selected(None, only)]
-    if batch16:
-        jobs += [(f"{n}_b16", SHARED / "real" / n, b) for n, b in BATCH16.items() if not only or n in only.split(",")]
-    for name, folder, binding in jobs:
+    for name, folder, binding, suffix in _jobs(only, batch16, dynamic):
         dest = out / name
         dest.mkdir(parents=True, exist_ok=True)
         source = folder / "model.onnx"
+        shared_onnx = out / f"{folder.name}.onnx"  # one copy per model, whatever its variants
+        if not shared_onnx.exists():
+            try:
+                os.link(source, shared_onnx)
+            except OSError:
+                shutil.copyfile(source, shared_onnx)
         t0 = time.perf_counter()
         model = ziggurat.compile(source if binding is None else fix_shapes(source, binding),
                                  target=f"cuda -arch={arch}")
@@ -70,17 +99,16 @@ def pack(out: Path, only: str, batch16: bool, arch: str) -> None:
                 extra[f"c{len(extra)}"] = c
         doc = {"model": name, "program": model.program.to_json(), "inputs": [s.to_json() for s in model.inputs],
                "outputs": [s.to_json() for s in [*model.outputs, *model.checks]], "constants": refs,
-               "tolerance": tolerance(folder), "compile_seconds": seconds, "binding": binding}
+               "tolerance": tolerance(folder), "compile_seconds": seconds, "binding": binding,
+               "onnx": f"../{shared_onnx.name}"}
         (dest / "program.json").write_text(json.dumps(doc))
         np.savez(dest / "extra.npz", **extra)
-        for f in ("model.onnx", *([] if binding else ["inputs.npz", "expected.npz"])):
-            target = dest / f
-            if target.exists():
-                target.unlink()
-            try:
-                os.link(folder / f, target)
-            except OSError:
-                shutil.copyfile(folder / f, target)
+        if suffix != "-":  # batch 16 has no expected outputs: onnxruntime's are the reference
+            for f in ("inputs", "expected"):
+                target = dest / f"{f}.npz"
+                if target.exists():
+                    target.unlink()
+                shutil.copyfile(folder / f"{f}{suffix}.npz", target)
         print(f"packed {name}: {len(model.program.launches)} launches, {len(extra)} extra weights, "
               f"compile {seconds:.1f} s", flush=True)
 
@@ -104,7 +132,8 @@ def run_one(dest: Path, repeat: int, profile: bool = False) -> dict:
 
     doc = json.loads((dest / "program.json").read_text())
     row: dict = {"model": doc["model"], "compile_s": round(doc["compile_seconds"], 2)}
-    inits = {i.name: i for i in onnx.load(str(dest / "model.onnx")).graph.initializer}
+    onnx_path = dest / doc.get("onnx", "model.onnx")
+    inits = {i.name: i for i in onnx.load(str(onnx_path)).graph.initializer}
     with np.load(dest / "extra.npz", allow_pickle=False) as extra:
         consts = [numpy_helper.to_array(inits[r["onnx"]]) if "onnx" in r else extra[r["npz"]] for r in doc["constants"]]
     inputs = [TensorSpec.from_json(s) for s in doc["inputs"]]
@@ -121,7 +150,7 @@ def run_one(dest: Path, repeat: int, profile: bool = False) -> dict:
 
     so = ort.SessionOptions()
     so.intra_op_num_threads = os.cpu_count() or 1
-    sess = ort.InferenceSession(str(dest / "model.onnx"), so, providers=["CPUExecutionProvider"])
+    sess = ort.InferenceSession(str(onnx_path), so, providers=["CPUExecutionProvider"])
     ort_feed = {s.name: a for s, a in zip(inputs, feed)}
     if (dest / "expected.npz").exists():
         expected = dict(np.load(dest / "expected.npz"))
@@ -178,6 +207,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("out", type=Path)
     p.add_argument("--only", default="", help="comma-separated model names (default: all of target_runs.py)")
     p.add_argument("--batch16", action="store_true", help="also the two dynamic models at batch 16")
+    p.add_argument("--dynamic", action="store_true", help="also the two dynamic models at every shape they have "
+                   "expected outputs for")
     p.add_argument("--arch", default=ARCH)
     r = sub.add_parser("run", help="run packed models on the GPU (numpy, ctypes, onnx and onnxruntime only)")
     r.add_argument("root", type=Path)
@@ -185,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--profile", action="store_true", help="also time every kernel alone; the 8 slowest go in the row")
     args = ap.parse_args(argv)
     if args.cmd == "pack":
-        pack(args.out, args.only, args.batch16, args.arch)
+        pack(args.out, args.only, args.batch16, args.arch, args.dynamic)
         return 0
     rows = run(args.root, args.repeat, args.profile)
     return 0 if rows and all(r.get("ok") for r in rows) else 1

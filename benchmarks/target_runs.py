@@ -15,7 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "models"
+# the shared model folders; ZIGGURAT_MODELS names another copy (a GPU machine gets them inside the checkout)
+SHARED = Path(os.environ.get("ZIGGURAT_MODELS") or Path(__file__).resolve().parents[2] / "shared" / "models")
 SMALL = ("lenet5", "lstm_seq16_h128", "mlp_784_512_256_10", "transformer_encoder_2l_d128", "vgg_small_bn")
 REAL = ("distilbert_encoder", "efficientnet_b0", "llama_tiny_lm", "mobilenetv3_large", "regnet_y_small",
         "segformer_b0_seg", "whisper_tiny_encoder")
