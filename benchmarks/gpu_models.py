@@ -46,10 +46,11 @@ ARCH = "sm_90"
 def _jobs(only: str, batch16: bool, dynamic: bool) -> list[tuple[str, Path, dict | None, str]]:
     """(name, folder, binding of the symbols or None, suffix of its inputs/expected files)."""
     keep = set(only.split(",")) if only else None
-    jobs: list[tuple[str, Path, dict | None, str]] = [(f.name, f, None, "") for f in selected(None, only)]
+    jobs: list[tuple[str, Path, dict | None, str]] = [(f.name, f, None, "") for f in selected(None, only)
+                                                      if (f / "model.onnx").exists()]
     for n in DYNAMIC:
         folder = SHARED / "real" / n
-        if keep is not None and n not in keep:
+        if (keep is not None and n not in keep) or not (folder / "model.onnx").exists():
             continue
         if dynamic:  # every shape the folder has expected outputs for
             meta = json.loads((folder / "meta.json").read_text())

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from ziggurat.backends.llvm.lltypes import F32, I1, I32, I64, VOID
+from ziggurat.backends.llvm.lltypes import F32, I32, I64, VOID
 
 THREADS = 256
 BK = 8  # k per step
@@ -32,21 +32,62 @@ SHARED = 3  # the shared address space
 V4 = ir.VectorType(F32, 4)
 
 
-def emit_gemm(module: ir.Module, fn: ir.Function, spec: dict, decl) -> tuple[int, int]:
+class Strided:
+    """Operand addressing of a plain (batched) product: element strides per batch and matrix dimension
+    (`gpu.gemm`). `setup` reads the block's batch index; `a`, `b`, `c` give (offset, in range) of an
+    element of A (row, k), B (k, column) and C (row, column)."""
+
+    def __init__(self, spec: dict):
+        self.m, self.n, self.k = (int(spec[x]) for x in ("m", "n", "k"))
+        self.batch = [int(x) for x in spec["batch"]]  # type: ignore[union-attr]
+        self.strides = [[int(x) for x in spec[f"{o}_strides"]] for o in "abc"]  # type: ignore[union-attr]
+        self.count = 1
+        for e in self.batch:
+            self.count *= e
+        nb = len(self.batch)
+        (self.sa_m, self.sa_k), (self.sb_k, self.sb_n), (self.sc_m, self.sc_n) = (s[nb:] for s in self.strides)
+        self.a_k_fast = self.sa_k == 1 and self.sa_m != 1  # consecutive threads fetch along k
+        self.b_k_fast = self.sb_k == 1 and self.sb_n != 1
+        self.offs: list[ir.Value] = []
+
+    def setup(self, b: ir.IRBuilder, bb: ir.Value) -> None:
+        """The operands' offsets of batch entry `bb` (row-major over the batch extents)."""
+        self.offs = [_c64(0), _c64(0), _c64(0)]
+        for d in range(len(self.batch) - 1, -1, -1):
+            idx = b.urem(bb, _c64(self.batch[d]))
+            bb = b.udiv(bb, _c64(self.batch[d]))
+            for o, strides in enumerate(self.strides):
+                if strides[d]:
+                    self.offs[o] = b.add(self.offs[o], b.mul(idx, _c64(strides[d])))
+
+    def a(self, b: ir.IRBuilder, gm: ir.Value, gk: ir.Value) -> tuple[ir.Value, ir.Value]:
+        ok = b.and_(b.icmp_unsigned("<", gm, _c64(self.m)), b.icmp_unsigned("<", gk, _c64(self.k)))
+        return b.add(self.offs[0], b.add(b.mul(gm, _c64(self.sa_m)), b.mul(gk, _c64(self.sa_k)))), ok
+
+    def b(self, b: ir.IRBuilder, gk: ir.Value, gn: ir.Value) -> tuple[ir.Value, ir.Value]:
+        ok = b.and_(b.icmp_unsigned("<", gk, _c64(self.k)), b.icmp_unsigned("<", gn, _c64(self.n)))
+        return b.add(self.offs[1], b.add(b.mul(gk, _c64(self.sb_k)), b.mul(gn, _c64(self.sb_n)))), ok
+
+    def c(self, b: ir.IRBuilder, gm: ir.Value, gn: ir.Value) -> tuple[ir.Value, ir.Value]:
+        ok = b.and_(b.icmp_unsigned("<", gm, _c64(self.m)), b.icmp_unsigned("<", gn, _c64(self.n)))
+        return b.add(self.offs[2], b.add(b.mul(gm, _c64(self.sc_m)), b.mul(gn, _c64(self.sc_n)))), ok
+
+
+def _c64(v: int) -> ir.Constant:
+    return ir.Constant(I64, v)
+
+
+def emit_gemm(module: ir.Module, fn: ir.Function, spec: dict, decl, addressing=None) -> tuple[int, int]:
     """Writes the template into the empty kernel `fn` (its arguments: the kernel's buffers, `spec`'s
-    a, b, c positions among them); returns (grid, block)."""
+    a, b, c positions among them); returns (grid, block). `addressing` maps tile coordinates to the
+    operands' elements: `Strided(spec)` by default, backends/cuda/implicit.py's for a convolution."""
+    addr = addressing if addressing is not None else Strided(spec)
     tile = int(spec["tile"])
     tm = tile // 16  # accumulators per thread along m (and n)
     groups = tm // 4
-    m, n, k = (int(spec[x]) for x in ("m", "n", "k"))
-    batch = [int(x) for x in spec["batch"]]  # type: ignore[union-attr]
-    sa, sb, sc = ([int(x) for x in spec[f"{o}_strides"]] for o in "abc")  # type: ignore[union-attr]
-    nb = len(batch)
+    m, n, k = addr.m, addr.n, addr.k
     tiles_m, tiles_n = -(-m // tile), -(-n // tile)
-    count = 1
-    for e in batch:
-        count *= e
-    grid = count * tiles_m * tiles_n
+    grid = addr.count * tiles_m * tiles_n
     a_ptr, b_ptr, c_ptr = (fn.args[int(spec[o])] for o in "abc")
 
     smem_ty = ir.ArrayType(F32, 2 * BK * tile)
@@ -62,7 +103,7 @@ def emit_gemm(module: ir.Module, fn: ir.Function, spec: dict, decl) -> tuple[int
     sreg = lambda r: b.zext(b.call(decl.function(f"llvm.nvvm.read.ptx.sreg.{r}", I32, []), []), I64)  # noqa: E731
     barrier = decl.function("llvm.nvvm.barrier0", VOID, [])
     fma = decl.intrinsic("fma", F32, [F32, F32, F32])
-    c64 = lambda v: ir.Constant(I64, v)  # noqa: E731
+    c64 = _c64
     f0 = ir.Constant(F32, 0.0)
 
     tid, bid = sreg("tid.x"), sreg("ctaid.x")
@@ -70,16 +111,8 @@ def emit_gemm(module: ir.Module, fn: ir.Function, spec: dict, decl) -> tuple[int
     tn_ = b.urem(bid, c64(tiles_n))
     rest = b.udiv(bid, c64(tiles_n))
     tm_ = b.urem(rest, c64(tiles_m))
-    bb = b.udiv(rest, c64(tiles_m))
-    offs = [c64(0), c64(0), c64(0)]
-    for d in range(nb - 1, -1, -1):  # the batch index, row-major over the batch extents
-        idx = b.urem(bb, c64(batch[d]))
-        bb = b.udiv(bb, c64(batch[d]))
-        for o, strides in enumerate((sa, sb, sc)):
-            if strides[d]:
-                offs[o] = b.add(offs[o], b.mul(idx, c64(strides[d])))
+    addr.setup(b, b.udiv(rest, c64(tiles_m)))
     m0, n0 = b.mul(tm_, c64(tile)), b.mul(tn_, c64(tile))
-    (sa_m, sa_k), (sb_k, sb_n), (sc_m, sc_n) = sa[nb:], sb[nb:], sc[nb:]
 
     acc = b.alloca(ir.ArrayType(F32, tm * tm), name="acc")
     per = BK * tile // THREADS  # elements of A (and of B) each thread fetches per step
@@ -93,13 +126,13 @@ def emit_gemm(module: ir.Module, fn: ir.Function, spec: dict, decl) -> tuple[int
     # which (row, k) of the A tile and (k, col) of the B tile fetch element e of this thread
     def a_coord(e):
         idx = b.add(b.mul(tid, c64(per)), c64(e))
-        if sa_k == 1 and sa_m != 1:  # k contiguous: consecutive threads along k
+        if addr.a_k_fast:  # k contiguous: consecutive threads along k
             return b.udiv(idx, c64(BK)), b.urem(idx, c64(BK))
         return b.urem(idx, c64(tile)), b.udiv(idx, c64(tile))
 
     def b_coord(e):
         idx = b.add(b.mul(tid, c64(per)), c64(e))
-        if sb_k == 1 and sb_n != 1:  # k contiguous: consecutive threads along k
+        if addr.b_k_fast:  # k contiguous: consecutive threads along k
             return b.urem(idx, c64(BK)), b.udiv(idx, c64(BK))
         return b.udiv(idx, c64(tile)), b.urem(idx, c64(tile))
 
@@ -116,14 +149,10 @@ def emit_gemm(module: ir.Module, fn: ir.Function, spec: dict, decl) -> tuple[int
 
     def fetch(k0):
         for e, (row, kk) in enumerate(a_coords):
-            gm, gk = b.add(m0, row), b.add(k0, kk)
-            ok = b.and_(b.icmp_unsigned("<", gm, c64(m)), b.icmp_unsigned("<", gk, c64(k)))
-            off = b.add(offs[0], b.add(b.mul(gm, c64(sa_m)), b.mul(gk, c64(sa_k))))
+            off, ok = addr.a(b, b.add(m0, row), b.add(k0, kk))
             b.store(guarded_load(a_ptr, off, ok), at(fetched, e))
         for e, (kk, col) in enumerate(b_coords):
-            gk, gn = b.add(k0, kk), b.add(n0, col)
-            ok = b.and_(b.icmp_unsigned("<", gk, c64(k)), b.icmp_unsigned("<", gn, c64(n)))
-            off = b.add(offs[1], b.add(b.mul(gk, c64(sb_k)), b.mul(gn, c64(sb_n))))
+            off, ok = addr.b(b, b.add(k0, kk), b.add(n0, col))
             b.store(guarded_load(b_ptr, off, ok), at(fetched, per + e))
 
     def shared_at(arr, off):
@@ -190,15 +219,13 @@ def emit_gemm(module: ir.Module, fn: ir.Function, spec: dict, decl) -> tuple[int
         gm = b.add(m0, b.add(b.mul(ty, c64(4)), c64(64 * (i // 4) + i % 4)))
         for j in range(tm):
             gn = b.add(n0, b.add(b.mul(tx, c64(4)), c64(64 * (j // 4) + j % 4)))
-            ok = b.and_(b.icmp_unsigned("<", gm, c64(m)), b.icmp_unsigned("<", gn, c64(n)))
+            off, ok = addr.c(b, gm, gn)
             store = fn.append_basic_block(f"store{i}_{j}")
             after = fn.append_basic_block(f"next{i}_{j}")
             b.cbranch(ok, store, after)
             b.position_at_end(store)
-            off = b.add(offs[2], b.add(b.mul(gm, c64(sc_m)), b.mul(gn, c64(sc_n))))
             b.store(b.load(at(acc, i * tm + j)), b.gep(c_ptr, [off]), align=4)
             b.branch(after)
             b.position_at_end(after)
     b.ret_void()
-    _ = I1
     return grid, THREADS

@@ -36,6 +36,7 @@ from xdsl.dialects.builtin import MemRefType, ModuleOp
 from xdsl.ir import Operation
 
 from ziggurat.backends.cuda.gemm import emit_gemm
+from ziggurat.backends.cuda.implicit import Affine
 from ziggurat.backends.cuda.math import GPU_MATH_HANDLERS
 from ziggurat.backends.cuda.mma import emit_mma, mma_fits
 from ziggurat.backends.llvm.lltypes import I32, I64, VOID, byte_size
@@ -46,6 +47,7 @@ from ziggurat.errors import CompileError
 from ziggurat.runtime.cuda_program import BufRef, Copy, GpuProgram, Launch
 from ziggurat.target import CUDA_TRIPLE
 from ziggurat.transforms.gpu.gpu_gemm import GEMM_ATTR, read_gemm
+from ziggurat.transforms.gpu.implicit_gemm import IGEMM_ATTR, read_igemm
 
 BLOCK_AXIS, THREAD_AXIS = loop.GPU_LOOP_KINDS
 LIMIT_ATTR = "gpu.limit"
@@ -119,10 +121,15 @@ class GpuTranslator(Translator):
             a.add_attribute("noalias")
         self.funcs[name] = fn
         gemm = next((o.attributes[GEMM_ATTR] for o in fop.body.block.ops if GEMM_ATTR in o.attributes), None)
-        if gemm is not None:  # the nest is the description; the GEMM template implements it
-            spec = read_gemm(gemm)  # type: ignore[arg-type]
-            emit = emit_mma if mma_fits(spec, self.arch) else emit_gemm
-            grid, block = emit(self.module, fn, spec, self.decl)
+        igemm = next((o.attributes[IGEMM_ATTR] for o in fop.body.block.ops if IGEMM_ATTR in o.attributes), None)
+        if gemm is not None or igemm is not None:  # the nest is the description; the GEMM template implements it
+            if igemm is not None:
+                spec = read_igemm(igemm)  # type: ignore[arg-type]
+                grid, block = emit_gemm(self.module, fn, spec, self.decl, Affine(spec))
+            else:
+                spec = read_gemm(gemm)  # type: ignore[arg-type]
+                emit = emit_mma if mma_fits(spec, self.arch) else emit_gemm
+                grid, block = emit(self.module, fn, spec, self.decl)
             self.launch_of[name] = _Launch(grid, block)
             return
         f = FuncState(fn)

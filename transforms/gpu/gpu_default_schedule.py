@@ -21,6 +21,7 @@ from xdsl.passes import ModulePass
 from ziggurat.dialects import loop
 from ziggurat.errors import CompileError, ScheduleError
 from ziggurat.transforms.gpu.gpu_gemm import GEMM_ATTR
+from ziggurat.transforms.gpu.implicit_gemm import IGEMM_ATTR
 from ziggurat.transforms.loop.primitives.bind import MAX_THREADS, bind_threads
 from ziggurat.transforms.loop.primitives.fuse import fuse
 from ziggurat.transforms.loop.primitives.loops import bound_kinds, check_perfect, single_child_loop
@@ -74,7 +75,7 @@ def schedule_kernel(f: func.FuncOp, threads: int) -> None:
     if len(nests) != 1:
         raise CompileError(f"gpu-default-schedule: @{f.sym_name.data} has {len(nests)} top-level stages; "
                            "run gpu-split-stages first (one launch per stage)")
-    if GEMM_ATTR in nests[0].attributes:
+    if GEMM_ATTR in nests[0].attributes or IGEMM_ATTR in nests[0].attributes:
         return  # the GEMM template's (gpu-gemm)
     chain = _spatial_chain(nests[0])
     if not chain:

@@ -30,6 +30,7 @@ from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from ziggurat.dialects import loop
+from ziggurat.transforms.gpu.implicit_gemm import IGEMM_ATTR, match_implicit_gemm
 
 ENTRY = "main"
 GEMM_ATTR = "gpu.gemm"
@@ -45,7 +46,8 @@ class GpuGemmPass(ModulePass):
 
     **Input:** loop-level kernels of one loop nest each (gpu-split-stages), unscheduled.
 
-    **Output:** the nests that are matrix products carry `gpu.gemm` (see the module docstring);
+    **Output:** the nests that are matrix products carry `gpu.gemm` (see the module docstring), the
+    convolutions that are implicit ones `gpu.igemm` (transforms/gpu/implicit_gemm.py);
     gpu-default-schedule leaves them alone and backends/cuda emits the template for them.
 
     **Options:** `tile` (0: chosen per product, 128 or 64).
@@ -65,10 +67,14 @@ class GpuGemmPass(ModulePass):
         for f in op.ops:
             if isinstance(f, func.FuncOp) and f.sym_name.data != ENTRY and f.body.blocks:
                 nests = [o for o in f.body.block.ops if isinstance(o, loop.ForOp)]
-                if len(nests) == 1 and GEMM_ATTR not in nests[0].attributes:
+                if len(nests) == 1 and GEMM_ATTR not in nests[0].attributes and IGEMM_ATTR not in nests[0].attributes:
                     spec = match_gemm(f, nests[0])
                     if spec is not None:
                         nests[0].attributes[GEMM_ATTR] = spec.attr(self.tile)
+                        continue
+                    implicit = match_implicit_gemm(f, nests[0])
+                    if implicit is not None:
+                        nests[0].attributes[IGEMM_ATTR] = implicit.attr(self.tile)
 
 
 @dataclass
@@ -113,8 +119,10 @@ def read_gemm(attr: DictionaryAttr) -> dict[str, object]:
     return out
 
 
-def match_gemm(f: func.FuncOp, top: loop.ForOp) -> GemmSpec | None:
-    """The GemmSpec of `top` when it is a plain f32 matrix-product nest of `f`, else None."""
+def match_gemm(f: func.FuncOp, top: loop.ForOp, args_only: bool = True) -> GemmSpec | None:
+    """The GemmSpec of `top` when it is a plain f32 matrix-product nest of `f`, else None. `args_only=False`
+    accepts operands that are not `f`'s arguments (a kernel's own buffers before gpu-split-stages; the
+    positions in the spec are then meaningless)."""
     spatial: list[loop.ForOp] = []
     cur: Operation = top
     while isinstance(cur, loop.ForOp):
@@ -172,7 +180,7 @@ def match_gemm(f: func.FuncOp, top: loop.ForOp) -> GemmSpec | None:
     c_buf, a_buf, b_buf = st.operands[1], la.operands[0], lb.operands[0]
     if lc.operands[0] is not c_buf or ist[0].operands[1] is not c_buf:
         return None
-    if not all(isinstance(v, BlockArgument) and v.owner is f.body.block for v in (c_buf, a_buf, b_buf)):
+    if args_only and not all(isinstance(v, BlockArgument) and v.owner is f.body.block for v in (c_buf, a_buf, b_buf)):
         return None
     if _elt(c_buf) != f32 or any(_elt(v) not in (f32, f16) for v in (a_buf, b_buf)):
         return None
@@ -215,7 +223,8 @@ def _widened_load(v: SSAValue) -> loop.LoadOp | None:
 
 
 def _pos(f: func.FuncOp, buf: SSAValue) -> int:
-    return list(f.body.block.args).index(buf)
+    args = list(f.body.block.args)
+    return args.index(buf) if buf in args else -1
 
 
 def _direct_bindings(blk: loop.BlockOp, ivs: list[SSAValue]) -> dict[SSAValue, SSAValue] | None:

@@ -6,8 +6,9 @@ GPU thread, which then runs the reduction loops alone. A LayerNorm's row sums
 pool (960 channels of 49) then run on a few hundred threads, each walking a
 long serial loop. Here such a reduction (spatial points below `max-points`,
 reduced elements at least `min-extent`) is factored: its reduction loops are
-fused and split by `f` (the largest divisor of the extent up to `lanes`), and
-`rfactor` on the inner part makes it spatial, so that one stage computes
+fused and split by `f` (the largest divisor of the extent up to `lanes`), the
+inner part moved outside the outer one, and `rfactor` on it makes it spatial:
+one stage computes
 `points x f` partial results, each over extent/f elements (neighbouring
 threads read neighbouring elements), and a second stage combines the f
 partials of each point. gpu-split-stages then runs the stages as launches.
@@ -24,10 +25,14 @@ from xdsl.passes import ModulePass
 
 from ziggurat.dialects import loop
 from ziggurat.errors import ScheduleError
+from ziggurat.transforms.gpu.gpu_gemm import match_gemm
+from ziggurat.transforms.gpu.implicit_gemm import match_implicit_gemm
 from ziggurat.transforms.loop.primitives.api import Schedule
 from ziggurat.transforms.loop.primitives.loops import bound_kinds
 
 ENTRY = "main"
+GEMV_POINTS = 2048  # a matrix product with fewer results is factored (a GEMV); larger ones go to gpu-gemm
+TEMPLATE_BLOCKS, LONG_K = 32, 1024  # ... and one whose few template blocks would each walk a long k
 
 
 @dataclass(frozen=True)
@@ -39,8 +44,11 @@ class GpuRfactorPass(ModulePass):
     **Output:** each qualifying reduction as an rfactor partial stage (spatial over the partials) and a
     combining stage; other nests unchanged.
 
-    **Options:** `max-points` (spatial points below which a reduction is factored; default 4096),
-    `min-extent` (the least reduction extent factored; default 64), `lanes` (the largest factor; 32).
+    **Options:** `max-points` (spatial points below which a reduction is factored; default 65536, about a
+    quarter of the threads an H100 holds), `min-extent` (the least reduction extent factored; default 32),
+    `lanes` (the largest factor; 32). A matrix product or convolution (gpu-gemm's patterns) is factored
+    only below `GEMV_POINTS` results or where the GEMM template would get few blocks for a long k
+    (`_factor_product`): the others are the template's.
 
     Example (`gpu-rfactor`), a row sum of 8 rows of 1024:
     ```mlir
@@ -51,8 +59,8 @@ class GpuRfactorPass(ModulePass):
     """
 
     name = "gpu-rfactor"
-    max_points: int = 4096
-    min_extent: int = 64
+    max_points: int = 65536
+    min_extent: int = 32
     lanes: int = 32
 
     def apply(self, ctx: Context, op: builtin.ModuleOp) -> None:
@@ -85,9 +93,28 @@ def _candidates(f: func.FuncOp, max_points: int, min_extent: int) -> list[str]:
             else:
                 break
         else:
-            if points < max_points and reduce_ >= min_extent:
+            if reduce_ >= min_extent and points < max_points and _factor_product(f, loops[-1], points, reduce_):
                 out.append(blk.block_name.data)
     return out
+
+
+def _factor_product(f: func.FuncOp, top: loop.ForOp, points: int, reduce_: int) -> bool:
+    """Whether a nest that gpu-gemm would give the GEMM template is better factored: a GEMV (fewer than
+    GEMV_POINTS results), or a product so small in m and n that the template's 64 x 64 tiles would be
+    fewer than TEMPLATE_BLOCKS blocks, each walking a long k (LONG_K or more). Any other nest: yes."""
+    spec = match_gemm(f, top, args_only=False)
+    if spec is not None:
+        count = 1
+        for e in spec.batch:
+            count *= e
+        m, n = spec.m, spec.n
+    else:
+        implicit = match_implicit_gemm(f, top, args_only=False)
+        if implicit is None:
+            return True
+        count, m, n = 1, implicit.size("m"), implicit.size("n")
+    blocks = count * -(-m // 64) * -(-n // 64)
+    return points < GEMV_POINTS or (blocks < TEMPLATE_BLOCKS and reduce_ >= LONG_K)
 
 
 def _factor(f: func.FuncOp, name: str, lanes: int) -> None:
@@ -107,7 +134,8 @@ def _factor(f: func.FuncOp, name: str, lanes: int) -> None:
         factor = max((d for d in range(4, lanes + 1) if extent % d == 0), default=0)
         if factor == 0:
             return
-        _, inner = sch.split(r, factor)
+        outer, inner = sch.split(r, factor)
+        inner, _ = sch.reorder(inner, outer)  # the partials' loop outside: spatial, next to the others
         sch.rfactor(inner, name)
     except ScheduleError:
         return
