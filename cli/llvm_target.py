@@ -9,7 +9,8 @@ optimizations (what `ziggurat compile --emit llvm` prints). A module made of
 `llvm` dialect ops only still goes to xDSL's translation.
 
 Options: `-t 'llvm{target="llvm -mcpu=haswell" opt-level=2}'` (default: the
-host, O3).
+host, O3). A CUDA target (`target="cuda -arch=sm_90"`) prints the NVPTX LLVM IR
+of its kernels (cli/ptx_target.py; `-t ptx` prints their PTX).
 """
 
 from __future__ import annotations
@@ -43,6 +44,11 @@ class ZigguratLLVMTarget(XDSLTarget):
             LLVMTarget().emit(ctx, module, output)
             return
         tgt = Target.parse(self.target)
+        if tgt.kind == "cuda":  # the NVPTX LLVM IR of the kernels (`-t ptx` prints the PTX made of it)
+            from ziggurat.cli.ptx_target import ZigguratPTXTarget
+
+            ZigguratPTXTarget(tgt.llvm_cpu, self.opt_level).emit(ctx, module, output, llvm_ir=True)
+            return
         spec = remaining_pipeline(detect_level(module), self.opt_level, tgt, planned=is_planned(module))
         run_passes(module, parse_pipeline(spec), verify="stages")
         ir_module, _ = translate_module(module, LLVMOptions.for_target(tgt))

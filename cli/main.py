@@ -2,6 +2,7 @@
 
     ziggurat import model.onnx                       graph-level IR
     ziggurat compile model.onnx --emit loop          IR at a stage (te|loop|hw|llvm), with compile times
+    ziggurat compile model.onnx --target 'cuda -arch=sm_90' --emit ptx   PTX for a CUDA GPU (no GPU needed)
     ziggurat run model.onnx --inputs in.npz --check expected.npz
     ziggurat run m.mlir --inputs in.npz              text IR of any level (weights: its graph.weights_file)
     ziggurat demo                                    compile and check a bundled model
@@ -74,12 +75,48 @@ def _compile(args: argparse.Namespace, pipeline: str | None = None, after_pass=N
     import ziggurat
 
     if is_mlir(args.model):
+        if _is_cuda(args.target):
+            from ziggurat.target import Target
+
+            arch = Target.parse(args.target).llvm_cpu
+            raise ZigguratError(f"a .mlir model compiles for the CPU here; for the target '{args.target}' compile the "
+                                f"ONNX model, or print the PTX of the IR with `ziggurat-opt {args.model} "
+                                f"-t 'ptx{{arch=\"{arch}\"}}'`")
         return compile_mlir(args.model, target=args.target, opt_level=args.opt_level, pipeline=pipeline,
                             tuning_db=args.tuning_db, after_pass=after_pass, weights=args.weights)
     if args.weights:
         raise ZigguratError("--weights applies to a .mlir model; an ONNX model carries its own weights")
     return ziggurat.compile(args.model, target=args.target, opt_level=args.opt_level, pipeline=pipeline,
                             after_pass=after_pass, tuning_db=args.tuning_db)
+
+
+def _is_cuda(target: str) -> bool:
+    """Whether the target string names a CUDA GPU (`cuda -arch=sm_90`); a malformed one is
+    Target.parse's clear error."""
+    from ziggurat.target import Target
+
+    return Target.parse(target).kind == "cuda"
+
+
+def _refuse_cuda(args: argparse.Namespace, command: str, why: str) -> None:
+    """A ZigguratError for a command that does not take a CUDA target."""
+    if _is_cuda(args.target):
+        raise ZigguratError(f"ziggurat {command}: target '{args.target}': {why}")
+
+
+def _require_gpu(args: argparse.Namespace, command: str) -> None:
+    """For a CUDA target: a CudaError now, before compiling, where this machine has no usable GPU."""
+    from ziggurat.errors import CudaError
+    from ziggurat.runtime import cuda_driver
+
+    if not _is_cuda(args.target):
+        return
+    ok, why = cuda_driver.available()
+    if not ok:
+        raise CudaError(f"ziggurat {command}: the target '{args.target}' runs on an NVIDIA GPU and this machine has "
+                        f"none usable ({why}); compile it here with `ziggurat compile {args.model} --target "
+                        f"'{args.target}' --export model.cuda.json` and load that on a machine with a GPU "
+                        "(ziggurat.runtime.cuda.load_cuda)")
 
 
 def _load_npz(path: str) -> dict[str, np.ndarray]:
@@ -126,6 +163,23 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def cmd_compile(args: argparse.Namespace) -> int:
     pipeline, decisions, fused = args.pipeline, [], []
+    cuda = _is_cuda(args.target)
+    stages = dict(STAGES)  # --emit level -> the pass after which that IR exists
+    if cuda:  # no hw stage; the loop IR a CUDA target translates is the GPU-scheduled one
+        from ziggurat.lowering import pipelines
+
+        if args.emit == "hw":
+            raise ZigguratError(f"--emit hw: the target '{args.target}' has no hw stage (hw is CPU vector code; the CUDA "
+                                "backend translates the GPU-scheduled loop IR): use --emit te, loop, llvm (the NVPTX "
+                                "LLVM IR) or ptx")
+        del stages["hw"]
+        stages["loop"] = pipelines.GPU_SCHEDULE[-1]
+        if args.explain_fusion:
+            _refuse_cuda(args, "compile --explain-fusion", "the cost-guided fusion prices kernels on a CPU; a CUDA "
+                         "target fuses by rule (fuse-ops{cost-guided=false}); drop --explain-fusion")
+    elif args.emit == "ptx":
+        raise ZigguratError(f"--emit ptx: the target '{args.target}' is not a GPU; give a CUDA target, e.g. "
+                            "--target 'cuda -arch=sm_90'")
     if args.explain_fusion:  # the graph pipeline with cost-guided fuse-ops; its decisions as a table
         from ziggurat.lowering import pipelines
         from ziggurat.target import Target
@@ -139,13 +193,14 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
     ran: list[str] = []
     timings: list[tuple[str, float]] = []
-    if args.weights_out and args.emit not in STAGES:
-        raise ZigguratError("--weights-out saves the weights of the IR that --emit te|loop|hw prints; give --emit")
+    if args.weights_out and args.emit not in stages:
+        raise ZigguratError(f"--weights-out saves the weights of the IR that --emit {'|'.join(stages)} prints; give "
+                            "--emit")
 
     def after_pass(p, module, seconds: float) -> None:
         ran.append(p.name)
         timings.append((p.name, seconds))
-        if args.emit in STAGES and p.name == STAGES[args.emit]:
+        if args.emit in stages and p.name == stages[args.emit]:
             _print_stage(module, args.weights_out)
         if args.print_after in (p.name, "all"):
             print(f"// -----// IR after {p.name} ({seconds * 1e3:.1f} ms) //----- //")
@@ -169,14 +224,25 @@ def cmd_compile(args: argparse.Namespace) -> int:
               f"fusion: the O{args.opt_level} graph pipeline has no fuse-ops; nothing to explain (use -O2 or -O3)")
     stats = model.info["stats"]
     times = ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in stats.seconds.items())
-    print(f"compiled {args.model}: {stats.kernels} kernels ({stats.kernel_calls} calls), {model.info['num_threads']} thread(s); {times}; total {stats.total:.2f} s", file=sys.stderr)
+    runs_on = (f"{len(model.program.launches)} GPU launch(es) for {model.program.arch}" if cuda else
+               f"{model.info['num_threads']} thread(s)")
+    print(f"compiled {args.model}: {stats.kernels} kernels ({stats.kernel_calls} calls), {runs_on}; {times}; total {stats.total:.2f} s", file=sys.stderr)
     if args.tuning_db:
         print(f"tuning: {len(stats.tuned_kernels)} kernel(s) scheduled from {args.tuning_db}", file=sys.stderr)
     if stats.arena_bytes is not None:
         print(f"memory plan: arena {stats.arena_bytes} bytes for {stats.unplanned_bytes} bytes of intermediates", file=sys.stderr)
     if args.emit == "llvm":
         print(model.info["llvm_ir"])
-    if args.export:
+    if args.emit == "ptx":
+        from ziggurat.cli.ptx_target import format_steps
+
+        print(format_steps(model.program))
+        print(model.program.ptx)
+    if args.export and cuda:  # no shared library: the program (PTX, steps) as JSON and the weights
+        model.save(args.export)
+        print(f"exported {args.export} (+ {args.export}.weights.npz); load it on a machine with an NVIDIA GPU with "
+              f"ziggurat.runtime.cuda.load_cuda('{args.export}')", file=sys.stderr)
+    elif args.export:
         out = model.export(args.export)
         from ziggurat.target import Target
 
@@ -220,6 +286,7 @@ def _positional_inputs(inputs: dict[str, np.ndarray], names: Sequence[str], path
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    _require_gpu(args, "run")
     start = time.perf_counter()
     model = _compile(args, args.pipeline)
     compile_s = time.perf_counter() - start
@@ -269,6 +336,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     trials = args.trials if args.trials is not None or budget is not None else 64
     if (trials is not None and trials < 1) or args.timeout <= 0 or args.parallel_builds < 1:
         raise ZigguratError("ziggurat tune: --trials and --parallel-builds must be at least 1 and --timeout positive")
+    _refuse_cuda(args, "tune", "tuning measures CPU kernels; GPU kernels are not tuned yet (compile for it without "
+                 "--tuning-db: the default GPU schedule)")
     rotate = rotate_bytes_for_host() if args.cache_flush else 0
     with contextlib.ExitStack() as stack:
         db = stack.enter_context(JSONDatabase(args.db))
@@ -320,6 +389,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
     if args.rounds < 1 or args.warmup < 0 or (args.threads is not None and args.threads < 1):
         raise ZigguratError("ziggurat profile: --rounds and --threads must be at least 1 and --warmup at least 0")
+    _refuse_cuda(args, "profile", "the profiler times CPU kernels; a GPU model is not profiled per kernel yet "
+                 "(ziggurat.compile(...).time_device() times the whole model on the GPU)")
     target = Target.parse(args.target)
     if args.threads is not None:
         target = target.with_threads(args.threads)
@@ -340,6 +411,9 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from ziggurat.cli.demo import run_demo
+
+    _refuse_cuda(args, "demo", "the demo runs on the CPU; try a GPU with `ziggurat run MODEL --inputs in.npz "
+                 f"--target '{args.target}'`")
 
     return run_demo(target=args.target)
 
@@ -378,9 +452,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_compile_options(p)
     p.add_argument("--print-after", metavar="PASS", help="print the IR after this pass ('all' for every pass)")
     p.add_argument("--time-passes", action="store_true", help="print a table of each pass's seconds and share, with the total, on stderr")
-    p.add_argument("--emit", choices=(*STAGES, "llvm"), help="print the IR at this stage (llvm: the LLVM IR before LLVM's optimizations)")
+    p.add_argument("--emit", choices=(*STAGES, "llvm", "ptx"), help="print the IR at this stage (llvm: the LLVM IR before "
+                   "LLVM's optimizations; for a CUDA target, loop: the GPU-scheduled loops, llvm: the NVPTX LLVM IR, "
+                   "ptx: the launch list and the PTX; it has no hw)")
     p.add_argument("--weights-out", metavar="NPZ", help="with --emit te|loop|hw: save the weights of that IR (with those the passes made) and name the file in its graph.weights_file, so `ziggurat run`/`ziggurat-opt` can take the printed IR")
-    p.add_argument("--export", metavar="LIB", help="also write the compiled model as a shared library LIB (with LIB.json and LIB.weights.npz); load it with ziggurat.runtime.load(LIB)")
+    p.add_argument("--export", metavar="LIB", help="also write the compiled model as a shared library LIB (with LIB.json and LIB.weights.npz); load it with ziggurat.runtime.load(LIB). For a CUDA target: the program as JSON (with LIB.weights.npz); load it with ziggurat.runtime.cuda.load_cuda(LIB)")
     p.add_argument("--explain-fusion", action="store_true", help="compile with cost-guided fuse-ops and print each fusion decision: rule-based vs cost-guided choice and both costs")
     p.set_defaults(func=cmd_compile)
 

@@ -3,6 +3,7 @@
     ziggurat-opt FILE.mlir -p 'convert-graph-to-te,convert-te-to-loop'
     ziggurat-opt MODEL.onnx -p fold-constants --weights-out W.npz -o M.mlir
     ziggurat-opt FILE.mlir -t llvm                # LLVM IR: lowers the rest of the way
+    ziggurat-opt FILE.mlir -t 'ptx{arch="sm_90"}'  # PTX for a CUDA GPU (and its launch list)
 
 Every ziggurat dialect and pass is registered, next to all of upstream
 xDSL's. The IR is verified after each pass (`--disable-verify` turns that off);
@@ -13,7 +14,8 @@ ziggurat's passes with their summaries. An `.onnx` input is imported first.
 Weights: the module's `graph.weights_file` (relative to the input's folder) or
 `--weights W.npz`; `--weights-out W.npz` saves them (with those the passes
 made) and names that file in the output. `-t llvm` is ziggurat's LLVM target
-(cli/llvm_target.py), not xDSL's. Errors print as one message, naming the pass
+(cli/llvm_target.py), not xDSL's; `-t ptx` lowers for a CUDA target and prints
+PTX (cli/ptx_target.py). Errors print as one message, naming the pass
 (with its options) or option at fault, and exit with status 1; IR that a pass
 leaves invalid is shown around the failing op, with its location. `--debug` (or
 ZIGGURAT_DEBUG=1) prints the traceback too. `--verify-diagnostics` checks
@@ -66,9 +68,11 @@ class ZigguratOptMain(xDSLOptMain):
 
     def register_all_targets(self) -> None:
         from ziggurat.cli.llvm_target import ZigguratLLVMTarget
+        from ziggurat.cli.ptx_target import ZigguratPTXTarget
 
         super().register_all_targets()
         self.available_targets["llvm"] = lambda: ZigguratLLVMTarget  # ours, in place of xDSL's
+        self.available_targets["ptx"] = lambda: ZigguratPTXTarget  # a CUDA GPU's (cli/ptx_target.py)
 
     def _import_onnx(self, stream) -> ModuleOp:
         """An ONNX model as graph-level IR, its weights bound (saved by --weights-out)."""
@@ -245,7 +249,9 @@ class ZigguratOptMain(xDSLOptMain):
         for action in arg_parser._actions:
             if action.dest == "target":
                 action.help = (f"{action.help}. 'llvm' is ziggurat's (not xDSL's): LLVM IR for IR of any level, "
-                               "lowered the rest of the way; options: llvm{target=\"llvm -mcpu=haswell\" opt-level=3}")
+                               "lowered the rest of the way; options: llvm{target=\"llvm -mcpu=haswell\" opt-level=3}. "
+                               "'ptx': the same for a CUDA GPU, the launch list (as comments) and the PTX; "
+                               "options: ptx{arch=\"sm_90\" opt-level=3}")
         arg_parser.add_argument(
             "--print-ir", dest="print_between_passes", action="store_true", help="alias of --print-between-passes"
         )
