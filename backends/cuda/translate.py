@@ -6,7 +6,8 @@ is one loop nest whose `blockIdx.x` / `threadIdx.x` loops (gpu-default-schedule)
 say how it is launched. The output is
 
 * an `llvmlite.ir.Module` for `nvptx64-nvidia-cuda`: each kernel becomes a
-  `ptx_kernel` function taking one global pointer per memref; a `blockIdx.x`
+  `ptx_kernel` function taking one global pointer per memref (`noalias`
+  unless a call passes it one buffer twice: plan-memory's in-place reuse); a `blockIdx.x`
   loop's variable is `%ctaid.x`, a `threadIdx.x` loop's `%tid.x`, and a
   `gpu.limit` on the block loop skips the threads past the loop's end; every
   other loop runs serially in its thread (the op handlers are the LLVM
@@ -95,6 +96,7 @@ class GpuTranslator(Translator):
         entry = next((f for f in funcs if f.sym_name.data == self.options.entry), None)
         if entry is None:
             raise CompileError(f"cuda backend: the module has no entry function @{self.options.entry}")
+        self.aliased = _aliased_kernels(entry)
         for fop in funcs:
             if fop is not entry and fop.body.blocks:
                 self._kernel(fop)
@@ -117,8 +119,9 @@ class GpuTranslator(Translator):
         fn = ir.Function(self.module, ir.FunctionType(VOID, [self.ty(t) for t in ins]), name)
         fn.calling_convention = "ptx_kernel"
         fn.attributes.add("nounwind")
-        for a in fn.args:
-            a.add_attribute("noalias")
+        if name not in self.aliased:  # no call gives it one buffer twice (plan-memory's in-place reuse)
+            for a in fn.args:
+                a.add_attribute("noalias")
         self.funcs[name] = fn
         gemm = next((o.attributes[GEMM_ATTR] for o in fop.body.block.ops if GEMM_ATTR in o.attributes), None)
         igemm = next((o.attributes[IGEMM_ATTR] for o in fop.body.block.ops if IGEMM_ATTR in o.attributes), None)
@@ -175,6 +178,25 @@ class GpuTranslator(Translator):
             elif not (op.name.startswith("arith.") and not any(r.uses for r in op.results)):
                 raise CompileError(f"cuda backend: '{op.name}' in @main is not supported on the GPU: the entry function "
                                    "may only allocate buffers, bind weights, call kernels and copy buffers")
+
+
+def _aliased_kernels(entry: func.FuncOp) -> set[str]:
+    """Kernels that some call of `entry` passes one buffer twice: the same value, or allocations that
+    plan-memory placed at the same arena offset (an elementwise stage written in place). Their
+    parameters get no `noalias` (nor loads through the read-only, non-coherent path)."""
+    out = set()
+    for call in entry.body.block.ops:
+        if isinstance(call, func.CallOp):
+            seen = set()
+            for v in call.operands:
+                key = v
+                owner = v.owner
+                if isinstance(owner, loop.AllocOp) and "arena_offset" in owner.attributes:
+                    key = ("arena", owner.attributes["arena_offset"].value.data)  # type: ignore[attr-defined]
+                if key in seen:
+                    out.add(call.callee.root_reference.data)
+                seen.add(key)
+    return out
 
 
 def _ref(refs: dict, value, op: Operation) -> BufRef:

@@ -102,7 +102,8 @@ def test_thread_count_from_target_and_environment(monkeypatch):
     with pytest.raises(ZigguratError, match="unknown target option"):
         Target.parse("llvm -cores=2")
     with pytest.raises(ZigguratError, match="unknown target"):
-        Target.parse("cuda")
+        Target.parse("rocm")
+    assert Target.parse("cuda -arch=sm_90").num_threads == 1  # a GPU's threads are its grid's
 
 
 def test_unsupported_op_names_the_node():

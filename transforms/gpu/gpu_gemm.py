@@ -15,7 +15,7 @@ the batch extents, each operand's element strides (batch dims, then its two
 matrix dims) and the tile (`128` or `64`). backends/cuda/gemm.py emits the
 kernel for it: per block one tile of C, 256 threads of 8x8 (or 4x4)
 accumulators in registers, A and B staged through double-buffered shared
-memory, 8 steps of k per tile. The nest itself stays in the IR: it is the
+memory, k in steps of 8 (or 32 for 64-wide tiles). The nest itself stays in the IR: it is the
 description of what the template computes (as a tensor intrinsic's is).
 """
 

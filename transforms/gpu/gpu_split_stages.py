@@ -68,8 +68,10 @@ class GpuSplitStagesPass(ModulePass):
         for name, plan in plans.items():
             if plan is None:
                 continue
-            for fn in plan.stage_funcs:
-                op.body.block.insert_op_after(fn, funcs[name])
+            at = funcs[name]
+            for fn in plan.stage_funcs:  # in stage order, where the kernel was
+                op.body.block.insert_op_after(fn, at)
+                at = fn
             funcs[name].detach()
             funcs[name].erase()
 
