@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import builtin, func
+from xdsl.dialects.builtin import StringAttr
 from xdsl.passes import ModulePass
 
 from ziggurat.dialects import loop
@@ -66,8 +67,23 @@ class GpuRfactorPass(ModulePass):
     def apply(self, ctx: Context, op: builtin.ModuleOp) -> None:
         for f in op.ops:
             if isinstance(f, func.FuncOp) and f.sym_name.data != ENTRY and f.body.blocks:
+                _unique_block_names(f)
                 for name in _candidates(f, self.max_points, self.min_extent):
                     _factor(f, name, self.lanes)
+
+
+def _unique_block_names(f: func.FuncOp) -> None:
+    """Renames a block whose name an earlier block of `f` has (a ReduceMean's sum and its division are
+    both `reduce_mean`): the schedule primitives find blocks by name."""
+    seen: dict[str, int] = {}
+    for blk in f.walk():
+        if isinstance(blk, loop.BlockOp):
+            name = blk.block_name.data
+            if name in seen:
+                seen[name] += 1
+                blk.properties["block_name"] = StringAttr(f"{name}_{seen[name]}")
+            else:
+                seen[name] = 0
 
 
 def _candidates(f: func.FuncOp, max_points: int, min_extent: int) -> list[str]:
@@ -136,6 +152,43 @@ def _factor(f: func.FuncOp, name: str, lanes: int) -> None:
             return
         outer, inner = sch.split(r, factor)
         inner, _ = sch.reorder(inner, outer)  # the partials' loop outside: spatial, next to the others
-        sch.rfactor(inner, name)
+        rf = sch.rfactor(inner, name)
     except ScheduleError:
         return
+    _merge_init(f, rf.name)
+
+
+def _merge_init(f: func.FuncOp, name: str) -> None:
+    """Moves the partials' zeroing (block `<name>_init`, a nest of its own) into the nest of block `name`,
+    ahead of its reduction loop: `[points, f] { init; loop { reduce } }`, one launch instead of two. Only
+    where the init nest's loops are the same as the first loops of `name`'s and bind it directly."""
+    init = next((b for b in f.walk() if isinstance(b, loop.BlockOp) and b.block_name.data == f"{name}_init"), None)
+    rf = next((b for b in f.walk() if isinstance(b, loop.BlockOp) and b.block_name.data == name), None)
+    if init is None or rf is None:
+        return
+    init_loops, rf_loops = _enclosing(init), _enclosing(rf)
+    n = len(init_loops)
+    if n == 0 or len(rf_loops) != n + 1 or any(a.bounds != b.bounds for a, b in zip(init_loops, rf_loops)):
+        return
+    if list(init.bindings) != [lp.iv for lp in init_loops] or init_loops[0].parent is not rf_loops[0].parent:
+        return
+    if len(list(init_loops[-1].body.block.ops)) != 1 or any(len(list(lp.body.block.ops)) != 1
+                                                           for lp in init_loops[:-1] + rf_loops[:-1]):
+        return
+    mapping = {a.iv: b.iv for a, b in zip(init_loops, rf_loops)}
+    moved = init.clone(value_mapper=mapping)
+    target = rf_loops[n - 1].body.block
+    target.insert_op_before(moved, target.first_op)  # type: ignore[arg-type]
+    top = init_loops[0]
+    top.detach()
+    top.erase()
+
+
+def _enclosing(blk: loop.BlockOp) -> list[loop.ForOp]:
+    """The loops around `blk`, outermost first."""
+    out = []
+    p = blk.parent_op()
+    while isinstance(p, loop.ForOp):
+        out.append(p)
+        p = p.parent_op()
+    return out[::-1]
