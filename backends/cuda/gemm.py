@@ -7,7 +7,7 @@ product with `gpu.gemm`; `emit_gemm` writes its body as NVPTX LLVM IR:
   (tile 128: 8 x 8 accumulators a thread, rows `ty*4 + 64*g + r`, columns
   `tx*4 + 64*h + s`; tile 64: 4 x 4), batch index, tile row and tile column
   taken from `%ctaid.x`;
-* k advances 8 (tile 128) or 32 (tile 64) at a time: each thread loads its share of the next A and B
+* k advances 8 at a time (32 with gpu-gemm's `deep-k`): each thread loads its share of the next A and B
   tiles from global memory into registers (consecutive threads read
   consecutive addresses of whichever dimension is contiguous), computes on
   the current shared-memory tiles (As[k][m], Bs[k][n]: 16-byte vector loads
@@ -25,11 +25,10 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ziggurat.backends.llvm.lltypes import F32, I32, I64, VOID
+from ziggurat.errors import CompileError
 
 THREADS = 256
-# k per step: 8 for 128 x 128 tiles (16 KB of shared memory, double-buffered), 32 for 64 x 64 tiles (32 KB):
-# a small product's few blocks are latency-bound, and a quarter of the steps (and barriers) pays there
-BK_OF_TILE = {128: 8, 64: 32}
+SHARED_LIMIT = 48 * 1024  # bytes of static shared memory a block may have
 SHARED = 3  # the shared address space
 V4 = ir.VectorType(F32, 4)
 
@@ -85,7 +84,10 @@ def emit_gemm(module: ir.Module, fn: ir.Function, spec: dict, decl, addressing=N
     operands' elements: `Strided(spec)` by default, backends/cuda/implicit.py's for a convolution."""
     addr = addressing if addressing is not None else Strided(spec)
     tile = int(spec["tile"])
-    BK = BK_OF_TILE[tile]  # noqa: N806 - the template's constant, chosen per tile
+    BK = int(spec.get("bk", 8))  # noqa: N806 - k per step (gpu-gemm's `deep-k`)
+    if 2 * 2 * BK * tile * 4 > SHARED_LIMIT:
+        raise CompileError(f"cuda backend: a {tile}-wide GEMM tile stepping k by {BK} needs "
+                           f"{16 * BK * tile} bytes of shared memory; a block has {SHARED_LIMIT}")
     tm = tile // 16  # accumulators per thread along m (and n)
     groups = tm // 4
     m, n, k = addr.m, addr.n, addr.k

@@ -3,7 +3,8 @@ on the CPU: the `gpu.igemm` spec that gpu-gemm finds for a convolution, and the 
 of it (`Affine`, JIT-compiled here for x86), must gather exactly the convolution: A (M x K) and B
 (K x N) read through `Affine.a` / `Affine.b`, multiplied, and scattered through `Affine.c`, equal
 onnxruntime's Conv. The template around the addressing is the one the plain GEMMs use (checked on a GPU
-by benchmarks/gpu_gemm.py)."""
+by benchmarks/gpu_gemm.py); the convolution path is off by default (gpu-gemm{convolutions=true})
+until it has run on a GPU."""
 
 from __future__ import annotations
 
@@ -45,7 +46,8 @@ def igemm_spec(model) -> dict | None:
     from ziggurat.registry import parse_pipeline
     from ziggurat.transforms.graph.weight_binding import bind_weights
 
-    spec = cuda_pipeline(3, "cuda -arch=sm_80").replace("gpu-rfactor,", "")
+    spec = cuda_pipeline(3, "cuda -arch=sm_80").replace("gpu-rfactor,", "").replace(
+        "gpu-gemm,", "gpu-gemm{convolutions=true},")
     work, _, _ = _import_model(model.SerializeToString(), None, None, True, CompileStats())
     bind_weights(work.module, work.weights)
     ctx = make_context()

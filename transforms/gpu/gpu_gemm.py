@@ -38,6 +38,13 @@ TILES = (128, 64)
 # Blocks below which the 64x64 tile is taken (a GPU has about 100 multiprocessors: one 128x128 tile each
 # would leave most of them idle on a small product).
 MIN_BLOCKS_128 = 256
+# k per step of the template: 8 (16 KB of shared memory at tile 128, double-buffered); with `deep-k`, 32 for
+# 64-wide tiles (32 KB): a quarter of the steps and barriers for a small product's latency-bound blocks
+K_STEP, DEEP_K_STEP = 8, {64: 32}
+
+
+def k_step(tile: int, deep_k: bool) -> int:
+    return DEEP_K_STEP.get(tile, K_STEP) if deep_k else K_STEP
 
 
 @dataclass(frozen=True)
@@ -50,7 +57,10 @@ class GpuGemmPass(ModulePass):
     convolutions that are implicit ones `gpu.igemm` (transforms/gpu/implicit_gemm.py);
     gpu-default-schedule leaves them alone and backends/cuda emits the template for them.
 
-    **Options:** `tile` (0: chosen per product, 128 or 64).
+    **Options:** `tile` (0: chosen per product, 128 or 64); `convolutions` (also mark convolutions,
+    `gpu.igemm`; off by default: that path has not run on a GPU yet, its addressing is checked on the
+    CPU by tests/unit/test_cuda_implicit.py); `deep-k` (64-wide tiles step k by 32 instead of 8, fewer
+    steps for a small product's latency-bound blocks; off by default, not yet run on a GPU either).
 
     Example: `func.func @matmul_0(%in0: memref<128x256xf32>, %in1: memref<256x64xf32>, %out0: memref<128x64xf32>)`
     holding the nest above gets
@@ -62,6 +72,8 @@ class GpuGemmPass(ModulePass):
 
     name = "gpu-gemm"
     tile: int = 0
+    convolutions: bool = False
+    deep_k: bool = False
 
     def apply(self, ctx: Context, op: builtin.ModuleOp) -> None:
         for f in op.ops:
@@ -70,11 +82,11 @@ class GpuGemmPass(ModulePass):
                 if len(nests) == 1 and GEMM_ATTR not in nests[0].attributes and IGEMM_ATTR not in nests[0].attributes:
                     spec = match_gemm(f, nests[0])
                     if spec is not None:
-                        nests[0].attributes[GEMM_ATTR] = spec.attr(self.tile)
+                        nests[0].attributes[GEMM_ATTR] = spec.attr(self.tile, self.deep_k)
                         continue
-                    implicit = match_implicit_gemm(f, nests[0])
+                    implicit = match_implicit_gemm(f, nests[0]) if self.convolutions else None
                     if implicit is not None:
-                        nests[0].attributes[IGEMM_ATTR] = implicit.attr(self.tile)
+                        nests[0].attributes[IGEMM_ATTR] = implicit.attr(self.tile, self.deep_k)
 
 
 @dataclass
@@ -100,14 +112,15 @@ class GemmSpec:
             count *= e
         return 128 if count * -(-self.m // 128) * -(-self.n // 128) >= MIN_BLOCKS_128 else 64
 
-    def attr(self, tile: int = 0) -> DictionaryAttr:
+    def attr(self, tile: int = 0, deep_k: bool = False) -> DictionaryAttr:
         def ints(v: list[int]) -> Attribute:
             return builtin.ArrayAttr([IntegerAttr(x, i64) for x in v])
 
         fields: dict[str, Attribute] = {k: IntegerAttr(int(getattr(self, k)), i64)
                                         for k in ("a", "b", "c", "m", "n", "k", "a_f16", "b_f16")}
         fields.update(batch=ints(self.batch), a_strides=ints(self.a_strides), b_strides=ints(self.b_strides),
-                      c_strides=ints(self.c_strides), tile=IntegerAttr(tile or self.choose_tile(), i64))
+                      c_strides=ints(self.c_strides), tile=IntegerAttr(tile or self.choose_tile(), i64),
+                      bk=IntegerAttr(k_step(tile or self.choose_tile(), deep_k), i64))
         return DictionaryAttr(fields)
 
 

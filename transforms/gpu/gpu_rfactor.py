@@ -47,7 +47,7 @@ class GpuRfactorPass(ModulePass):
 
     **Options:** `max-points` (spatial points below which a reduction is factored; default 65536, about a
     quarter of the threads an H100 holds), `min-extent` (the least reduction extent factored; default 32),
-    `lanes` (the largest factor; 32). A matrix product or convolution (gpu-gemm's patterns) is factored
+    `lanes` (the largest factor; 32), `convolutions` (as gpu-gemm's). A matrix product or convolution (gpu-gemm's patterns) is factored
     only below `GEMV_POINTS` results or where the GEMM template would get few blocks for a long k
     (`_factor_product`): the others are the template's.
 
@@ -60,6 +60,7 @@ class GpuRfactorPass(ModulePass):
     """
 
     name = "gpu-rfactor"
+    convolutions: bool = False  # gpu-gemm's: whether convolutions go to the GEMM template
     max_points: int = 65536
     min_extent: int = 32
     lanes: int = 32
@@ -68,7 +69,7 @@ class GpuRfactorPass(ModulePass):
         for f in op.ops:
             if isinstance(f, func.FuncOp) and f.sym_name.data != ENTRY and f.body.blocks:
                 _unique_block_names(f)
-                for name in _candidates(f, self.max_points, self.min_extent):
+                for name in _candidates(f, self.max_points, self.min_extent, self.convolutions):
                     _factor(f, name, self.lanes)
 
 
@@ -86,7 +87,7 @@ def _unique_block_names(f: func.FuncOp) -> None:
                 seen[name] = 0
 
 
-def _candidates(f: func.FuncOp, max_points: int, min_extent: int) -> list[str]:
+def _candidates(f: func.FuncOp, max_points: int, min_extent: int, convolutions: bool) -> list[str]:
     """Names of the reduction blocks of `f` with few spatial points and a long reduction."""
     out = []
     for blk in f.walk():
@@ -109,12 +110,12 @@ def _candidates(f: func.FuncOp, max_points: int, min_extent: int) -> list[str]:
             else:
                 break
         else:
-            if reduce_ >= min_extent and points < max_points and _factor_product(f, loops[-1], points, reduce_):
+            if reduce_ >= min_extent and points < max_points and _factor_product(f, loops[-1], points, reduce_, convolutions):
                 out.append(blk.block_name.data)
     return out
 
 
-def _factor_product(f: func.FuncOp, top: loop.ForOp, points: int, reduce_: int) -> bool:
+def _factor_product(f: func.FuncOp, top: loop.ForOp, points: int, reduce_: int, convolutions: bool) -> bool:
     """Whether a nest that gpu-gemm would give the GEMM template is better factored: a GEMV (fewer than
     GEMV_POINTS results), or a product so small in m and n that the template's 64 x 64 tiles would be
     fewer than TEMPLATE_BLOCKS blocks, each walking a long k (LONG_K or more). Any other nest: yes."""
@@ -125,7 +126,7 @@ def _factor_product(f: func.FuncOp, top: loop.ForOp, points: int, reduce_: int) 
             count *= e
         m, n = spec.m, spec.n
     else:
-        implicit = match_implicit_gemm(f, top, args_only=False)
+        implicit = match_implicit_gemm(f, top, args_only=False) if convolutions else None
         if implicit is None:
             return True
         count, m, n = 1, implicit.size("m"), implicit.size("n")

@@ -68,16 +68,19 @@ class ImplicitSpec:
                 out *= e
         return out
 
-    def attr(self, tile: int = 0) -> DictionaryAttr:
+    def attr(self, tile: int = 0, deep_k: bool = False) -> DictionaryAttr:
+        from ziggurat.transforms.gpu.gpu_gemm import k_step
+
         def ints(v: list[int]) -> Attribute:
             return builtin.ArrayAttr([IntegerAttr(x, i64) for x in v])
 
         blocks = -(-self.size("m") // 128) * -(-self.size("n") // 128)
+        tile = tile or (128 if blocks >= MIN_BLOCKS_128 else 64)
         return DictionaryAttr({
             "roles": StringAttr(self.roles), "extents": ints(self.extents),
             "a": IntegerAttr(self.a.pos, i64), "b": IntegerAttr(self.b.pos, i64), "c": IntegerAttr(self.c.pos, i64),
             "a_dims": ints(self.a.flat()), "b_dims": ints(self.b.flat()), "c_dims": ints(self.c.flat()),
-            "tile": IntegerAttr(tile or (128 if blocks >= MIN_BLOCKS_128 else 64), i64)})
+            "tile": IntegerAttr(tile, i64), "bk": IntegerAttr(k_step(tile, deep_k), i64)})
 
 
 def read_igemm(attr: DictionaryAttr) -> dict[str, object]:

@@ -1,5 +1,6 @@
 // RUN: ziggurat-opt %s -p gpu-gemm | filecheck %s
 // RUN: ziggurat-opt %s -p 'gpu-gemm{tile=128}' | filecheck %s --check-prefix=TILE
+// RUN: ziggurat-opt %s -p 'gpu-gemm{deep-k=true}' | filecheck %s --check-prefix=DEEP
 // RUN: ziggurat-opt %s -p gpu-gemm,gpu-default-schedule | filecheck %s --check-prefix=SCHED
 
 // C[i, j] += A[i, k] * B[k, j]: the nest is marked with the operands' argument positions, the
@@ -7,9 +8,11 @@
 // CHECK-LABEL: func.func @matmul_0
 // CHECK:         } {gpu.gemm = {a = 0 : i64, b = 1 : i64, c = 2 : i64, m = 5 : i64, n = 3 : i64, k = 7 : i64
 // CHECK-SAME:      batch = []
-// CHECK-SAME:      a_strides = [7 : i64, 1 : i64], b_strides = [3 : i64, 1 : i64], c_strides = [3 : i64, 1 : i64], tile = 64 : i64}}
+// CHECK-SAME:      a_strides = [7 : i64, 1 : i64], b_strides = [3 : i64, 1 : i64], c_strides = [3 : i64, 1 : i64], tile = 64 : i64, bk = 8 : i64}}
+// DEEP-LABEL: func.func @matmul_0
+// DEEP:         tile = 64 : i64, bk = 32 : i64}}
 // TILE-LABEL: func.func @matmul_0
-// TILE:         tile = 128 : i64}}
+// TILE:         tile = 128 : i64, bk = 8 : i64}}
 // The GEMM template implements a marked nest: gpu-default-schedule leaves it serial.
 // SCHED-LABEL: func.func @matmul_0
 // SCHED-NOT:     blockIdx.x
@@ -67,7 +70,7 @@ func.func @gemm_t(%w: memref<3x7xf32>, %x: memref<5x7xf32>, %out0: memref<5x3xf3
 // CHECK-LABEL: func.func @bmm
 // CHECK:         } {gpu.gemm = {a = 0 : i64, b = 1 : i64, c = 2 : i64, m = 1024 : i64, n = 2048 : i64, k = 16 : i64
 // CHECK-SAME:      batch = [2 : i64]
-// CHECK-SAME:      a_strides = [16384 : i64, 16 : i64, 1 : i64], b_strides = [32768 : i64, 2048 : i64, 1 : i64], c_strides = [2097152 : i64, 2048 : i64, 1 : i64], tile = 128 : i64}}
+// CHECK-SAME:      a_strides = [16384 : i64, 16 : i64, 1 : i64], b_strides = [32768 : i64, 2048 : i64, 1 : i64], c_strides = [2097152 : i64, 2048 : i64, 1 : i64], tile = 128 : i64, bk = 8 : i64}}
 func.func @bmm(%a: memref<2x1024x16xf32>, %b: memref<2x16x2048xf32>, %c: memref<2x1024x2048xf32>) {
   loop.for %i0 = 0 to 2 serial {
     loop.for %i1 = 0 to 1024 serial {
