@@ -73,7 +73,13 @@ def _require_2d(ctx: ConversionContext, shape: Sequence[int], what: str) -> None
 
 def convert_conv(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
     """Conv (opsets 1+), 2-D only: group, strides, pads, dilations, auto_pad and
-    an optional bias B, added as a [C, 1, 1] tensor."""
+    an optional bias B, added as a [C, 1, 1] tensor. A QDQ pointwise Conv on a target with an
+    int8 dot product is an int8 GEMM (convert_qdq_matmul.py)."""
+    from ziggurat.frontends.onnx.convert_qdq_matmul import qdq_conv_1x1
+
+    fused = qdq_conv_1x1(ctx, node)
+    if fused is not None:
+        return [fused]
     attrs = attributes(node)
     x, w = ctx.value(node.input[0]), ctx.value(node.input[1])
     xs, ws = shape_of(x), shape_of(w)

@@ -1,4 +1,5 @@
-"""A QDQ MatMul as an int8 GEMM: what onnxruntime's quantize_static writes, run on `vpdpbusd`.
+"""A QDQ MatMul (and pointwise Conv) as an int8 GEMM: what onnxruntime's quantize_static writes,
+run on `vpdpbusd`.
 
 In a QDQ model (onnxruntime.quantization, `QuantFormat.QDQ`) a quantized MatMul is
 
@@ -19,7 +20,8 @@ pair of which can saturate against any uint8 activation (`qgemm.no_pair_saturate
 weights always pass), so its results are exact; other weights keep the MatMul a float one on
 the folded weight, as on targets without an int8 dot product. Conditions: x uint8 or int8 at run time, rank >= 2,
 per-tensor scale and zero point; w a constant 2-D int8 with per-tensor or per-column
-(axis 1) scale and zero point.
+(axis 1) scale and zero point. A pointwise Conv (1x1, stride 1, no padding, one group) with a
+per-output-channel int8 weight is the same GEMM on the activations laid out as rows (`qdq_conv_1x1`).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from xdsl.ir import SSAValue
 from ziggurat.dialects import graph
 from ziggurat.frontends.onnx.context import ConversionContext, element_type, shape_of
 from ziggurat.frontends.onnx.convert_qdq import constant_params
-from ziggurat.frontends.onnx.convert_quant import SI8, UI8, _bin, _cast, _const, int8_matmul
+from ziggurat.frontends.onnx.convert_quant import SI8, UI8, _bin, _cast, _const, _t, int8_matmul
 from ziggurat.lowering.qgemm import no_pair_saturates
 
 
@@ -84,3 +86,59 @@ def qdq_matmul(ctx: ConversionContext, node: onnx.NodeProto) -> SSAValue | None:
     y = _cast(ctx, acc, f32)
     factor = _const(ctx, scale if per_column else scale.reshape(()), f"{label}_scale")
     return _bin(ctx, graph.MulOp, y, factor)
+
+
+def qdq_conv_1x1(ctx: ConversionContext, node: onnx.NodeProto) -> SSAValue | None:
+    """The int8 GEMM for a QDQ pointwise Conv (1x1 kernel, stride 1, no padding, one group), else None.
+
+    `Conv(DQ(xq), DQ(wq, axis=0))` over NCHW is, per image, `W[co, ci] @ X[ci, h w]`; the GEMM takes the
+    activations as its u8 operand, so it runs transposed: `X^T[(n h w), ci] @ W^T[ci, co]` (the weight
+    transposed once, at compile time, per-channel scales per column), and the result goes back to NCHW.
+    The bias (a constant, or a dequantized int32 one) is added in float as Conv's is."""
+    dot = ctx.int8_dot
+    if dot == "none" or len(node.input) < 2:
+        return None
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    if attrs.get("group", 1) != 1 or any(v != 1 for v in attrs.get("strides", [1, 1])) \
+            or any(v != 1 for v in attrs.get("dilations", [1, 1])) or any(attrs.get("pads", [0, 0, 0, 0])) \
+            or attrs.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET", b"VALID", "VALID"):
+        return None
+    a, b = _dequantize(ctx, node.input[0]), _dequantize(ctx, node.input[1])
+    if a is None or b is None:
+        return None
+    (xq, sx, zx, _), (wq, sw, zw, axis) = a, b
+    w = ctx.constant(wq)
+    if ctx.constant(xq) is not None or w is None or w.dtype != np.int8 or w.ndim != 4 or w.shape[2:] != (1, 1):
+        return None
+    x = ctx.value(xq)
+    xs = list(shape_of(x))
+    co, ci = w.shape[:2]
+    if element_type(x) not in (UI8, SI8) or len(xs) != 4 or xs[1] != ci or sx.size != 1 \
+            or (zx is not None and zx.size != 1):
+        return None
+    per_channel = sw.size == co and co > 1
+    if sw.size not in (1, co) or (per_channel and axis != 0) or (zw is not None and zw.size != sw.size):
+        return None
+    wt = np.ascontiguousarray(w.reshape(co, ci).T)  # [ci, co]: K x N
+    pairs16 = no_pair_saturates(wt)
+    if dot == "avx2" and not pairs16:  # vpmaddubsw would saturate: stay float (exact)
+        return None
+    label = ctx.node_label or "qdq_conv"
+    n, _, h, wd = xs
+    rows = ctx.emit(graph.TransposeOp(x, [0, 2, 3, 1], _t([n, h, wd, ci], element_type(x))))
+    rows = ctx.reshape(rows, (n * h * wd, ci))
+    acc = int8_matmul(ctx, rows, _const(ctx, wt, f"{label}_wt"),
+                      _zero_point(ctx, zx.reshape(()) if zx is not None else None, f"{label}_zx"),
+                      _zero_point(ctx, zw.reshape(-1) if zw is not None and per_channel else
+                                  (zw.reshape(()) if zw is not None else None), f"{label}_zw"), label, pairs16)
+    scale = (np.float32(sx.reshape(())) * sw.astype(np.float32).reshape(-1)).astype(np.float32)
+    y = _bin(ctx, graph.MulOp, _cast(ctx, acc, f32), _const(ctx, scale if per_channel else scale.reshape(()),
+                                                            f"{label}_scale"))
+    y = ctx.reshape(y, (n, h, wd, co))
+    y = ctx.emit(graph.TransposeOp(y, [0, 3, 1, 2], _t([n, co, h, wd], f32)))
+    bias = ctx.input(node, 2)
+    if bias is None:
+        return y
+    if ctx.shape(bias) != (co,):
+        raise ctx.shape_error(f"bias shape {ctx.shape(bias)} should be ({co},)")
+    return ctx.emit(graph.AddOp(y, ctx.reshaped(bias, (co, 1, 1)), y.type))

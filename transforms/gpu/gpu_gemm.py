@@ -30,7 +30,7 @@ from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from ziggurat.dialects import loop
-from ziggurat.transforms.gpu.implicit_gemm import IGEMM_ATTR, match_implicit_gemm
+from ziggurat.transforms.gpu.implicit_gemm import IGEMM_ATTR, k_step, match_implicit_gemm
 
 ENTRY = "main"
 GEMM_ATTR = "gpu.gemm"
@@ -38,13 +38,6 @@ TILES = (128, 64)
 # Blocks below which the 64x64 tile is taken (a GPU has about 100 multiprocessors: one 128x128 tile each
 # would leave most of them idle on a small product).
 MIN_BLOCKS_128 = 256
-# k per step of the template: 8 (16 KB of shared memory at tile 128, double-buffered); with `deep-k`, 32 for
-# 64-wide tiles (32 KB): a quarter of the steps and barriers for a small product's latency-bound blocks
-K_STEP, DEEP_K_STEP = 8, {64: 32}
-
-
-def k_step(tile: int, deep_k: bool) -> int:
-    return DEEP_K_STEP.get(tile, K_STEP) if deep_k else K_STEP
 
 
 @dataclass(frozen=True)

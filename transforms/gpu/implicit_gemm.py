@@ -32,6 +32,14 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from ziggurat.dialects import loop
 
 IGEMM_ATTR = "gpu.igemm"
+# k per step of the GEMM template (both marks): 8 (16 KB of shared memory at tile 128, double-buffered); with
+# gpu-gemm's `deep-k`, 32 for 64-wide tiles (32 KB): a quarter of the steps and barriers for a small
+# product's latency-bound blocks
+K_STEP, DEEP_K_STEP = 8, {64: 32}
+
+
+def k_step(tile: int, deep_k: bool) -> int:
+    return DEEP_K_STEP.get(tile, K_STEP) if deep_k else K_STEP
 SGE, SLT = 5, 2  # arith.cmpi predicates
 MIN_BLOCKS_128 = 256
 
@@ -69,8 +77,6 @@ class ImplicitSpec:
         return out
 
     def attr(self, tile: int = 0, deep_k: bool = False) -> DictionaryAttr:
-        from ziggurat.transforms.gpu.gpu_gemm import k_step
-
         def ints(v: list[int]) -> Attribute:
             return builtin.ArrayAttr([IntegerAttr(x, i64) for x in v])
 
