@@ -36,8 +36,8 @@ import numpy as np
 from ziggurat.errors import CompileError, CudaError, InputError, ModelLoadError
 from ziggurat.runtime.cuda_driver import Context, Graph
 from ziggurat.runtime.cuda_program import BufRef, GpuProgram, Launch
-from ziggurat.runtime.executor import ModelSignature, gather_inputs
-from ziggurat.signature import TensorSpec, cut_outputs, dtype_from_name, dtype_name, finish_outputs
+from ziggurat.runtime.executor import ArrayCalls, ModelSignature
+from ziggurat.signature import TensorSpec, dtype_from_name, dtype_name, finish_outputs
 
 __all__ = ["CudaModel", "load_cuda"]
 
@@ -82,7 +82,7 @@ def _arch(arch: str) -> tuple[int, int] | None:
     return None if match is None else divmod(int(match.group(1)), 10)
 
 
-class CudaModel(ModelSignature):
+class CudaModel(ArrayCalls, ModelSignature):
     """A `GpuProgram` on the first CUDA GPU; call it with numpy arrays, as `CompiledModel`.
 
     `outputs` is the full output list, hidden outputs (index checks, extents) last; the program's
@@ -176,38 +176,6 @@ class CudaModel(ModelSignature):
             self._graph.launch()
         else:
             self._replay_steps()
-
-    def _check(self, spec: TensorSpec, value: Any) -> np.ndarray:
-        array = np.asarray(value)
-        if array.shape != spec.shape:
-            raise InputError(f"input '{spec.name}' must have shape {spec.shape}, got {array.shape}")
-        if array.dtype != spec.dtype:
-            converts = self.cast_inputs or not isinstance(value, np.ndarray | np.generic)
-            if not converts:
-                raise InputError(f"input '{spec.name}' must be {spec.dtype}, got {array.dtype}; convert it "
-                                 f"(x.astype(np.{spec.dtype})), or compile with cast_inputs=True to convert silently")
-            if not np.can_cast(array.dtype, spec.dtype, casting="same_kind"):
-                raise InputError(f"input '{spec.name}' must be {spec.dtype}, got {array.dtype} (not convertible "
-                                 "without changing its kind)")
-            array = array.astype(spec.dtype)
-        return np.ascontiguousarray(array)
-
-    def prepare(self, *args: Any, **kwargs: Any) -> list[np.ndarray]:
-        """The inputs as `__call__` takes them, checked and made C-contiguous arrays of the model's dtypes."""
-        return [self._check(s, v) for s, v in zip(self.inputs, gather_inputs(self.input_names, args, kwargs))]
-
-    def __call__(self, *args: Any, **kwargs: Any) -> list[np.ndarray]:
-        values: Sequence[Any] = args
-        if kwargs or len(args) != len(self._in_keys):
-            values = self.prepare(*args, **kwargs)
-        else:
-            for a, key in zip(args, self._in_keys):
-                if type(a) is not np.ndarray or (a.shape, a.dtype) != key or not a.flags.c_contiguous:
-                    values = self.prepare(*args)
-                    break
-        results = [np.empty(shape, dtype) for shape, dtype in self._out_specs]
-        extents = self.run_native(values, results)
-        return cut_outputs(self.checks, results, extents) if extents else results
 
     def run_native(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> dict[int, int]:
         """One run on prepared C-contiguous arrays (`outputs`: the visible ones, written in place):

@@ -24,7 +24,7 @@ import numpy as np
 from ziggurat.errors import InputError
 from ziggurat.signature import Extent, IndexCheck, TensorSpec, cut_outputs, finish_outputs
 
-__all__ = ["CompiledModel", "Extent", "IndexCheck", "ModelSignature", "TensorSpec", "aligned", "aligned_copy", "aligned_empty", "data_address", "gather_inputs", "weight_key",
+__all__ = ["ArrayCalls", "CompiledModel", "Extent", "check_input", "IndexCheck", "ModelSignature", "TensorSpec", "aligned", "aligned_copy", "aligned_empty", "data_address", "gather_inputs", "weight_key",
            "is_aligned"]
 
 ALIGN = 64
@@ -127,6 +127,24 @@ def gather_inputs(names: Sequence[str], args: tuple, kwargs: Mapping[str, Any]) 
     return list(args)
 
 
+def check_input(spec: TensorSpec, value: Any, cast_inputs: bool) -> np.ndarray:
+    """`value` as the C-contiguous array `spec` asks for: its shape exactly; its dtype, or (with
+    `cast_inputs`, or for a list or scalar) one numpy converts to it within its kind; else InputError."""
+    array = np.asarray(value)
+    if array.shape != spec.shape:
+        raise InputError(f"input '{spec.name}' must have shape {spec.shape}, got {array.shape}")
+    if array.dtype != spec.dtype:
+        converts = cast_inputs or not isinstance(value, np.ndarray | np.generic)
+        if not converts:
+            raise InputError(f"input '{spec.name}' must be {spec.dtype}, got {array.dtype}; convert it "
+                             f"(x.astype(np.{spec.dtype})), or compile with cast_inputs=True to convert silently")
+        if not np.can_cast(array.dtype, spec.dtype, casting="same_kind"):
+            raise InputError(f"input '{spec.name}' must be {spec.dtype}, got {array.dtype} (not convertible "
+                             "without changing its kind)")
+        array = array.astype(spec.dtype)
+    return np.ascontiguousarray(array)
+
+
 class ModelSignature:
     """What every compiled model has, native (`CompiledModel`) or cross-compiled
     (cross.py `CrossCompiledModel`): its inputs, its outputs (the hidden ones apart, in
@@ -157,7 +175,36 @@ class ModelSignature:
         return export_model(self, path)
 
 
-class CompiledModel(ModelSignature):
+class ArrayCalls:
+    """`__call__` and `prepare` of a model run on numpy arrays (`CompiledModel`, runtime/cuda.py's
+    `CudaModel`): the inputs taken by position, name or mapping, checked (`check_input`), then
+    `run_native` on C-contiguous arrays of the model's dtypes, outputs with run-time extents cut.
+    The model has `inputs`, `input_names`, `checks`, `cast_inputs`, `_in_keys` ((shape, dtype) per
+    input), `_out_specs` ((shape, dtype) per visible output) and `run_native`."""
+
+    def _check(self, spec: TensorSpec, value: Any) -> np.ndarray:
+        return check_input(spec, value, self.cast_inputs)
+
+    def prepare(self, *args: Any, **kwargs: Any) -> list[np.ndarray]:
+        """The inputs as `__call__` takes them (in input order, by name, or one mapping by name),
+        checked and made the C-contiguous arrays of the model's dtypes that `run_native` takes."""
+        return [self._check(s, v) for s, v in zip(self.inputs, gather_inputs(self.input_names, args, kwargs))]
+
+    def __call__(self, *args: Any, **kwargs: Any) -> list[np.ndarray]:  # type: ignore[misc]
+        values: Sequence[Any] = args
+        if kwargs or len(args) != len(self._in_keys):
+            values = self.prepare(*args, **kwargs)
+        else:
+            for a, key in zip(args, self._in_keys):
+                if type(a) is not np.ndarray or (a.shape, a.dtype) != key or not a.flags.c_contiguous:
+                    values = self.prepare(*args)
+                    break
+        results = [np.empty(shape, dtype) for shape, dtype in self._out_specs]
+        extents = self.run_native(values, results)
+        return cut_outputs(self.checks, results, extents) if extents else results
+
+
+class CompiledModel(ArrayCalls, ModelSignature):
     """A model compiled to native code; call it with numpy arrays.
 
     `m(x)`, `m(x1, x2)`, `m(**{"input.1": x})` and `m({"input.1": x})` all
@@ -215,39 +262,6 @@ class CompiledModel(ModelSignature):
         for i, c in enumerate(self._constants):
             self._constants[i] = pool.setdefault(weight_key(c), c)
         self._idle = [self._new_call()]
-
-    def _check(self, spec: TensorSpec, value: Any) -> np.ndarray:
-        array = np.asarray(value)
-        if array.shape != spec.shape:
-            raise InputError(f"input '{spec.name}' must have shape {spec.shape}, got {array.shape}")
-        if array.dtype != spec.dtype:
-            converts = self.cast_inputs or not isinstance(value, np.ndarray | np.generic)
-            if not converts:
-                raise InputError(f"input '{spec.name}' must be {spec.dtype}, got {array.dtype}; convert it "
-                                 f"(x.astype(np.{spec.dtype})), or compile with cast_inputs=True to convert silently")
-            if not np.can_cast(array.dtype, spec.dtype, casting="same_kind"):
-                raise InputError(f"input '{spec.name}' must be {spec.dtype}, got {array.dtype} (not convertible "
-                                 "without changing its kind)")
-            array = array.astype(spec.dtype)
-        return np.ascontiguousarray(array)
-
-    def prepare(self, *args: Any, **kwargs: Any) -> list[np.ndarray]:
-        """The inputs as `__call__` takes them (in input order, by name, or one mapping by name),
-        checked and made the C-contiguous arrays of the model's dtypes that `run_native` takes."""
-        return [self._check(s, v) for s, v in zip(self.inputs, gather_inputs(self.input_names, args, kwargs))]
-
-    def __call__(self, *args: Any, **kwargs: Any) -> list[np.ndarray]:
-        values: Sequence[Any] = args
-        if kwargs or len(args) != len(self._in_keys):
-            values = self.prepare(*args, **kwargs)
-        else:
-            for a, key in zip(args, self._in_keys):
-                if type(a) is not np.ndarray or (a.shape, a.dtype) != key or not a.flags.c_contiguous:
-                    values = self.prepare(*args)
-                    break
-        results = [np.empty(shape, dtype) for shape, dtype in self._out_specs]
-        extents = self.run_native(values, results)
-        return cut_outputs(self.checks, results, extents) if extents else results
 
     def run_native(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> dict[int, int]:
         """The native call alone, on prepared C-contiguous arrays of the right shapes and dtypes

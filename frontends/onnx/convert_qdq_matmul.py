@@ -50,6 +50,19 @@ def _dequantize(ctx: ConversionContext, name: str) -> tuple[str, np.ndarray, np.
     return (node.input[0], *params)
 
 
+def _operands(ctx: ConversionContext, node: onnx.NodeProto, rank: int) -> tuple | None:
+    """(xq, sx, zx, wq, w, sw, zw, axis): `node`'s two inputs dequantized (`_dequantize`), the first at run
+    time, the second a constant int8 array `w` of `rank` dimensions; None otherwise."""
+    a, b = _dequantize(ctx, node.input[0]), _dequantize(ctx, node.input[1])
+    if a is None or b is None:
+        return None
+    (xq, sx, zx, _), (wq, sw, zw, axis) = a, b
+    w = ctx.constant(wq)
+    if ctx.constant(xq) is not None or w is None or w.dtype != np.int8 or w.ndim != rank:
+        return None
+    return xq, sx, zx, wq, w, sw, zw, axis
+
+
 def _zero_point(ctx: ConversionContext, zp: np.ndarray | None, label: str) -> SSAValue | None:
     if zp is None or not np.any(zp):
         return None
@@ -59,15 +72,10 @@ def _zero_point(ctx: ConversionContext, zp: np.ndarray | None, label: str) -> SS
 def qdq_matmul(ctx: ConversionContext, node: onnx.NodeProto) -> SSAValue | None:
     """The int8 GEMM for MatMul `node` when its operands are dequantized as above; None otherwise."""
     dot = ctx.int8_dot
-    if dot == "none":
+    found = _operands(ctx, node, 2) if dot != "none" else None
+    if found is None:
         return None
-    a, b = _dequantize(ctx, node.input[0]), _dequantize(ctx, node.input[1])
-    if a is None or b is None:
-        return None
-    (xq, sx, zx, _), (wq, sw, zw, axis) = a, b
-    w = ctx.constant(wq)
-    if ctx.constant(xq) is not None or w is None or w.dtype != np.int8 or w.ndim != 2:
-        return None
+    xq, sx, zx, wq, w, sw, zw, axis = found
     pairs16 = no_pair_saturates(w)
     if dot == "avx2" and not pairs16:  # vpmaddubsw would saturate: stay float (exact)
         return None
@@ -78,14 +86,19 @@ def qdq_matmul(ctx: ConversionContext, node: onnx.NodeProto) -> SSAValue | None:
     per_column = sw.size == n and n > 1
     if sw.size not in (1, n) or (per_column and axis not in (1, -1)) or (zw is not None and zw.size != sw.size):
         return None
-    label = ctx.node_label or "qdq_matmul"
-    acc = int8_matmul(ctx, x, ctx.value(wq), _zero_point(ctx, zx.reshape(()) if zx is not None else None, f"{label}_zx"),
+    return _scaled_product(ctx, x, ctx.value(wq), sx, zx, sw, zw, per_column, ctx.node_label or "qdq_matmul",
+                           pairs16)
+
+
+def _scaled_product(ctx: ConversionContext, x: SSAValue, w: SSAValue, sx: np.ndarray, zx: np.ndarray | None,
+                    sw: np.ndarray, zw: np.ndarray | None, per_column: bool, label: str, pairs16: bool) -> SSAValue:
+    """`(x - zx) sx @ (w - zw) sw` as the int8 GEMM in i32 and one float scale (per column, or one)."""
+    acc = int8_matmul(ctx, x, w, _zero_point(ctx, zx.reshape(()) if zx is not None else None, f"{label}_zx"),
                       _zero_point(ctx, zw.reshape(-1) if zw is not None and per_column else
                                   (zw.reshape(()) if zw is not None else None), f"{label}_zw"), label, pairs16)
     scale = (np.float32(sx.reshape(())) * sw.astype(np.float32).reshape(-1)).astype(np.float32)
-    y = _cast(ctx, acc, f32)
     factor = _const(ctx, scale if per_column else scale.reshape(()), f"{label}_scale")
-    return _bin(ctx, graph.MulOp, y, factor)
+    return _bin(ctx, graph.MulOp, _cast(ctx, acc, f32), factor)
 
 
 # Fewer channels than this on either side: the pointwise Conv stays a float one. Below it the GEMM is
@@ -110,12 +123,11 @@ def qdq_conv_1x1(ctx: ConversionContext, node: onnx.NodeProto) -> SSAValue | Non
             or any(v != 1 for v in attrs.get("dilations", [1, 1])) or any(attrs.get("pads", [0, 0, 0, 0])) \
             or attrs.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET", b"VALID", "VALID"):
         return None
-    a, b = _dequantize(ctx, node.input[0]), _dequantize(ctx, node.input[1])
-    if a is None or b is None:
+    found = _operands(ctx, node, 4)
+    if found is None:
         return None
-    (xq, sx, zx, _), (wq, sw, zw, axis) = a, b
-    w = ctx.constant(wq)
-    if ctx.constant(xq) is not None or w is None or w.dtype != np.int8 or w.ndim != 4 or w.shape[2:] != (1, 1):
+    xq, sx, zx, wq, w, sw, zw, axis = found
+    if w.shape[2:] != (1, 1):
         return None
     x = ctx.value(xq)
     xs = list(shape_of(x))
@@ -136,13 +148,7 @@ def qdq_conv_1x1(ctx: ConversionContext, node: onnx.NodeProto) -> SSAValue | Non
     n, _, h, wd = xs
     rows = ctx.emit(graph.TransposeOp(x, [0, 2, 3, 1], _t([n, h, wd, ci], element_type(x))))
     rows = ctx.reshape(rows, (n * h * wd, ci))
-    acc = int8_matmul(ctx, rows, _const(ctx, wt, f"{label}_wt"),
-                      _zero_point(ctx, zx.reshape(()) if zx is not None else None, f"{label}_zx"),
-                      _zero_point(ctx, zw.reshape(-1) if zw is not None and per_channel else
-                                  (zw.reshape(()) if zw is not None else None), f"{label}_zw"), label, pairs16)
-    scale = (np.float32(sx.reshape(())) * sw.astype(np.float32).reshape(-1)).astype(np.float32)
-    y = _bin(ctx, graph.MulOp, _cast(ctx, acc, f32), _const(ctx, scale if per_channel else scale.reshape(()),
-                                                            f"{label}_scale"))
+    y = _scaled_product(ctx, rows, _const(ctx, wt, f"{label}_wt"), sx, zx, sw, zw, per_channel, label, pairs16)
     y = ctx.reshape(y, (n, h, wd, co))
     y = ctx.emit(graph.TransposeOp(y, [0, 3, 1, 2], _t([n, co, h, wd], f32)))
     bias = ctx.input(node, 2)

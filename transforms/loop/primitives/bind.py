@@ -26,14 +26,12 @@ race on its accumulator.
 
 from __future__ import annotations
 
-from xdsl.builder import Builder
-from xdsl.dialects import arith
-from xdsl.dialects.builtin import IndexType, IntegerAttr, StringAttr, i64
-from xdsl.rewriter import InsertPoint
+from xdsl.dialects.builtin import IntegerAttr, StringAttr, i64
 
 from ziggurat.dialects import loop
 from ziggurat.errors import ScheduleError
 from ziggurat.transforms.loop.primitives.loops import bound_kinds, describe, require_plain
+from ziggurat.transforms.loop.primitives.split import split_loop
 
 BLOCK_AXIS, THREAD_AXIS = loop.GPU_LOOP_KINDS
 LIMIT_ATTR = "gpu.limit"
@@ -84,22 +82,7 @@ def bind_threads(f: loop.ForOp, threads: int) -> tuple[loop.ForOp, loop.ForOp]:
     if not 1 <= threads <= MAX_THREADS:
         raise ScheduleError(f"bind: {threads} threads per block; a CUDA block has 1 to {MAX_THREADS}")
     threads = min(threads, n)
-    name = f.iv.name_hint or "i"
-    blocks = Builder(InsertPoint.before(f)).insert(loop.ForOp(0, -(-n // threads)))
-    blocks.iv.name_hint = f"{name}_b"
-    inner = Builder(InsertPoint.at_end(blocks.body.block)).insert(loop.ForOp(0, threads))
-    inner.iv.name_hint = f"{name}_t"
-    b = Builder(InsertPoint.at_end(inner.body.block))
-    c = b.insert(arith.ConstantOp(IntegerAttr(threads, IndexType()))).result
-    t = b.insert(arith.MuliOp(blocks.iv, c)).result
-    iv = b.insert(arith.AddiOp(t, inner.iv)).result
-    iv.name_hint = name
-    for op in list(f.body.block.ops):
-        op.detach()
-        inner.body.block.add_op(op)
-    f.iv.replace_all_uses_with(iv)
-    f.detach()
-    f.erase()
+    blocks, inner = split_loop(f, -(-n // threads), threads, ("_b", "_t"))
     if n % threads:
         blocks.attributes[LIMIT_ATTR] = IntegerAttr(n, i64)
     blocks.properties["kind"] = StringAttr(BLOCK_AXIS)

@@ -36,11 +36,18 @@ def split(f: loop.ForOp, factor: int) -> tuple[loop.ForOp, loop.ForOp]:
         divisors = [d for d in range(2, n) if n % d == 0]
         raise ScheduleError(f"split: factor {factor} does not divide the trip count {n} of {describe(f)}; "
                             f"use one of {divisors}")
+    return split_loop(f, n // factor, factor, ("_o", "_i"))
+
+
+def split_loop(f: loop.ForOp, outer_trips: int, factor: int, suffixes: tuple[str, str]) -> tuple[loop.ForOp, loop.ForOp]:
+    """`f` (from 0, step 1) as `outer_trips` x `factor` nested loops whose variables give `f`'s as
+    `outer * factor + inner`, named with `suffixes`; no check that they cover `f` exactly (bind_threads
+    guards a tail)."""
     name = f.iv.name_hint or "i"
-    outer = Builder(InsertPoint.before(f)).insert(loop.ForOp(0, n // factor))
-    outer.iv.name_hint = f"{name}_o"
+    outer = Builder(InsertPoint.before(f)).insert(loop.ForOp(0, outer_trips))
+    outer.iv.name_hint = f"{name}{suffixes[0]}"
     inner = Builder(InsertPoint.at_end(outer.body.block)).insert(loop.ForOp(0, factor))
-    inner.iv.name_hint = f"{name}_i"
+    inner.iv.name_hint = f"{name}{suffixes[1]}"
     b = Builder(InsertPoint.at_end(inner.body.block))
     c = b.insert(arith.ConstantOp(IntegerAttr(factor, IndexType()))).result
     t = b.insert(arith.MuliOp(outer.iv, c)).result
