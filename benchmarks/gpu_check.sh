@@ -11,7 +11,8 @@
 # the suite (GPU_TESTS=0 skips them), the GEMM benchmark (GPU_GEMM=0 skips it) and every packed model
 # folder, with a per-kernel profile, printing a table of each; with OUT set, JSON lines go there too.
 # Wheels in .whl/ (a GPU machine without xDSL: xdsl, immutabledict, ordered-set) are installed into a
-# temporary folder first.
+# temporary folder first. A timing run that cannot carry the models' weights: benchmarks/gpu_synthetic.py
+# (strip here, restore there, ZIGGURAT_MODELS at its folder).
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PY=${PYTHON:-python3}
