@@ -86,7 +86,7 @@ class GpuTranslator(Translator):
         self.handlers = {**self.handlers, **GPU_MATH_HANDLERS, "loop.for": _gpu_for}
         self.launch_of: dict[str, _Launch] = {}
         self._current: _Launch | None = None
-        self._limit: tuple[int, ir.Value, int] | None = None
+        self._limit: tuple[int, ir.Value] | None = None  # a block loop's gpu.limit and its variable
 
     def run(self, module: ModuleOp) -> tuple[ir.Module, GpuModuleInfo]:  # type: ignore[override]
         funcs = [op for op in module.ops if isinstance(op, func.FuncOp)]
@@ -226,7 +226,7 @@ def _gpu_for(t: GpuTranslator, f: FuncState, op: Operation) -> None:
         shape.grid = trips
         iv = t.special(f, "ctaid.x")
         limit = op.attributes.get(LIMIT_ATTR)
-        t._limit = None if limit is None else (limit.value.data, iv, 0)  # type: ignore[attr-defined]
+        t._limit = None if limit is None else (limit.value.data, iv)  # type: ignore[attr-defined]
         f.vals[body.args[0]] = iv
         t.block(f, body)
         t._limit = None
@@ -237,7 +237,7 @@ def _gpu_for(t: GpuTranslator, f: FuncState, op: Operation) -> None:
     if t._limit is None:
         t.block(f, body)
         return
-    limit, biv, _ = t._limit
+    limit, biv = t._limit
     b = f.b
     inside = b.icmp_unsigned("<", b.add(b.mul(biv, I64(trips)), iv), I64(limit))
     then = f.fn.append_basic_block("in_range")
