@@ -141,9 +141,11 @@ def ctypes_address(lib: Any, symbol: str) -> int:
 
 def cuda_compile(model: Any, target: str | Target, opt_level: int = 3, pipeline: str | None = None,
                  after_pass: Any = None, bind: dict[str, Any] | None = None,
-                 memory_limit: int | str | None = None, check_indices: bool = True, cast_inputs: bool = False) -> Any:
+                 memory_limit: int | str | None = None, check_indices: bool = True, cast_inputs: bool = False,
+                 pass_options: dict[str, dict[str, object]] | None = None) -> Any:
     """Compiles an ONNX model for a CUDA target; returns a `CudaModel` (see the module docstring).
-    No compile cache and no tuning records yet (every call builds; the default GPU schedule)."""
+    No compile cache and no tuning records yet (every call builds; the default GPU schedule).
+    `pass_options` overrides GPU pass options (`{"gpu-gemm": {"convolutions": True, "deep-k": True}}`)."""
     import time
 
     from ziggurat.backends.cuda.build import emit_ptx
@@ -153,7 +155,7 @@ def cuda_compile(model: Any, target: str | Target, opt_level: int = 3, pipeline:
     from ziggurat.runtime.cuda import CudaModel
 
     tgt = Target.parse(target)
-    spec = pipelines.cuda_pipeline(opt_level, tgt, graph=pipeline)
+    spec = pipelines.cuda_pipeline(opt_level, tgt, graph=pipeline, options=pass_options)
     stats = CompileStats()
     work, inputs, outputs = _import_model(model, bind, memory_limit, check_indices, stats, int8_dot="none")
     model = None

@@ -11,7 +11,8 @@
 # the suite (GPU_TESTS=0 skips them), the GEMM benchmark (GPU_GEMM=0 skips it) and every packed model
 # folder, with a per-kernel profile, printing a table of each; with OUT set, JSON lines go there too.
 # Wheels in .whl/ (a GPU machine without xDSL: xdsl, immutabledict, ordered-set) are installed into a
-# temporary folder first. A timing run that cannot carry the models' weights: benchmarks/gpu_synthetic.py
+# temporary folder first. GPU_PASS_OPTIONS='{"gpu-rfactor": {"convolutions": true}, "gpu-gemm": {"convolutions": true, "deep-k": true}}' also packs
+# the models with those options (into models_options), run beside the defaults. A timing run that cannot carry the models' weights: benchmarks/gpu_synthetic.py
 # (strip here, restore there, ZIGGURAT_MODELS at its folder).
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -31,6 +32,10 @@ if [ "$MODE" = pack ] || [ "$MODE" = all ]; then
     if [ "${GPU_GEMM:-1}" = 1 ]; then "$PY" -m ziggurat.benchmarks.gpu_gemm pack "$PACKS/gemm" || status=1; fi
     "$PY" -m ziggurat.benchmarks.gpu_models pack "$PACKS/models" --only "${GPU_MODELS:-}" \
         ${GPU_DYNAMIC:+--dynamic} ${GPU_BATCH16:+--batch16} || status=1
+    if [ -n "${GPU_PASS_OPTIONS:-}" ]; then  # the same models with other GPU pass options, beside the defaults
+        "$PY" -m ziggurat.benchmarks.gpu_models pack "$PACKS/models_options" --only "${GPU_MODELS:-}" \
+            ${GPU_DYNAMIC:+--dynamic} ${GPU_BATCH16:+--batch16} --pass-options "$GPU_PASS_OPTIONS" || status=1
+    fi
 fi
 if [ "$MODE" = run ] || [ "$MODE" = all ]; then
     nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv || true

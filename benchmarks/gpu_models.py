@@ -68,11 +68,12 @@ def _jobs(only: str, batch16: bool, dynamic: bool) -> list[tuple[str, Path, dict
     return jobs
 
 
-def pack(out: Path, only: str, batch16: bool, arch: str, dynamic: bool = False) -> None:
+def pack(out: Path, only: str, batch16: bool, arch: str, dynamic: bool = False,
+         pass_options: dict | None = None) -> None:
     import onnx
     from onnx import numpy_helper
 
-    import ziggurat
+    from ziggurat.cross import cuda_compile
     from ziggurat.frontends.onnx.symbols import fix_shapes
 
     for name, folder, binding, suffix in _jobs(only, batch16, dynamic):
@@ -86,8 +87,8 @@ def pack(out: Path, only: str, batch16: bool, arch: str, dynamic: bool = False) 
             except OSError:
                 shutil.copyfile(source, shared_onnx)
         t0 = time.perf_counter()
-        model = ziggurat.compile(source if binding is None else fix_shapes(source, binding),
-                                 target=f"cuda -arch={arch}")
+        model = cuda_compile(source if binding is None else fix_shapes(source, binding), f"cuda -arch={arch}",
+                             pass_options=pass_options)
         seconds = time.perf_counter() - t0
         inits = {i.name: numpy_helper.to_array(i) for i in onnx.load(str(source)).graph.initializer}
         refs, extra = [], {}
@@ -212,13 +213,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dynamic", action="store_true", help="also the two dynamic models at every shape they have "
                    "expected outputs for")
     p.add_argument("--arch", default=ARCH)
+    p.add_argument("--pass-options", default="", help='GPU pass options as JSON, e.g. '
+                   '\'{"gpu-gemm": {"convolutions": true, "deep-k": true}}\' (the paths off by default)')
     r = sub.add_parser("run", help="run packed models on the GPU (numpy, ctypes, onnx and onnxruntime only)")
     r.add_argument("root", type=Path)
     r.add_argument("--repeat", type=int, default=50)
     r.add_argument("--profile", action="store_true", help="also time every kernel alone; the 8 slowest go in the row")
     args = ap.parse_args(argv)
     if args.cmd == "pack":
-        pack(args.out, args.only, args.batch16, args.arch, args.dynamic)
+        pack(args.out, args.only, args.batch16, args.arch, args.dynamic,
+             json.loads(args.pass_options) if args.pass_options else None)
         return 0
     rows = run(args.root, args.repeat, args.profile)
     return 0 if rows and all(r.get("ok") for r in rows) else 1

@@ -230,13 +230,16 @@ def default_pipeline(opt_level: int = 3, target: Target | str | None = None, gra
                 loop_stage(opt_level, tgt, tuning_db))
 
 
-def cuda_pipeline(opt_level: int = 3, target: Target | str | None = "cuda", graph: str | None = None) -> str:
-    """The full pipeline of a CUDA target, graph IR to GPU-scheduled loops (see the module docstring)."""
+def cuda_pipeline(opt_level: int = 3, target: Target | str | None = "cuda", graph: str | None = None,
+                  options: Mapping[str, Mapping[str, object]] | None = None) -> str:
+    """The full pipeline of a CUDA target, graph IR to GPU-scheduled loops (see the module docstring);
+    `options` overrides GPU pass options (`{"gpu-gemm": {"convolutions": True}}`)."""
     _check_level(opt_level)
     tgt = _target(target)
     low = join(TO_LOOP[0], *TE_MODULE[opt_level], *TO_LOOP[1:])
-    return join(_stage(GPU_GRAPH[opt_level], tgt, 2) if graph is None else graph, low, *GPU_SPLIT,
-                *MODULE[opt_level], _stage(GPU_SCHEDULE, tgt, opt_level))
+    return join(_stage(GPU_GRAPH[opt_level], tgt, 2) if graph is None else graph, low,
+                _stage(GPU_SPLIT, tgt, opt_level, options=options), *MODULE[opt_level],
+                _stage(GPU_SCHEDULE, tgt, opt_level, options=options))
 
 
 def _target(target: Target | str | None) -> Target:

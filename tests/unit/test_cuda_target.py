@@ -561,3 +561,13 @@ def test_launch_type_is_what_the_program_holds():
     """(A guard for the tests above: they read `Launch` grid and block as 3-tuples.)"""
     launch = ziggurat.compile(softmax(), target=CUDA).program.launches[0]
     assert isinstance(launch, Launch) and isinstance(launch.grid, tuple) and isinstance(launch.block, tuple)
+
+
+def test_cuda_pipeline_takes_pass_options():
+    """The paths off by default are one option away (what gpu_check.sh's GPU_PASS_OPTIONS packs)."""
+    from ziggurat.lowering.pipelines import cuda_pipeline
+
+    spec = cuda_pipeline(3, "cuda -arch=sm_90", options={"gpu-rfactor": {"convolutions": True},
+                                                          "gpu-gemm": {"convolutions": True, "deep-k": True}})
+    assert "gpu-rfactor{convolutions=true}" in spec and "gpu-gemm{convolutions=true deep-k=true}" in spec
+    assert "gpu-default-schedule{threads=256}" in spec and "gpu-gemm," in cuda_pipeline(3, "cuda -arch=sm_90")
