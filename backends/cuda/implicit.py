@@ -14,6 +14,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ziggurat.backends.llvm.lltypes import I64
+from ziggurat.transforms.gpu.implicit_gemm import role_size
 
 FIELDS = 4  # stride, extent, guarded, constant; then one coefficient per variable
 
@@ -35,17 +36,10 @@ class Affine:
             step = FIELDS + nv
             self.dims[o] = [(flat[i], flat[i + 1], bool(flat[i + 2]), flat[i + 3], flat[i + 4:i + step])
                             for i in range(0, len(flat), step)]
-        self.m, self.n, self.k = (self._size(r) for r in "mnk")
+        self.m, self.n, self.k = (role_size(self.roles, self.extents, r) for r in "mnk")
         self.count = 1
         self.a_k_fast = self._innermost("a") == self._last("k")
         self.b_k_fast = self._innermost("b") == self._last("k")
-
-    def _size(self, role: str) -> int:
-        out = 1
-        for r, e in zip(self.roles, self.extents):
-            if r == role:
-                out *= e
-        return out
 
     def _last(self, role: str) -> int:
         return max(i for i, r in enumerate(self.roles) if r == role)

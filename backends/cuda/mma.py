@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from ziggurat.backends.cuda.gemm import Strided
 from ziggurat.backends.llvm.lltypes import F32, I8, I32, I64, VOID
 
 THREADS = 256
@@ -47,14 +48,10 @@ def mma_fits(spec: dict, arch: str) -> bool:
 
 def emit_mma(module: ir.Module, fn: ir.Function, spec: dict, decl) -> tuple[int, int]:
     """Writes the template into the empty kernel `fn`; returns (grid, block)."""
-    m, n, k = (int(spec[x]) for x in ("m", "n", "k"))
-    batch = [int(x) for x in spec["batch"]]  # type: ignore[union-attr]
-    sa, sb, sc = ([int(x) for x in spec[f"{o}_strides"]] for o in "abc")  # type: ignore[union-attr]
-    nb = len(batch)
+    addr = Strided(spec)  # the batch offsets and strides, as the f32 template reads them
+    m, n, k, count = addr.m, addr.n, addr.k, addr.count
+    (sa, sb, sc), nb = addr.strides, len(addr.batch)
     tiles_m, tiles_n = m // TILE, n // TILE
-    count = 1
-    for e in batch:
-        count *= e
     a_ptr, b_ptr, c_ptr = (fn.args[int(spec[o])] for o in "abc")
 
     smem_ty = ir.ArrayType(I8, STAGES * STAGE_BYTES)
@@ -83,14 +80,8 @@ def emit_mma(module: ir.Module, fn: ir.Function, spec: dict, decl) -> tuple[int,
     tn_ = b.urem(bid, c64(tiles_n))
     rest = b.udiv(bid, c64(tiles_n))
     tm_ = b.urem(rest, c64(tiles_m))
-    bb = b.udiv(rest, c64(tiles_m))
-    offs = [c64(0), c64(0), c64(0)]
-    for d in range(nb - 1, -1, -1):
-        idx = b.urem(bb, c64(batch[d]))
-        bb = b.udiv(bb, c64(batch[d]))
-        for o, strides in enumerate((sa, sb, sc)):
-            if strides[d]:
-                offs[o] = b.add(offs[o], b.mul(idx, c64(strides[d])))
+    addr.setup(b, b.udiv(rest, c64(tiles_m)))
+    offs = addr.offs
     m0, n0 = b.mul(tm_, c64(TILE)), b.mul(tn_, c64(TILE))
     lda, ldb = sa[nb], sb[nb]
     sc_m, sc_n = sc[nb:]

@@ -49,6 +49,7 @@ from ziggurat.backends.llvm.x86_ops import X86_HANDLERS
 from ziggurat.backends.llvm.options import LLVMOptions, ModuleInfo
 from ziggurat.backends.entry_slots import EntrySlots
 from ziggurat.dialects.loop import GPU_LOOP_KINDS as GPU_KINDS
+from ziggurat.dialects.loop import ForOp
 from ziggurat.errors import CompileError
 
 PREFER_VECTOR_WIDTH = '"prefer-vector-width"="512"'
@@ -477,7 +478,7 @@ def _for(t: Translator, f: FuncState, op: Operation) -> None:
     if p["kind"].data in GPU_KINDS:  # a GPU schedule emulated on the CPU: each block, then each thread, in turn
         hi: ir.Value = I64(ub)
         outer = op.parent_op()
-        limit = outer.attributes.get("gpu.limit") if isinstance(outer, type(op)) else None
+        limit = outer.attributes.get("gpu.limit") if isinstance(outer, ForOp) else None
         if p["kind"].data == GPU_KINDS[1] and limit is not None:  # the tail guard of bind_threads
             rest = f.b.sub(I64(limit.value.data), f.b.mul(f.get(outer.regions[0].block.args[0]), I64(ub)))
             hi = _smin(f.b, hi, rest)

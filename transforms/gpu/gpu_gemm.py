@@ -25,12 +25,14 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import arith, builtin, func
-from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, MemRefType, f16, f32, i64
+from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, f16, f32, i64
 from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from ziggurat.dialects import loop
-from ziggurat.transforms.gpu.implicit_gemm import IGEMM_ATTR, k_step, match_implicit_gemm
+from ziggurat.backends.llvm.lltypes import memref_strides
+from ziggurat.lowering.convert_loop_to_hw import const_int
+from ziggurat.transforms.gpu.implicit_gemm import IGEMM_ATTR, const_float, k_step, match_implicit_gemm
 
 ENTRY = "main"
 GEMM_ATTR = "gpu.gemm"
@@ -160,7 +162,7 @@ def match_gemm(f: func.FuncOp, top: loop.ForOp, args_only: bool = True) -> GemmS
         return None
     # init: C[ivs] = 0.0
     ist = [o for o in init.body.block.ops if isinstance(o, loop.StoreOp)]
-    if len(ist) != 1 or len(list(init.body.block.ops)) != 2 or not _is_zero(ist[0].operands[0]):
+    if len(ist) != 1 or len(list(init.body.block.ops)) != 2 or not const_float(ist[0].operands[0], 0.0):
         return None
     # update: C = C + A * B
     uops = [o for o in upd.body.block.ops if not isinstance(o, arith.ConstantOp)]
@@ -206,7 +208,7 @@ def match_gemm(f: func.FuncOp, top: loop.ForOp, args_only: bool = True) -> GemmS
         return None
 
     def strides(buf: SSAValue, vars_: dict, order: list) -> list[int]:
-        st_of = _strides(buf.type)  # type: ignore[arg-type]
+        st_of = memref_strides(buf.type)  # type: ignore[arg-type]
         return [st_of[vars_[v]] if v in vars_ else 0 for v in order]
 
     return GemmSpec(
@@ -257,17 +259,8 @@ def _dims(acc: Operation, var_of: dict) -> dict | None:
             if lv in out:
                 return None
             out[lv] = d
-        elif not (shape[d] == 1 and _is_const(v, 0)):
+        elif not (shape[d] == 1 and const_int(v) == 0):
             return None
-    return out
-
-
-def _strides(t: MemRefType) -> list[int]:
-    shape = t.get_shape()
-    out, acc = [0] * len(shape), 1
-    for d in range(len(shape) - 1, -1, -1):
-        out[d] = acc
-        acc *= shape[d]
     return out
 
 
@@ -282,14 +275,3 @@ def _split(op: Operation, t1: type, t2: type) -> tuple:
     if isinstance(b, t1) and isinstance(a, t2):
         return b, a
     return None, None
-
-
-def _is_zero(v: SSAValue) -> bool:
-    o = v.owner
-    return isinstance(o, arith.ConstantOp) and getattr(o.value, "value", None) is not None \
-        and float(o.value.value.data) == 0.0  # type: ignore[attr-defined]
-
-
-def _is_const(v: SSAValue, value: int) -> bool:
-    o = v.owner
-    return isinstance(o, arith.ConstantOp) and isinstance(o.value, IntegerAttr) and o.value.value.data == value

@@ -29,13 +29,24 @@ from xdsl.dialects import arith, builtin, func
 from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, StringAttr, f32, i64
 from xdsl.ir import Attribute, Operation, SSAValue
 
+from ziggurat.backends.llvm.lltypes import memref_strides
 from ziggurat.dialects import loop
+from ziggurat.lowering.convert_loop_to_hw import const_int
 
 IGEMM_ATTR = "gpu.igemm"
 # k per step of the GEMM template (both marks): 8 (16 KB of shared memory at tile 128, double-buffered); with
 # gpu-gemm's `deep-k`, 32 for 64-wide tiles (32 KB): a quarter of the steps and barriers for a small
 # product's latency-bound blocks
 K_STEP, DEEP_K_STEP = 8, {64: 32}
+
+
+def role_size(roles: str, extents: list[int], role: str) -> int:
+    """The product of the extents of the variables with `role` (`m`, `n` or `k`)."""
+    out = 1
+    for r, e in zip(roles, extents):
+        if r == role:
+            out *= e
+    return out
 
 
 def k_step(tile: int, deep_k: bool) -> int:
@@ -70,11 +81,7 @@ class ImplicitSpec:
     c: Access
 
     def size(self, role: str) -> int:
-        out = 1
-        for r, e in zip(self.roles, self.extents):
-            if r == role:
-                out *= e
-        return out
+        return role_size(self.roles, self.extents, role)
 
     def attr(self, tile: int = 0, deep_k: bool = False) -> DictionaryAttr:
         def ints(v: list[int]) -> Attribute:
@@ -134,7 +141,7 @@ def match_implicit_gemm(f: func.FuncOp, top: loop.ForOp, args_only: bool = True)
         return None
     var_of = {a: i for i, a in enumerate(upd.body.block.args)}
     ist = [o for o in init.body.block.ops if isinstance(o, loop.StoreOp)]
-    if len(ist) != 1 or len(list(init.body.block.ops)) != 2 or not _const_float(ist[0].operands[0], 0.0):
+    if len(ist) != 1 or len(list(init.body.block.ops)) != 2 or not const_float(ist[0].operands[0], 0.0):
         return None
     st = list(upd.body.block.ops)[-1]
     if not isinstance(st, loop.StoreOp) or not isinstance(st.operands[0].owner, arith.AddfOp):
@@ -181,14 +188,10 @@ def _elt(v: SSAValue) -> Attribute:
     return v.type.element_type  # type: ignore[attr-defined]
 
 
-def _const_float(v: SSAValue, value: float) -> bool:
+def const_float(v: SSAValue, value: float) -> bool:
+    """`v` is a float `arith.constant` of `value`."""
     o = v.owner
     return isinstance(o, arith.ConstantOp) and isinstance(o.value, builtin.FloatAttr) and o.value.value.data == value
-
-
-def _const_int(v: SSAValue) -> int | None:
-    o = v.owner
-    return o.value.value.data if isinstance(o, arith.ConstantOp) and isinstance(o.value, IntegerAttr) else None
 
 
 def _affine(v: SSAValue, var_of: dict, nvars: int) -> tuple[list[int], int] | None:
@@ -197,7 +200,7 @@ def _affine(v: SSAValue, var_of: dict, nvars: int) -> tuple[list[int], int] | No
         co = [0] * nvars
         co[var_of[v]] = 1
         return co, 0
-    k = _const_int(v)
+    k = const_int(v)
     if k is not None:
         return [0] * nvars, k
     o = v.owner
@@ -229,7 +232,7 @@ def _range_guard(cond: SSAValue, x: SSAValue, extent: int) -> bool:
         p = c.owner
         if not isinstance(p, arith.CmpiOp) or p.operands[0] is not x:
             return False
-        preds.add((p.predicate.value.data, _const_int(p.operands[1])))
+        preds.add((p.predicate.value.data, const_int(p.operands[1])))
     return preds == {(SGE, 0), (SLT, extent)}
 
 
@@ -239,13 +242,11 @@ def _access(f: func.FuncOp, buf: SSAValue, idx: list[SSAValue], var_of: dict, nv
     if args_only and buf not in args:
         return None
     shape = buf.type.get_shape()  # type: ignore[attr-defined]
-    strides, acc = [0] * len(shape), 1
-    for d in range(len(shape) - 1, -1, -1):
-        strides[d], acc = acc, acc * shape[d]
+    strides = memref_strides(buf.type)  # type: ignore[arg-type]
     dims = []
     for d, v in enumerate(idx):
         o, guarded = v.owner, False
-        if isinstance(o, arith.SelectOp) and _const_int(o.operands[2]) == 0 and guards is not None \
+        if isinstance(o, arith.SelectOp) and const_int(o.operands[2]) == 0 and guards is not None \
                 and _range_guard(o.operands[0], o.operands[1], shape[d]):
             guards.append(o.operands[0])
             v, guarded = o.operands[1], True
@@ -260,7 +261,7 @@ def _operand(f: func.FuncOp, v: SSAValue, var_of: dict, nvars: int, args_only: b
     """A factor of the product: a load, or a load masked to 0.0 exactly where its guarded indices leave
     their range."""
     o, mask = v.owner, None
-    if isinstance(o, arith.SelectOp) and _const_float(o.operands[2], 0.0):
+    if isinstance(o, arith.SelectOp) and const_float(o.operands[2], 0.0):
         mask, o = o.operands[0], o.operands[1].owner
     if not isinstance(o, loop.LoadOp) or _elt(o.operands[0]) != f32:
         return None
