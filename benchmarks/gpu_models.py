@@ -76,6 +76,7 @@ def pack(out: Path, only: str, batch16: bool, arch: str, dynamic: bool = False,
     from ziggurat.cross import cuda_compile
     from ziggurat.frontends.onnx.symbols import fix_shapes
 
+    initializers: dict[Path, dict[str, np.ndarray]] = {}
     for name, folder, binding, suffix in _jobs(only, batch16, dynamic):
         dest = out / name
         dest.mkdir(parents=True, exist_ok=True)
@@ -90,7 +91,9 @@ def pack(out: Path, only: str, batch16: bool, arch: str, dynamic: bool = False,
         model = cuda_compile(source if binding is None else fix_shapes(source, binding), f"cuda -arch={arch}",
                              pass_options=pass_options)
         seconds = time.perf_counter() - t0
-        inits = {i.name: numpy_helper.to_array(i) for i in onnx.load(str(source)).graph.initializer}
+        if source not in initializers:  # once per model, whatever its shape variants
+            initializers[source] = {i.name: numpy_helper.to_array(i) for i in onnx.load(str(source)).graph.initializer}
+        inits = initializers[source]
         refs, extra = [], {}
         for cname, c in zip(model.program.const_names, model.constants):
             same = inits.get(cname)

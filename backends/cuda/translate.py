@@ -41,6 +41,7 @@ from ziggurat.backends.cuda.implicit import Affine
 from ziggurat.backends.cuda.math import GPU_MATH_HANDLERS
 from ziggurat.backends.cuda.mma import emit_mma, mma_fits
 from ziggurat.backends.llvm.lltypes import I32, I64, VOID, byte_size
+from ziggurat.backends.llvm.memory import MEMORY_HANDLERS
 from ziggurat.backends.llvm.options import LLVMOptions, ModuleInfo
 from ziggurat.backends.llvm.translate import STRUCTURE_HANDLERS, FuncState, Translator
 from ziggurat.dialects import loop
@@ -83,7 +84,7 @@ class GpuTranslator(Translator):
         self.module.triple = CUDA_TRIPLE
         self.module.data_layout = DATA_LAYOUT
         self.info = GpuModuleInfo()
-        self.handlers = {**self.handlers, **GPU_MATH_HANDLERS, "loop.for": _gpu_for}
+        self.handlers = {**self.handlers, **GPU_MATH_HANDLERS, "loop.for": _gpu_for, "loop.alloc": _gpu_alloc}
         self.launch_of: dict[str, _Launch] = {}
         self._current: _Launch | None = None
         self._limit: tuple[int, ir.Value] | None = None  # a block loop's gpu.limit and its variable
@@ -248,6 +249,18 @@ def _gpu_for(t: GpuTranslator, f: FuncState, op: Operation) -> None:
     if not b.block.is_terminated:
         b.branch(done)
     b.position_at_end(done)
+
+
+def _gpu_alloc(t: GpuTranslator, f: FuncState, op: Operation) -> None:
+    """A kernel's scratch (`loop.alloc` inside a nest: per thread, in local memory) up to STACK_LIMIT bytes;
+    larger scratch has no device allocator to come from (the LLVM backend would call aligned_alloc)."""
+    res = op.results[0]
+    nbytes = res.type.element_count() * byte_size(t.ty(res.type).pointee)  # type: ignore[attr-defined]
+    if nbytes > STACK_LIMIT:
+        raise CompileError(f"cuda backend: @{f.root.fn.name} allocates {nbytes} bytes of scratch per thread; a GPU "
+                           f"kernel may have at most {STACK_LIMIT} (split the nest or hoist the buffer: "
+                           "gpu-split-stages moves a kernel's top-level scratch to the arena)")
+    MEMORY_HANDLERS["loop.alloc"](t, f, op)
 
 
 def translate_gpu_module(module: ModuleOp, arch: str) -> tuple[ir.Module, GpuModuleInfo]:

@@ -571,3 +571,35 @@ def test_cuda_pipeline_takes_pass_options():
                                                           "gpu-gemm": {"convolutions": True, "deep-k": True}})
     assert "gpu-rfactor{convolutions=true}" in spec and "gpu-gemm{convolutions=true deep-k=true}" in spec
     assert "gpu-default-schedule{threads=256}" in spec and "gpu-gemm," in cuda_pipeline(3, "cuda -arch=sm_90")
+
+
+def test_large_per_thread_scratch_is_a_clear_error():
+    """A kernel's scratch inside a nest lives in each thread's local memory: over STACK_LIMIT bytes it is
+    refused with the kernel's name (there is no device allocator for the CPU backend's aligned_alloc)."""
+    from xdsl.parser import Parser
+
+    from ziggurat.backends.cuda.translate import STACK_LIMIT, translate_gpu_module
+    from ziggurat.errors import CompileError
+    from ziggurat.registry import make_context
+
+    n = STACK_LIMIT // 4 + 1
+    text = f"""builtin.module {{
+      func.func @main(%x: memref<4xf32>) attributes {{graph.input_names = ["x"], graph.output_names = []}} {{
+        func.call @k(%x) : (memref<4xf32>) -> ()
+        func.return
+      }}
+      func.func @k(%x: memref<4xf32>) {{
+        loop.for %i = 0 to 4 serial {{
+          %t = loop.alloc "local" : memref<{n}xf32>
+          loop.block "b" [S %v = %i] {{
+            %c = arith.constant 0 : index
+            %e = loop.load %t[%c] : memref<{n}xf32>
+            loop.store %e, %x[%v] : memref<4xf32>
+          }}
+        }}
+        func.return
+      }}
+    }}"""
+    module = Parser(make_context(), text).parse_module()
+    with pytest.raises(CompileError, match=r"@k allocates \d+ bytes of scratch per thread"):
+        translate_gpu_module(module, "sm_90")

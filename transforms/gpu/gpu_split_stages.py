@@ -107,29 +107,37 @@ def _plan(f: func.FuncOp) -> _Plan | None:
     params = list(f.body.block.args) + [a.result for a in scratch]
     out: list[tuple[str, func.FuncOp | None, list[SSAValue]]] = []
     for k, stage in enumerate(stages):
-        used = _used_values(stage)
         if isinstance(stage, loop.CopyOp):
             out.append(("copy", None, [stage.source, stage.dest]))
             continue
+        used = _used_values(stage)
         args = [p for p in params if p in used]
-        out.append(("call", _stage_func(f"{name}_s{k}", stage, args, f), args))
+        out.append(("call", _stage_func(f"{name}_s{k}", stage, args, used, f), args))
     return _Plan(list(f.body.block.args), scratch, out)
 
 
 def _used_values(op: Operation) -> set[SSAValue]:
-    """Values defined outside `op` that it (or any op nested in it) uses."""
-    inner = {r for o in op.walk() for r in o.results} | {a for o in op.walk() for r in o.regions
-                                                         for b in r.blocks for a in b.args}
-    return {v for o in op.walk() for v in o.operands if v not in inner}
+    """Values defined outside `op` that it (or any op nested in it) uses (one walk)."""
+    inner: set[SSAValue] = set()
+    operands: list[SSAValue] = []
+    for o in op.walk():
+        inner.update(o.results)
+        for r in o.regions:
+            for b in r.blocks:
+                inner.update(b.args)
+        operands.extend(o.operands)
+    return {v for v in operands if v not in inner}
 
 
-def _stage_func(name: str, stage: Operation, args: list[SSAValue], parent: func.FuncOp) -> func.FuncOp:
-    """A function of `args` holding a clone of `stage` and of the top-level pure ops it uses."""
+def _stage_func(name: str, stage: Operation, args: list[SSAValue], used: set[SSAValue],
+                parent: func.FuncOp) -> func.FuncOp:
+    """A function of `args` holding a clone of `stage` and of the top-level pure ops it uses (`used`: the
+    values defined outside the stage that it reads)."""
     block = Block(arg_types=[a.type for a in args])
     mapping: dict[SSAValue, SSAValue] = dict(zip(args, block.args))
     for a, new in zip(args, block.args):
         new.name_hint = a.name_hint
-    needed = _pure_closure(stage, set(args))
+    needed = _pure_closure(used, set(args))
     for o in parent.body.block.ops:
         if o in needed:
             block.add_op(o.clone(value_mapper=mapping))
@@ -140,10 +148,10 @@ def _stage_func(name: str, stage: Operation, args: list[SSAValue], parent: func.
     return fn
 
 
-def _pure_closure(stage: Operation, args: set[SSAValue]) -> set[Operation]:
-    """The top-level pure ops whose results `stage` uses, with the ones those use."""
+def _pure_closure(used: set[SSAValue], args: set[SSAValue]) -> set[Operation]:
+    """The top-level pure ops whose results a stage uses (`used`, less its arguments), with the ones those use."""
     needed: set[Operation] = set()
-    todo = [v for v in _used_values(stage) if v not in args]
+    todo = [v for v in used if v not in args]
     while todo:
         v = todo.pop()
         o = v.owner
