@@ -13,12 +13,13 @@
 # Wheels in .whl/ (a GPU machine without xDSL: xdsl, immutabledict, ordered-set) are installed into a
 # temporary folder first. GPU_PASS_OPTIONS='{"gpu-rfactor": {"convolutions": true}, "gpu-gemm": {"convolutions": true, "deep-k": true}}' also packs
 # the models with those options (into models_options), run beside the defaults. A timing run that cannot carry the models' weights: benchmarks/gpu_synthetic.py
-# (strip here, restore there, ZIGGURAT_MODELS at its folder).
+# (strip here, restore there, ZIGGURAT_MODELS at its folder). GPU_WORKERS compile processes pack side by side (default: every core).
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PY=${PYTHON:-python3}
 PACKS=${GPU_PACKS:-$ROOT/.gpu/packs}
 MODE=${1:-all}
+WORKERS=${GPU_WORKERS:-$(nproc 2>/dev/null || echo 1)}  # compile processes side by side
 PKG=$(mktemp -d)
 ln -s "$ROOT" "$PKG/ziggurat"
 export PYTHONPATH="$PKG${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
@@ -30,10 +31,10 @@ status=0
 
 if [ "$MODE" = pack ] || [ "$MODE" = all ]; then
     if [ "${GPU_GEMM:-1}" = 1 ]; then "$PY" -m ziggurat.benchmarks.gpu_gemm pack "$PACKS/gemm" || status=1; fi
-    "$PY" -m ziggurat.benchmarks.gpu_models pack "$PACKS/models" --only "${GPU_MODELS:-}" \
+    "$PY" -m ziggurat.benchmarks.gpu_models pack "$PACKS/models" --only "${GPU_MODELS:-}" --workers "$WORKERS" \
         ${GPU_DYNAMIC:+--dynamic} ${GPU_BATCH16:+--batch16} || status=1
     if [ -n "${GPU_PASS_OPTIONS:-}" ]; then  # the same models with other GPU pass options, beside the defaults
-        "$PY" -m ziggurat.benchmarks.gpu_models pack "$PACKS/models_options" --only "${GPU_MODELS:-}" \
+        "$PY" -m ziggurat.benchmarks.gpu_models pack "$PACKS/models_options" --only "${GPU_MODELS:-}" --workers "$WORKERS" \
             ${GPU_DYNAMIC:+--dynamic} ${GPU_BATCH16:+--batch16} --pass-options "$GPU_PASS_OPTIONS" || status=1
     fi
 fi

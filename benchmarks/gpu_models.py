@@ -69,54 +69,89 @@ def _jobs(only: str, batch16: bool, dynamic: bool) -> list[tuple[str, Path, dict
 
 
 def pack(out: Path, only: str, batch16: bool, arch: str, dynamic: bool = False,
-         pass_options: dict | None = None) -> None:
-    import onnx
-    from onnx import numpy_helper
+         pass_options: dict | None = None, workers: int = 1) -> bool:
+    """Compile every job into `out`; with `workers` > 1, that many processes side by side (a GPU
+    machine's many cores). Returns whether every job packed; a failed job is reported by name."""
+    jobs = _jobs(only, batch16, dynamic)
+    for _, folder, _, _ in jobs:  # one copy of each model file, whatever its variants
+        shared_onnx = out / f"{folder.name}.onnx"
+        if not shared_onnx.exists():
+            out.mkdir(parents=True, exist_ok=True)
+            try:
+                os.link(folder / "model.onnx", shared_onnx)
+            except OSError:
+                shutil.copyfile(folder / "model.onnx", shared_onnx)
+    args = [(job, out, arch, pass_options) for job in jobs]
+    if workers <= 1:
+        results = [_pack_guarded(a) for a in args]
+    else:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
 
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+            results = list(pool.map(_pack_guarded, args))
+    for line in results:
+        print(line, flush=True)
+    return all(line.startswith("packed") for line in results)
+
+
+def _pack_guarded(args) -> str:
+    (name, *_), *_ = args
+    try:
+        return _pack_one(*args)
+    except Exception as e:  # noqa: BLE001 - one model's failure is a line, the others still pack
+        return f"FAILED {name}: {type(e).__name__}: {str(e)[:400]}"
+
+
+def _pack_one(job: tuple[str, Path, dict | None, str], out: Path, arch: str, pass_options: dict | None) -> str:
     from ziggurat.cross import cuda_compile
     from ziggurat.frontends.onnx.symbols import fix_shapes
 
-    initializers: dict[Path, dict[str, np.ndarray]] = {}
-    for name, folder, binding, suffix in _jobs(only, batch16, dynamic):
-        dest = out / name
-        dest.mkdir(parents=True, exist_ok=True)
-        source = folder / "model.onnx"
-        shared_onnx = out / f"{folder.name}.onnx"  # one copy per model, whatever its variants
-        if not shared_onnx.exists():
-            try:
-                os.link(source, shared_onnx)
-            except OSError:
-                shutil.copyfile(source, shared_onnx)
-        t0 = time.perf_counter()
-        model = cuda_compile(source if binding is None else fix_shapes(source, binding), f"cuda -arch={arch}",
-                             pass_options=pass_options)
-        seconds = time.perf_counter() - t0
-        if source not in initializers:  # once per model, whatever its shape variants
-            initializers[source] = {i.name: numpy_helper.to_array(i) for i in onnx.load(str(source)).graph.initializer}
-        inits = initializers[source]
-        refs, extra = [], {}
-        for cname, c in zip(model.program.const_names, model.constants):
-            same = inits.get(cname)
-            if same is not None and same.dtype == c.dtype and same.shape == c.shape and np.array_equal(same, c):
-                refs.append({"onnx": cname})
-            else:
-                refs.append({"npz": f"c{len(extra)}"})
-                extra[f"c{len(extra)}"] = c
-        doc = {"model": name, "program": model.program.to_json(), "inputs": [s.to_json() for s in model.inputs],
-               "outputs": [s.to_json() for s in [*model.outputs, *model.checks]], "constants": refs,
-               "tolerance": tolerance(folder), "compile_seconds": seconds, "binding": binding,
-               "onnx": f"../{shared_onnx.name}"}
-        (dest / "program.json").write_text(json.dumps(doc))
-        np.savez(dest / "extra.npz", **extra)
-        if suffix != "-":  # batch 16 has no expected outputs: onnxruntime's are the reference
-            for f in ("inputs", "expected"):
-                target = dest / f"{f}.npz"
-                if target.exists():
-                    target.unlink()
-                if (folder / f"{f}{suffix}.npz").exists():  # gpu_synthetic.py's folders have no expected.npz
-                    shutil.copyfile(folder / f"{f}{suffix}.npz", target)
-        print(f"packed {name}: {len(model.program.launches)} launches, {len(extra)} extra weights, "
-              f"compile {seconds:.1f} s", flush=True)
+    name, folder, binding, suffix = job
+    dest = out / name
+    dest.mkdir(parents=True, exist_ok=True)
+    source = folder / "model.onnx"
+    t0 = time.perf_counter()
+    model = cuda_compile(source if binding is None else fix_shapes(source, binding), f"cuda -arch={arch}",
+                         pass_options=pass_options)
+    seconds = time.perf_counter() - t0
+    inits = _initializers(source)
+    refs, extra = [], {}
+    for cname, c in zip(model.program.const_names, model.constants):
+        same = inits.get(cname)
+        if same is not None and same.dtype == c.dtype and same.shape == c.shape and np.array_equal(same, c):
+            refs.append({"onnx": cname})
+        else:
+            refs.append({"npz": f"c{len(extra)}"})
+            extra[f"c{len(extra)}"] = c
+    doc = {"model": name, "program": model.program.to_json(), "inputs": [s.to_json() for s in model.inputs],
+           "outputs": [s.to_json() for s in [*model.outputs, *model.checks]], "constants": refs,
+           "tolerance": tolerance(folder), "compile_seconds": seconds, "binding": binding,
+           "onnx": f"../{folder.name}.onnx"}
+    (dest / "program.json").write_text(json.dumps(doc))
+    np.savez(dest / "extra.npz", **extra)
+    if suffix != "-":  # batch 16 has no expected outputs: onnxruntime's are the reference
+        for f in ("inputs", "expected"):
+            target = dest / f"{f}.npz"
+            if target.exists():
+                target.unlink()
+            if (folder / f"{f}{suffix}.npz").exists():  # gpu_synthetic.py's folders have no expected.npz
+                shutil.copyfile(folder / f"{f}{suffix}.npz", target)
+    return (f"packed {name}: {len(model.program.launches)} launches, {len(extra)} extra weights, "
+            f"compile {seconds:.1f} s")
+
+
+_INITS: dict[Path, dict[str, np.ndarray]] = {}
+
+
+def _initializers(source: Path) -> dict[str, np.ndarray]:
+    """A model's initializers, read once per process whatever its shape variants."""
+    if source not in _INITS:
+        import onnx
+        from onnx import numpy_helper
+
+        _INITS[source] = {i.name: numpy_helper.to_array(i) for i in onnx.load(str(source)).graph.initializer}
+    return _INITS[source]
 
 
 def _median_ms(fn, repeat: int) -> float:
@@ -194,6 +229,7 @@ def run(root: Path, repeat: int, profile: bool = False) -> list[dict]:
             row = run_one(dest, repeat, profile)
         except Exception as e:  # noqa: BLE001 - one model's failure is a row, the others still run
             row = {"model": dest.name, "ok": False, "error": f"{type(e).__name__}: {str(e)[:400]}"}
+        row["set"] = root.name  # which pack (the defaults, or other pass options)
         rows.append(row)
         print("ROW", json.dumps(row), flush=True)
         if sink is not None:
@@ -216,6 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dynamic", action="store_true", help="also the two dynamic models at every shape they have "
                    "expected outputs for")
     p.add_argument("--arch", default=ARCH)
+    p.add_argument("--workers", type=int, default=1, help="compile in that many processes side by side")
     p.add_argument("--pass-options", default="", help='GPU pass options as JSON, e.g. '
                    '\'{"gpu-gemm": {"convolutions": true, "deep-k": true}}\' (the paths off by default)')
     r = sub.add_parser("run", help="run packed models on the GPU (numpy, ctypes, onnx and onnxruntime only)")
@@ -224,9 +261,9 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--profile", action="store_true", help="also time every kernel alone; the 8 slowest go in the row")
     args = ap.parse_args(argv)
     if args.cmd == "pack":
-        pack(args.out, args.only, args.batch16, args.arch, args.dynamic,
-             json.loads(args.pass_options) if args.pass_options else None)
-        return 0
+        ok = pack(args.out, args.only, args.batch16, args.arch, args.dynamic,
+                  json.loads(args.pass_options) if args.pass_options else None, args.workers)
+        return 0 if ok else 1
     rows = run(args.root, args.repeat, args.profile)
     return 0 if rows and all(r.get("ok") for r in rows) else 1
 
