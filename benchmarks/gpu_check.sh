@@ -13,7 +13,8 @@
 # Wheels in .whl/ (a GPU machine without xDSL: xdsl, immutabledict, ordered-set) are installed into a
 # temporary folder first. GPU_PASS_OPTIONS='{"gpu-rfactor": {"convolutions": true}, "gpu-gemm": {"convolutions": true, "deep-k": true}}' also packs
 # the models with those options (into models_options), run beside the defaults. A timing run that cannot carry the models' weights: benchmarks/gpu_synthetic.py
-# (strip here, restore there, ZIGGURAT_MODELS at its folder). GPU_WORKERS compile processes pack side by side (default: every core).
+# (strip here, restore there, ZIGGURAT_MODELS at its folder). GPU_WORKERS compile processes pack side by side (default: every core);
+# GPU_TEST_ARGS goes to pytest, GPU_TEST_K as its -k (GPU_TEST_ARGS="-n 8" GPU_TEST_K="not emulate": the GPU runs only, in 8 processes).
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PY=${PYTHON:-python3}
@@ -41,7 +42,7 @@ fi
 if [ "$MODE" = run ] || [ "$MODE" = all ]; then
     nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv || true
     if [ "${GPU_TESTS:-1}" = 1 ]; then
-        (cd "$ROOT" && "$PY" -m pytest -q -p no:cacheprovider -rs tests/unit/test_cuda_*.py) || status=1
+        (cd "$ROOT" && "$PY" -m pytest -q -p no:cacheprovider -rs ${GPU_TEST_ARGS:-} ${GPU_TEST_K:+-k "$GPU_TEST_K"} tests/unit/test_cuda_*.py) || status=1
     fi
     if [ "${GPU_GEMM:-1}" = 1 ] && [ -d "$PACKS/gemm" ]; then
         "$PY" -m ziggurat.benchmarks.gpu_gemm run "$PACKS/gemm" || status=1

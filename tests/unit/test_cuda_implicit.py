@@ -3,8 +3,7 @@ on the CPU: the `gpu.igemm` spec that gpu-gemm finds for a convolution, and the 
 of it (`Affine`, JIT-compiled here for x86), must gather exactly the convolution: A (M x K) and B
 (K x N) read through `Affine.a` / `Affine.b`, multiplied, and scattered through `Affine.c`, equal
 onnxruntime's Conv. The template around the addressing is the one the plain GEMMs use (checked on a GPU
-by benchmarks/gpu_gemm.py); the convolution path is off by default (gpu-gemm{convolutions=true})
-until it has run on a GPU."""
+by benchmarks/gpu_gemm.py); on the GPU, gpu_check.sh runs the models through it."""
 
 from __future__ import annotations
 
@@ -35,19 +34,19 @@ def conv_model(n, ci, co, hw, k, stride, pad, dil, seed=0):
     g = helper.make_graph([node], "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n, ci, hw, hw])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [n, co, out, out])],
                           [numpy_helper.from_array(w, "w")])
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), w
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=10), w
 
 
 def igemm_spec(model) -> dict | None:
     """The `gpu.igemm` spec of the model's convolution: the CUDA pipeline up to gpu-gemm, without
-    gpu-rfactor (which takes small convolutions away from the template)."""
+    gpu-rfactor (which takes small convolutions away from the template) and at any size (min-blocks=1)."""
     from ziggurat.compiler import CompileStats, _import_model
     from ziggurat.lowering.pipelines import cuda_pipeline
     from ziggurat.registry import parse_pipeline
     from ziggurat.transforms.graph.weight_binding import bind_weights
 
     spec = cuda_pipeline(3, "cuda -arch=sm_80").replace("gpu-rfactor,", "").replace(
-        "gpu-gemm,", "gpu-gemm{convolutions=true},")
+        "gpu-gemm,", "gpu-gemm{min-blocks=1},")
     work, _, _ = _import_model(model.SerializeToString(), None, None, True, CompileStats())
     bind_weights(work.module, work.weights)
     ctx = make_context()

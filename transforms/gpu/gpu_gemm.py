@@ -32,14 +32,12 @@ from xdsl.passes import ModulePass
 from ziggurat.dialects import loop
 from ziggurat.backends.llvm.lltypes import memref_strides
 from ziggurat.lowering.convert_loop_to_hw import const_int
-from ziggurat.transforms.gpu.implicit_gemm import IGEMM_ATTR, const_float, k_step, match_implicit_gemm
+from ziggurat.transforms.gpu.implicit_gemm import (IGEMM_ATTR, MIN_BLOCKS_128, MIN_IGEMM_BLOCKS, const_float, k_step,
+                                                   match_implicit_gemm, template_blocks)
 
 ENTRY = "main"
 GEMM_ATTR = "gpu.gemm"
 TILES = (128, 64)
-# Blocks below which the 64x64 tile is taken (a GPU has about 100 multiprocessors: one 128x128 tile each
-# would leave most of them idle on a small product).
-MIN_BLOCKS_128 = 256
 
 
 @dataclass(frozen=True)
@@ -52,10 +50,12 @@ class GpuGemmPass(ModulePass):
     convolutions that are implicit ones `gpu.igemm` (transforms/gpu/implicit_gemm.py);
     gpu-default-schedule leaves them alone and backends/cuda emits the template for them.
 
-    **Options:** `tile` (0: chosen per product, 128 or 64); `convolutions` (also mark convolutions,
-    `gpu.igemm`; off by default: that path has not run on a GPU yet, its addressing is checked on the
-    CPU by tests/unit/test_cuda_implicit.py); `deep-k` (64-wide tiles step k by 32 instead of 8, fewer
-    steps for a small product's latency-bound blocks; off by default, not yet run on a GPU either).
+    **Options:** `tile` (0: chosen per product, 128 or 64); `convolutions` (also mark convolutions of
+    `MIN_IGEMM_BLOCKS` or more 64x64 tiles, `gpu.igemm`; on by default, `false` leaves every convolution
+    a thread per output); `deep-k` (64-wide tiles step k by 32 instead of 8, fewer steps for a small
+    product's latency-bound blocks; on by default); `min-blocks` (the least 64x64 tiles of a convolution
+    marked, `MIN_IGEMM_BLOCKS`: gpu-rfactor factors smaller ones first). Both were measured on an H100 against the paths
+    without them (docs/benchmarks.md, "CUDA GPU (H100)").
 
     Example: `func.func @matmul_0(%in0: memref<128x256xf32>, %in1: memref<256x64xf32>, %out0: memref<128x64xf32>)`
     holding the nest above gets
@@ -67,8 +67,9 @@ class GpuGemmPass(ModulePass):
 
     name = "gpu-gemm"
     tile: int = 0
-    convolutions: bool = False
-    deep_k: bool = False
+    convolutions: bool = True
+    deep_k: bool = True
+    min_blocks: int = MIN_IGEMM_BLOCKS
 
     def apply(self, ctx: Context, op: builtin.ModuleOp) -> None:
         for f in op.ops:
@@ -80,7 +81,7 @@ class GpuGemmPass(ModulePass):
                         nests[0].attributes[GEMM_ATTR] = spec.attr(self.tile, self.deep_k)
                         continue
                     implicit = match_implicit_gemm(f, nests[0]) if self.convolutions else None
-                    if implicit is not None:
+                    if implicit is not None and implicit.blocks() >= self.min_blocks:
                         nests[0].attributes[IGEMM_ATTR] = implicit.attr(self.tile, self.deep_k)
 
 
@@ -101,11 +102,15 @@ class GemmSpec:
     a_f16: bool = False  # the operand is float16, widened to f32 as it is loaded (gpu-fold-casts)
     b_f16: bool = False
 
-    def choose_tile(self) -> int:
-        count = 1
+    def count(self) -> int:
+        """The batch's product."""
+        out = 1
         for e in self.batch:
-            count *= e
-        return 128 if count * -(-self.m // 128) * -(-self.n // 128) >= MIN_BLOCKS_128 else 64
+            out *= e
+        return out
+
+    def choose_tile(self) -> int:
+        return 128 if template_blocks(self.count(), self.m, self.n, 128) >= MIN_BLOCKS_128 else 64
 
     def attr(self, tile: int = 0, deep_k: bool = False) -> DictionaryAttr:
         def ints(v: list[int]) -> Attribute:

@@ -27,7 +27,7 @@ from xdsl.passes import ModulePass
 from ziggurat.dialects import loop
 from ziggurat.errors import ScheduleError
 from ziggurat.transforms.gpu.gpu_gemm import match_gemm
-from ziggurat.transforms.gpu.implicit_gemm import match_implicit_gemm
+from ziggurat.transforms.gpu.implicit_gemm import MIN_IGEMM_BLOCKS, match_implicit_gemm, template_blocks
 from ziggurat.transforms.loop.primitives.api import Schedule
 from ziggurat.transforms.loop.primitives.loops import bound_kinds
 
@@ -47,9 +47,10 @@ class GpuRfactorPass(ModulePass):
 
     **Options:** `max-points` (spatial points below which a reduction is factored; default 65536, about a
     quarter of the threads an H100 holds), `min-extent` (the least reduction extent factored; default 32),
-    `lanes` (the largest factor; 32), `convolutions` (as gpu-gemm's). A matrix product or convolution (gpu-gemm's patterns) is factored
-    only below `GEMV_POINTS` results or where the GEMM template would get few blocks for a long k
-    (`_factor_product`): the others are the template's.
+    `lanes` (the largest factor; 32), `convolutions` (as gpu-gemm's, default true). A matrix product or
+    convolution (gpu-gemm's patterns) is factored only below `GEMV_POINTS` results or where the GEMM
+    template would get few blocks for a long k (`_factor_product`), a convolution also below
+    `MIN_IGEMM_BLOCKS` blocks: the others are the template's.
 
     Example (`gpu-rfactor`), a row sum of 8 rows of 1024:
     ```mlir
@@ -60,7 +61,7 @@ class GpuRfactorPass(ModulePass):
     """
 
     name = "gpu-rfactor"
-    convolutions: bool = False  # gpu-gemm's: whether convolutions go to the GEMM template
+    convolutions: bool = True  # gpu-gemm's: whether convolutions go to the GEMM template
     max_points: int = 65536
     min_extent: int = 32
     lanes: int = 32
@@ -118,19 +119,16 @@ def _candidates(f: func.FuncOp, max_points: int, min_extent: int, convolutions: 
 def _factor_product(f: func.FuncOp, top: loop.ForOp, points: int, reduce_: int, convolutions: bool) -> bool:
     """Whether a nest that gpu-gemm would give the GEMM template is better factored: a GEMV (fewer than
     GEMV_POINTS results), or a product so small in m and n that the template's 64 x 64 tiles would be
-    fewer than TEMPLATE_BLOCKS blocks, each walking a long k (LONG_K or more). Any other nest: yes."""
+    fewer than TEMPLATE_BLOCKS blocks, each walking a long k (LONG_K or more). A convolution of fewer than
+    MIN_IGEMM_BLOCKS blocks (not the template's: gpu-gemm) and any other nest: yes."""
     spec = match_gemm(f, top, args_only=False)
     if spec is not None:
-        count = 1
-        for e in spec.batch:
-            count *= e
-        m, n = spec.m, spec.n
+        blocks = template_blocks(spec.count(), spec.m, spec.n)
     else:
         implicit = match_implicit_gemm(f, top, args_only=False) if convolutions else None
-        if implicit is None:
+        if implicit is None or implicit.blocks() < MIN_IGEMM_BLOCKS:  # not the template's (gpu-gemm)
             return True
-        count, m, n = 1, implicit.size("m"), implicit.size("n")
-    blocks = count * -(-m // 64) * -(-n // 64)
+        blocks = implicit.blocks()
     return points < GEMV_POINTS or (blocks < TEMPLATE_BLOCKS and reduce_ >= LONG_K)
 
 

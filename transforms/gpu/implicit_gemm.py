@@ -49,10 +49,23 @@ def role_size(roles: str, extents: list[int], role: str) -> int:
     return out
 
 
+# Blocks below which the 64x64 tile is taken (a GPU has about 100 multiprocessors: one 128x128 tile each
+# would leave most of them idle on a small product).
+MIN_BLOCKS_128 = 256
+# 64x64 blocks below which a convolution is not an implicit GEMM (gpu-rfactor factors it, else a thread per
+# output): on the H100 (session 36), implicit GEMMs of 2 to 8 blocks ran 1.4x to 3.6x slower than those
+# paths, of 15 to 49 blocks 1.1x to 2.2x faster.
+MIN_IGEMM_BLOCKS = 12
+SGE, SLT = 5, 2  # arith.cmpi predicates
+
+
 def k_step(tile: int, deep_k: bool) -> int:
     return DEEP_K_STEP.get(tile, K_STEP) if deep_k else K_STEP
-SGE, SLT = 5, 2  # arith.cmpi predicates
-MIN_BLOCKS_128 = 256
+
+
+def template_blocks(batch: int, m: int, n: int, tile: int = 64) -> int:
+    """The GEMM template's blocks (tiles of C) for a product of `batch` x m x n."""
+    return batch * -(-m // tile) * -(-n // tile)
 
 
 @dataclass
@@ -83,12 +96,14 @@ class ImplicitSpec:
     def size(self, role: str) -> int:
         return role_size(self.roles, self.extents, role)
 
+    def blocks(self, tile: int = 64) -> int:
+        return template_blocks(1, self.size("m"), self.size("n"), tile)
+
     def attr(self, tile: int = 0, deep_k: bool = False) -> DictionaryAttr:
         def ints(v: list[int]) -> Attribute:
             return builtin.ArrayAttr([IntegerAttr(x, i64) for x in v])
 
-        blocks = -(-self.size("m") // 128) * -(-self.size("n") // 128)
-        tile = tile or (128 if blocks >= MIN_BLOCKS_128 else 64)
+        tile = tile or (128 if self.blocks(128) >= MIN_BLOCKS_128 else 64)
         return DictionaryAttr({
             "roles": StringAttr(self.roles), "extents": ints(self.extents),
             "a": IntegerAttr(self.a.pos, i64), "b": IntegerAttr(self.b.pos, i64), "c": IntegerAttr(self.c.pos, i64),

@@ -1,11 +1,13 @@
-// gpu-gemm{convolutions=true}: a convolution (stride 2, padding 1) as an implicit GEMM: rows the output
-// channels (m), columns (n, oh, ow), k (ci, kh, kw); its input index affine and guarded. Off by default.
-// RUN: ziggurat-opt %s -p 'gpu-split-stages,gpu-gemm{convolutions=true}' | filecheck %s
+// gpu-gemm: a convolution (stride 2, padding 1) as an implicit GEMM: rows the output channels (m), columns
+// (n, oh, ow), k (ci, kh, kw); its input index affine and guarded. Its 7 tiles of 64x64 are below the
+// default min-blocks (12): only min-blocks=1 marks it; convolutions=false marks none.
+// RUN: ziggurat-opt %s -p 'gpu-split-stages,gpu-gemm{min-blocks=1}' | filecheck %s
 // RUN: ziggurat-opt %s -p gpu-split-stages,gpu-gemm | filecheck %s --check-prefix=OFF
+// RUN: ziggurat-opt %s -p 'gpu-split-stages,gpu-gemm{convolutions=false min-blocks=1}' | filecheck %s --check-prefix=OFF
 
 // CHECK-LABEL: func.func @fused_conv2d_add_relu_0_s0
 // CHECK:         gpu.igemm = {roles = "nmnnkkk", extents = [2 : i64, 64 : i64, 14 : i64, 14 : i64, 32 : i64, 3 : i64, 3 : i64]
-// CHECK-SAME:    tile = 64 : i64, bk = 8 : i64}
+// CHECK-SAME:    tile = 64 : i64, bk = 32 : i64}
 // OFF-NOT:       gpu.igemm
 builtin.module {
   func.func @main(%x: memref<2x32x28x28xf32>, %0: memref<2x64x14x14xf32>) attributes {graph.input_names = ["x"], graph.output_names = ["o"]} {

@@ -1,6 +1,6 @@
 // RUN: ziggurat-opt %s -p gpu-gemm | filecheck %s
 // RUN: ziggurat-opt %s -p 'gpu-gemm{tile=128}' | filecheck %s --check-prefix=TILE
-// RUN: ziggurat-opt %s -p 'gpu-gemm{deep-k=true}' | filecheck %s --check-prefix=DEEP
+// RUN: ziggurat-opt %s -p 'gpu-gemm{deep-k=false}' | filecheck %s --check-prefix=SHALLOW
 // RUN: ziggurat-opt %s -p gpu-gemm,gpu-default-schedule | filecheck %s --check-prefix=SCHED
 
 // C[i, j] += A[i, k] * B[k, j]: the nest is marked with the operands' argument positions, the
@@ -8,9 +8,9 @@
 // CHECK-LABEL: func.func @matmul_0
 // CHECK:         } {gpu.gemm = {a = 0 : i64, b = 1 : i64, c = 2 : i64, m = 5 : i64, n = 3 : i64, k = 7 : i64
 // CHECK-SAME:      batch = []
-// CHECK-SAME:      a_strides = [7 : i64, 1 : i64], b_strides = [3 : i64, 1 : i64], c_strides = [3 : i64, 1 : i64], tile = 64 : i64, bk = 8 : i64}}
-// DEEP-LABEL: func.func @matmul_0
-// DEEP:         tile = 64 : i64, bk = 32 : i64}}
+// CHECK-SAME:      a_strides = [7 : i64, 1 : i64], b_strides = [3 : i64, 1 : i64], c_strides = [3 : i64, 1 : i64], tile = 64 : i64, bk = 32 : i64}}
+// SHALLOW-LABEL: func.func @matmul_0
+// SHALLOW:         tile = 64 : i64, bk = 8 : i64}}
 // TILE-LABEL: func.func @matmul_0
 // TILE:         tile = 128 : i64, bk = 8 : i64}}
 // The GEMM template implements a marked nest: gpu-default-schedule leaves it serial.
