@@ -24,6 +24,39 @@ from xdsl.rewriter import InsertPoint
 from ziggurat.dialects import te
 
 
+def _index_key(v: SSAValue) -> object:
+    """An index as a key: an `arith.constant` by its value (each read may have its own), else itself."""
+    owner = v.owner
+    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
+        return ("const", owner.value.value.data)
+    return v
+
+
+def merge_equal_reads(value: SSAValue) -> int:
+    """Makes the te.reads of `value` that one block holds at equal indices (and pad) one read, the
+    first: a body that reads its producer twice at one point (`x == x ? x : 0`, a NaN guard; `x * x`)
+    reads it once, so the producer can inline. Returns how many reads went."""
+    first: dict[tuple, te.ReadOp] = {}
+    merged = 0
+    for use in list(value.uses):
+        read = use.operation
+        if not isinstance(read, te.ReadOp) or read.tensor is not value or read.parent_block() is None:
+            continue
+        key = (id(read.parent_block()), read.pad, tuple(_index_key(i) for i in read.indices))
+        kept = first.get(key)
+        if kept is None:
+            first[key] = read
+            continue
+        block = read.parent_block()
+        assert block is not None
+        if block.get_operation_index(read) < block.get_operation_index(kept):
+            first[key], read, kept = read, kept, read
+        read.result.replace_all_uses_with(kept.result)
+        block.erase_op(read)
+        merged += 1
+    return merged
+
+
 def _sole_read(value: SSAValue) -> te.ReadOp | None:
     """The one te.read of `value` in a compute/reduce body, if that is its only use."""
     uses = list(value.uses)
@@ -104,7 +137,7 @@ def clamp_indices(b: Builder, indices: Sequence[SSAValue], shape: Sequence[int],
 
 
 def inline_computes(kernel: func.FuncOp) -> int:
-    """Inlines every te.compute that exactly one read consumes; returns how many.
+    """Inlines every te.compute that exactly one read consumes (after `merge_equal_reads`); returns how many.
 
     Consumers go first (reverse block order): a producer's body then moves
     into the read's block once, wherever earlier inlining put that read, so
@@ -115,6 +148,7 @@ def inline_computes(kernel: func.FuncOp) -> int:
     for op in reversed(list(kernel.body.block.ops)):
         if not isinstance(op, te.ComputeOp):
             continue
+        merge_equal_reads(op.result)
         read = _sole_read(op.result)
         if read is None:
             continue

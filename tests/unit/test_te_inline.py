@@ -37,3 +37,27 @@ def test_a_transpose_inlined_into_a_pad_matches_numpy(shape, pads) -> None:
     if any(pads):  # one te.compute: the transpose's body moved into the padded read's place
         te_ir = kernels[0]
         assert te_ir.count("te.compute") == 1 and " pad " not in te_ir, te_ir
+
+
+def test_a_producer_read_twice_at_one_point_is_inlined() -> None:
+    """`t * t` and `t == t ? t : 0` read `t` twice at the same indices: the reads become one
+    (merge_equal_reads), so `t` inlines and the kernel is one te.compute; the result matches numpy."""
+    nodes = [helper.make_node("Add", ["x", "one"], ["t"]),
+             helper.make_node("Mul", ["t", "t"], ["sq"]),
+             helper.make_node("Equal", ["sq", "sq"], ["same"]),
+             helper.make_node("Where", ["same", "sq", "zero"], ["y"])]
+    graph = helper.make_graph(nodes, "read_twice", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 37])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 37])],
+                              [helper.make_tensor("one", TensorProto.FLOAT, [], [1.0]),
+                               helper.make_tensor("zero", TensorProto.FLOAT, [], [0.0])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    kernels: list[str] = []
+    m = ziggurat.compile(model, after_pass=lambda p, mod, s: kernels.append(str(mod))
+                         if p.name == "convert-graph-to-te" else None)
+    x = np.random.default_rng(0).standard_normal((3, 37)).astype(np.float32)
+    x[0, 0] = np.nan
+    want = (x + 1) * (x + 1)
+    want = np.where(want == want, want, 0).astype(np.float32)
+    np.testing.assert_array_equal(m(x)[0], want)
+    te_ir = kernels[0]
+    assert te_ir.count("te.compute") == 1, te_ir
