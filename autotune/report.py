@@ -12,6 +12,7 @@ throughput (1 / cost) of the held-out records, and the top-k recall (of the
 k truly fastest held-out candidates, how many are among the k best scored).
 
     python -m ziggurat.autotune.report MODEL.onnx --db records.jsonl [--train 200] [--target 'llvm -num-cores=1']
+    python -m ziggurat.autotune.report --cross OTHER.jsonl --db records.jsonl [--target ...]   # across models
 
 ```python
 rows = ranking_report(tasks, db, target="llvm -num-cores=1", train=200)
@@ -85,6 +86,42 @@ def ranking_report(tasks: Sequence[tuple[str, str]], db: JSONDatabase, target: s
     return rows
 
 
+def cross_model_report(train_db: JSONDatabase, test_db: JSONDatabase, target: str, k: int = 10,
+                       seed: int = 0) -> list[dict[str, Any]]:
+    """Transfer across models: one cost model trained on every successful record of `train_db` (another
+    model's tuning run) scores each kernel's records in `test_db`, none of which it saw. Both sides use
+    the feature vectors the records carry (what a tuning run's transfer trains on); one row per kernel
+    of `test_db` with 4 or more records that have them."""
+    from ziggurat.transforms.schedule.apply_tuning import record_target
+
+    tkey = record_target(target)
+
+    def usable(db: JSONDatabase) -> dict[str, list[Any]]:
+        out: dict[str, list[Any]] = {}
+        for r in db.records():
+            if (r.target == tkey and r.ok and r.features is not None and np.isfinite(r.cost)
+                    and not r.message.startswith(VALIDATION)):
+                out.setdefault(r.workload.hash, []).append(r)
+        return out
+
+    model = GBTCostModel(n_estimators=60, seed=seed)
+    trained = 0
+    for group, recs in usable(train_db).items():
+        model.update(np.stack([np.asarray(r.features) for r in recs]), [r.cost for r in recs], group, refit=False)
+        trained += len(recs)
+    model.fit()
+    rows = []
+    for recs in usable(test_db).values():
+        if len(recs) < 4:
+            continue
+        x, c = np.stack([np.asarray(r.features) for r in recs]), np.asarray([r.cost for r in recs])
+        scores = np.asarray(model.predict(x))
+        rows.append({"kernel": recs[0].workload.name, "split": "other model", "records": len(c), "train": trained,
+                     "held_out": len(c), "spearman": spearman(scores, 1.0 / c), "top_k": min(k, len(c)),
+                     "top_k_recall": top_k_recall(scores, c, min(k, len(c))), "best_ms": float(c.min() * 1e3)})
+    return rows
+
+
 def format_report(rows: list[dict[str, Any]]) -> str:
     lines = ["| kernel | split | records | trained on | held out | Spearman | top-k recall | best (ms) |",
              "|---|---|---|---|---|---|---|---|"]
@@ -99,14 +136,30 @@ def main(argv: list[str] | None = None) -> int:
     from ziggurat.target import Target
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("model", help="the ONNX model the database was tuned for")
+    p.add_argument("model", nargs="?", help="the ONNX model the database was tuned for (not with --cross)")
     p.add_argument("--db", required=True)
+    p.add_argument("--cross", metavar="TRAIN_DB", help="train on this other model's records instead and score "
+                   "every record of --db (transfer across models; the records' stored features)")
     p.add_argument("--train", type=int, default=200, help="records (in measuring order) to train on (default 200)")
     p.add_argument("--target", default="llvm")
     p.add_argument("--split", default="both", choices=["order", "random", "both"],
                    help="held-out records: the last ones measured (order), a seeded random draw, or both")
     p.add_argument("--opt-level", "-O", type=int, default=3)
     args = p.parse_args(argv)
+    if args.cross:
+        with JSONDatabase(args.cross, fsync=False) as train_db, JSONDatabase(args.db, fsync=False) as test_db:
+            rows = cross_model_report(train_db, test_db, args.target)
+        if not rows:
+            print(f"no kernel in {args.db} has 4 or more records with features for '{args.target}'", file=sys.stderr)
+            return 1
+        print(format_report(rows))
+        rho = [r["spearman"] for r in rows]
+        weights = np.asarray([r["records"] for r in rows], dtype=float)
+        print(f"\n{len(rows)} kernels: Spearman median {np.median(rho):.3f}, "
+              f"mean weighted by records {float(np.dot(rho, weights) / weights.sum()):.3f}")
+        return 0
+    if args.model is None:
+        p.error("give the model (or --cross TRAIN_DB)")
     tasks = [(n, t) for n, t, _ in extract_tasks(args.model, args.opt_level, args.target)]
     with JSONDatabase(args.db, fsync=False) as db:
         rows = [row for split in (["order", "random"] if args.split == "both" else [args.split])
