@@ -145,7 +145,7 @@ def cuda_compile(model: Any, target: str | Target, opt_level: int = 3, pipeline:
                  pass_options: dict[str, dict[str, object]] | None = None) -> Any:
     """Compiles an ONNX model for a CUDA target; returns a `CudaModel` (see the module docstring).
     No compile cache and no tuning records yet (every call builds; the default GPU schedule).
-    `pass_options` overrides GPU pass options (`{"gpu-gemm": {"convolutions": True, "deep-k": True}}`)."""
+    `pass_options` overrides GPU pass options (`{"gpu-gemm": {"convolutions": False, "deep-k": False}}`: the paths before the defaults)."""
     import time
 
     from ziggurat.backends.cuda.build import emit_ptx

@@ -77,49 +77,40 @@ def ranking_report(tasks: Sequence[tuple[str, str]], db: JSONDatabase, target: s
             raise ValueError(f"split must be 'order' or 'random', got {split!r}")
         model = GBTCostModel(n_estimators=60, seed=seed)
         model.update(x[:n_train], list(c[:n_train]), key.hash)
-        scores = np.asarray(model.predict(x[n_train:]))
-        held = c[n_train:]
-        rows.append({"kernel": name, "split": split, "records": len(feats), "train": n_train, "held_out": len(held),
-                     "spearman": spearman(scores, 1.0 / held),
-                     "top_k": min(k, len(held)), "top_k_recall": top_k_recall(scores, held, min(k, len(held))),
-                     "best_ms": float(c.min() * 1e3)})
+        rows.append(_row(name, split, len(feats), n_train, np.asarray(model.predict(x[n_train:])), c[n_train:], k)
+                    | {"best_ms": float(c.min() * 1e3)})
     return rows
 
 
 def cross_model_report(train_db: JSONDatabase, test_db: JSONDatabase, target: str, k: int = 10,
                        seed: int = 0) -> list[dict[str, Any]]:
-    """Transfer across models: one cost model trained on every successful record of `train_db` (another
-    model's tuning run) scores each kernel's records in `test_db`, none of which it saw. Both sides use
-    the feature vectors the records carry (what a tuning run's transfer trains on); one row per kernel
-    of `test_db` with 4 or more records that have them."""
+    """Transfer across models: the cost model trained as a tuning run's transfer trains it
+    (`tuner.pretrain_from_db`, on every record of `train_db`: another model's run) scores each kernel's
+    records in `test_db`, none of which it saw, from the feature vectors they carry; one row per kernel
+    of `test_db` with 4 or more such records."""
+    from ziggurat.autotune.tuner import pretrain_from_db, stored_features
     from ziggurat.transforms.schedule.apply_tuning import record_target
 
     tkey = record_target(target)
-
-    def usable(db: JSONDatabase) -> dict[str, list[Any]]:
-        out: dict[str, list[Any]] = {}
-        for r in db.records():
-            if (r.target == tkey and r.ok and r.features is not None and np.isfinite(r.cost)
-                    and not r.message.startswith(VALIDATION)):
-                out.setdefault(r.workload.hash, []).append(r)
-        return out
-
     model = GBTCostModel(n_estimators=60, seed=seed)
-    trained = 0
-    for group, recs in usable(train_db).items():
-        model.update(np.stack([np.asarray(r.features) for r in recs]), [r.cost for r in recs], group, refit=False)
-        trained += len(recs)
-    model.fit()
-    rows = []
-    for recs in usable(test_db).values():
-        if len(recs) < 4:
-            continue
-        x, c = np.stack([np.asarray(r.features) for r in recs]), np.asarray([r.cost for r in recs])
-        scores = np.asarray(model.predict(x))
-        rows.append({"kernel": recs[0].workload.name, "split": "other model", "records": len(c), "train": trained,
-                     "held_out": len(c), "spearman": spearman(scores, 1.0 / c), "top_k": min(k, len(c)),
-                     "top_k_recall": top_k_recall(scores, c, min(k, len(c))), "best_ms": float(c.min() * 1e3)})
-    return rows
+    trained = pretrain_from_db(model, train_db, tkey, set())
+    kernels: dict[str, tuple[str, list[np.ndarray], list[float]]] = {}
+    for r in test_db.records():
+        f = stored_features(r)
+        if r.target == tkey and r.ok and f is not None and not r.message.startswith(VALIDATION):
+            _, feats, costs = kernels.setdefault(r.workload.hash, (r.workload.name, [], []))
+            feats.append(f)
+            costs.append(r.cost)
+    return [_row(name, "other model", len(c), trained, np.asarray(model.predict(np.stack(x))), np.asarray(c), k)
+            for name, x, c in kernels.values() if len(c) >= 4]
+
+
+def _row(kernel: str, split: str, records: int, train: int, scores: np.ndarray, held: np.ndarray,
+         k: int) -> dict[str, Any]:
+    """A report row: the held-out records' Spearman and top-k recall under `scores`."""
+    return {"kernel": kernel, "split": split, "records": records, "train": train, "held_out": len(held),
+            "spearman": spearman(scores, 1.0 / held), "top_k": min(k, len(held)),
+            "top_k_recall": top_k_recall(scores, held, min(k, len(held))), "best_ms": float(held.min() * 1e3)}
 
 
 def format_report(rows: list[dict[str, Any]]) -> str:

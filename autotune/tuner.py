@@ -186,7 +186,7 @@ class Tuner:
                 t.best_cost, t.best_trace = r.cost, r.trace
             if r.trace == DEFAULT_TRACE and r.ok:
                 t.default_cost = r.cost
-            f = _stored_features(r)  # stored since 2026-11-27; replaying the trace costs ~40 ms a record
+            f = stored_features(r)  # stored since 2026-11-27; replaying the trace costs ~40 ms a record
             if f is None:
                 f = self._features(space, r.trace)
             if f is not None:
@@ -377,17 +377,17 @@ def extract_tasks(model: Any, opt_level: int = 3, target: str | Target = "llvm")
     return [(n, kernel_text(module, n), calls.get(n, 1)) for n in kernel_names(module)]
 
 
-def _stored_features(r: Any) -> np.ndarray | None:
+def stored_features(r: Any) -> np.ndarray | None:
     """The feature vector a record carries, when it has one of this version's length."""
     return np.asarray(r.features) if r.features is not None and len(r.features) == len(FEATURE_NAMES) else None
 
 
-def _transfer(model: GBTCostModel, db: JSONDatabase, target_key: str, own: set[str]) -> int:
+def pretrain_from_db(model: GBTCostModel, db: JSONDatabase, target_key: str, own: set[str]) -> int:
     """Trains `model` on the database's records of other workloads for this target that carry their
     features (records written by earlier tuning runs, of this model or any other); how many."""
     records = [r for r in db.records() if r.target == target_key and r.workload.hash not in own and r.ok
                and not r.message.startswith(VALIDATION)]
-    return model.pretrain(records, _stored_features)
+    return model.pretrain(records, stored_features)
 
 
 def _validation_reserve(tuner: Tuner, tasks: list[Task], validate: int) -> float:
@@ -438,7 +438,7 @@ def tune_model(model: Any, trials: int | None, db: JSONDatabase, target: str | T
     with Tuner(db, target, timeout, parallel_builds, seed, batch_size, runner_options, builder, runner,
                shared_model=shared) as tuner:
         if transfer:
-            _transfer(shared, db, tuner.target_key, {WorkloadKey.from_text(text, name).hash for name, text, _ in specs})
+            pretrain_from_db(shared, db, tuner.target_key, {WorkloadKey.from_text(text, name).hash for name, text, _ in specs})
         tasks = [tuner.task(text, name, calls) for name, text, calls in specs]
         shared.fit()
         sched = TaskScheduler(tasks)

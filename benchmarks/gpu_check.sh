@@ -11,7 +11,7 @@
 # the suite (GPU_TESTS=0 skips them), the GEMM benchmark (GPU_GEMM=0 skips it) and every packed model
 # folder, with a per-kernel profile, printing a table of each; with OUT set, JSON lines go there too.
 # Wheels in .whl/ (a GPU machine without xDSL: xdsl, immutabledict, ordered-set) are installed into a
-# temporary folder first. GPU_PASS_OPTIONS='{"gpu-rfactor": {"convolutions": true}, "gpu-gemm": {"convolutions": true, "deep-k": true}}' also packs
+# temporary folder first. GPU_PASS_OPTIONS='{"gpu-rfactor": {"convolutions": false}, "gpu-gemm": {"convolutions": false, "deep-k": false}}' also packs
 # the models with those options (into models_options), run beside the defaults. A timing run that cannot carry the models' weights: benchmarks/gpu_synthetic.py
 # (strip here, restore there, ZIGGURAT_MODELS at its folder). GPU_WORKERS compile processes pack side by side (default: every core);
 # GPU_TEST_ARGS goes to pytest, GPU_TEST_K as its -k (GPU_TEST_ARGS="-n 8" GPU_TEST_K="not emulate": the GPU runs only, in 8 processes).

@@ -27,6 +27,7 @@ and, as JSON lines, to `$OUT/gpu_models.jsonl` where OUT is set.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import shutil
@@ -97,12 +98,12 @@ def pack(out: Path, only: str, batch16: bool, arch: str, dynamic: bool = False,
     return all(line.startswith("packed") for line in results)
 
 
-def _pack_guarded(args) -> str:
-    (name, *_), *_ = args
+def _pack_guarded(args: tuple) -> str:
+    job = args[0]
     try:
         return _pack_one(*args)
     except Exception as e:  # noqa: BLE001 - one model's failure is a line, the others still pack
-        return f"FAILED {name}: {type(e).__name__}: {str(e)[:400]}"
+        return f"FAILED {job[0]}: {type(e).__name__}: {str(e)[:400]}"
 
 
 def _pack_one(job: tuple[str, Path, dict | None, str], out: Path, arch: str, pass_options: dict | None) -> str:
@@ -143,17 +144,13 @@ def _pack_one(job: tuple[str, Path, dict | None, str], out: Path, arch: str, pas
             f"compile {seconds:.1f} s")
 
 
-_INITS: dict[Path, dict[str, np.ndarray]] = {}
-
-
+@functools.cache
 def _initializers(source: Path) -> dict[str, np.ndarray]:
     """A model's initializers, read once per process whatever its shape variants."""
-    if source not in _INITS:
-        import onnx
-        from onnx import numpy_helper
+    import onnx
+    from onnx import numpy_helper
 
-        _INITS[source] = {i.name: numpy_helper.to_array(i) for i in onnx.load(str(source)).graph.initializer}
-    return _INITS[source]
+    return {i.name: numpy_helper.to_array(i) for i in onnx.load(str(source)).graph.initializer}
 
 
 def _median_ms(fn, repeat: int) -> float:
@@ -280,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--arch", default=ARCH)
     p.add_argument("--workers", type=int, default=1, help="compile in that many processes side by side")
     p.add_argument("--pass-options", default="", help='GPU pass options as JSON, e.g. '
-                   '\'{"gpu-gemm": {"convolutions": true, "deep-k": true}}\' (the paths off by default)')
+                   '\'{"gpu-gemm": {"convolutions": false, "deep-k": false}}\' (the paths before the defaults)')
     r = sub.add_parser("run", help="run packed models on the GPU (numpy, ctypes, onnx and onnxruntime only)")
     r.add_argument("root", type=Path)
     r.add_argument("--repeat", type=int, default=50)

@@ -39,16 +39,14 @@ def merge_equal_reads(value: SSAValue) -> int:
     first: dict[tuple, te.ReadOp] = {}
     merged = 0
     for use in list(value.uses):
-        read = use.operation
-        if not isinstance(read, te.ReadOp) or read.tensor is not value or read.parent_block() is None:
+        read, block = use.operation, use.operation.parent_block()
+        if not isinstance(read, te.ReadOp) or read.tensor is not value or block is None:
             continue
-        key = (id(read.parent_block()), read.pad, tuple(_index_key(i) for i in read.indices))
+        key = (id(block), read.pad, tuple(_index_key(i) for i in read.indices))
         kept = first.get(key)
         if kept is None:
             first[key] = read
             continue
-        block = read.parent_block()
-        assert block is not None
         if block.get_operation_index(read) < block.get_operation_index(kept):
             first[key], read, kept = read, kept, read
         read.result.replace_all_uses_with(kept.result)

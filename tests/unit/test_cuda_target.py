@@ -564,7 +564,7 @@ def test_launch_type_is_what_the_program_holds():
 
 
 def test_cuda_pipeline_takes_pass_options():
-    """The paths off by default are one option away (what gpu_check.sh's GPU_PASS_OPTIONS packs)."""
+    """GPU pass options reach the pipeline (what gpu_check.sh's GPU_PASS_OPTIONS packs beside the defaults)."""
     from ziggurat.lowering.pipelines import cuda_pipeline
 
     spec = cuda_pipeline(3, "cuda -arch=sm_90", options={"gpu-rfactor": {"convolutions": True},

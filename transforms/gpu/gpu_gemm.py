@@ -21,6 +21,7 @@ description of what the template computes (as a tensor intrinsic's is).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -102,15 +103,8 @@ class GemmSpec:
     a_f16: bool = False  # the operand is float16, widened to f32 as it is loaded (gpu-fold-casts)
     b_f16: bool = False
 
-    def count(self) -> int:
-        """The batch's product."""
-        out = 1
-        for e in self.batch:
-            out *= e
-        return out
-
     def choose_tile(self) -> int:
-        return 128 if template_blocks(self.count(), self.m, self.n, 128) >= MIN_BLOCKS_128 else 64
+        return 128 if template_blocks(math.prod(self.batch), self.m, self.n, 128) >= MIN_BLOCKS_128 else 64
 
     def attr(self, tile: int = 0, deep_k: bool = False) -> DictionaryAttr:
         def ints(v: list[int]) -> Attribute:

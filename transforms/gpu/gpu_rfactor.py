@@ -17,6 +17,7 @@ Runs before gpu-split-stages, on unscheduled kernels.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -123,12 +124,12 @@ def _factor_product(f: func.FuncOp, top: loop.ForOp, points: int, reduce_: int, 
     MIN_IGEMM_BLOCKS blocks (not the template's: gpu-gemm) and any other nest: yes."""
     spec = match_gemm(f, top, args_only=False)
     if spec is not None:
-        blocks = template_blocks(spec.count(), spec.m, spec.n)
+        blocks = template_blocks(math.prod(spec.batch), spec.m, spec.n)
     else:
         implicit = match_implicit_gemm(f, top, args_only=False) if convolutions else None
-        if implicit is None or implicit.blocks() < MIN_IGEMM_BLOCKS:  # not the template's (gpu-gemm)
+        blocks = implicit.blocks() if implicit is not None else 0
+        if blocks < MIN_IGEMM_BLOCKS:  # not the template's (gpu-gemm): factor it
             return True
-        blocks = implicit.blocks()
     return points < GEMV_POINTS or (blocks < TEMPLATE_BLOCKS and reduce_ >= LONG_K)
 
 

@@ -23,6 +23,7 @@ both, and C indexed by the spatial variables alone.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from xdsl.dialects import arith, builtin, func
@@ -42,11 +43,7 @@ K_STEP, DEEP_K_STEP = 8, {64: 32}
 
 def role_size(roles: str, extents: list[int], role: str) -> int:
     """The product of the extents of the variables with `role` (`m`, `n` or `k`)."""
-    out = 1
-    for r, e in zip(roles, extents):
-        if r == role:
-            out *= e
-    return out
+    return math.prod(e for r, e in zip(roles, extents) if r == role)
 
 
 # Blocks below which the 64x64 tile is taken (a GPU has about 100 multiprocessors: one 128x128 tile each
