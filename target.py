@@ -153,6 +153,9 @@ CPU_ISA: dict[str, tuple[str, ...]] = {
     "cascadelake": _V4 + ("avx512vnni",),
     "cooperlake": _V4 + ("avx512vnni", "avx512bf16"),
     "icelake-server": _V4 + ("avx512vnni",),
+    "icelake-client": _V4 + ("avx512vnni",),
+    # what LLVM's host detection names some virtual Xeons (the CPUID model hidden; seen 2026-11-28)
+    "rocketlake": _V4 + ("avx512vnni",),
     "tigerlake": _V4 + ("avx512vnni",),
     "sapphirerapids": _V4 + ("avx512vnni", "avx512bf16", "amx-tile", "amx-int8", "amx-bf16"),
     "znver4": _V4 + ("avx512vnni", "avx512bf16"),

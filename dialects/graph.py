@@ -550,7 +550,7 @@ from ziggurat.dialects.graph_dtype import DTYPE_OPS  # noqa: E402
 GRAPH_OPS += DTYPE_OPS
 
 # Quantized ops (the VNNI int8 GEMM): dialects/graph_quant.py.
-from ziggurat.dialects.graph_quant import QUANT_OPS, QGemmOp  # noqa: E402,F401
+from ziggurat.dialects.graph_quant import QUANT_OPS, LookupOp, QGemmOp  # noqa: E402,F401
 
 GRAPH_OPS += QUANT_OPS
 

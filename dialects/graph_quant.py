@@ -5,17 +5,20 @@ lists them in `GRAPH_OPS`). The ONNX frontend decomposes MatMulInteger,
 QLinearMatMul, ConvInteger and QLinearConv onto `graph.qgemm` plus ordinary
 graph ops (casts, integer arithmetic, pad, reshape, transpose, reductions)
 for the zero points, the packing of B and the requantization.
+`graph.lookup` is the table that `quantized-lookup` folds an elementwise chain
+of a quantized value into (transforms/graph/quantized_lookup.py).
 """
 
 from __future__ import annotations
 
-from xdsl.dialects.builtin import IntegerType, Signedness, TensorType, UnitAttr
+from xdsl.dialects.builtin import IntegerAttr, IntegerType, Signedness, TensorType, UnitAttr, i64
 from xdsl.irdl import (
     IRDLOperation,
     ParsePropInAttrDict,
     irdl_op_definition,
     operand_def,
     opt_prop_def,
+    prop_def,
     result_def,
     traits_def,
 )
@@ -78,4 +81,41 @@ class QGemmOp(IRDLOperation):
         require(r == want, self, f"result shape {r} should be {want}")
 
 
-QUANT_OPS = [QGemmOp]
+@irdl_op_definition
+class LookupOp(IRDLOperation):
+    """`result[i] = table[clamp(x[i] - offset, 0, n - 1)]`, elementwise: a table lookup.
+
+    `x` holds integers, or floats with integer values (an int8 model's quantized
+    values after simplify-graph turned the casts into float rounding); `table` is
+    1-D with n entries of the result's element type. The index is truncated
+    toward zero and clamped into the table (NaN reads entry 0), so
+    no input reads outside it. `quantized-lookup` makes these from elementwise chains
+    whose only varying input takes at most 256 integer values.
+
+    ```mlir
+    %y = graph.lookup %q, %t {offset = 0 : i64} : tensor<1x8x4x4xf32>, tensor<256xf32> -> tensor<1x8x4x4xf32>
+    ```
+    """
+
+    name = "graph.lookup"
+    input = operand_def(TensorType)
+    table = operand_def(TensorType)
+    offset = prop_def(IntegerAttr)
+    result = result_def(TensorType)
+    traits = traits_def(Pure(), OpPattern(PatternKind.ELEMWISE))
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$input `,` $table attr-dict `:` type($input) `,` type($table) `->` type($result)"
+
+    def __init__(self, x, table, offset: int, result_type):
+        super().__init__(operands=[x, table], result_types=[result_type],
+                         properties={"offset": IntegerAttr(offset, i64)})
+
+    def verify_(self) -> None:
+        t = shape_of(self.table)
+        require(len(t) == 1 and t[0] >= 1, self, f"the table must be 1-D and not empty, got shape {t}")
+        require(shape_of(self.result) == shape_of(self.input), self,
+                f"result shape {shape_of(self.result)} should be the input's {shape_of(self.input)}")
+        require(_elt(self.result) == _elt(self.table), self, "result and table element types differ")
+
+
+QUANT_OPS = [QGemmOp, LookupOp]

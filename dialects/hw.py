@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from xdsl.dialects.builtin import AnyFloat, IndexType, IntegerAttr, IntegerType, MemRefType, StringAttr, VectorType, i1, i64
+from xdsl.dialects.builtin import AnyFloat, IndexType, IntegerAttr, IntegerType, MemRefType, StringAttr, VectorType, i1, i32, i64
 from xdsl.ir import Attribute, Dialect, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
@@ -387,6 +387,37 @@ class VGatherOp(_MaskedAccess):
         _require(isinstance(st, IntegerAttr), self, "needs an integer `stride` attribute")
 
 
+@irdl_op_definition
+class VLookupOp(_MaskedAccess):
+    """Loads lane `l` from `x[..., j + offsets[l]]` where the mask bit is set
+    (other lanes are 0.0): a gather through per-lane element offsets, as a
+    table lookup (`graph.lookup`) reads its table.
+
+    ```mlir
+    %v = hw.vlookup %t[%c0], %k, %m : memref<256xf32>, vector<16xi32>, vector<16xi1> -> vector<16xf32>
+    ```
+    """
+
+    name = "hw.vlookup"
+    buffer = operand_def(MemRefType)
+    indices = var_operand_def(IndexType)
+    offsets = operand_def(VectorType)
+    mask = operand_def(VectorType)
+    result = result_def(VectorType)
+    assembly_format = ("$buffer `[` $indices `]` `,` $offsets `,` $mask attr-dict `:` type($buffer) `,` type($offsets) "
+                       "`,` type($mask) `->` type($result)")
+
+    def __init__(self, buffer: SSAValue, indices: Sequence[SSAValue], offsets: SSAValue, mask: SSAValue,
+                 vector_type: VectorType):
+        super().__init__(operands=[buffer, indices, offsets, mask], result_types=[vector_type])
+
+    def verify_(self) -> None:
+        self._check_masked(self.result.type)
+        ot = self.offsets.type
+        _require(isinstance(ot, VectorType) and ot.element_type == i32 and ot.get_shape() == self.result.type.get_shape(),
+                 self, f"offsets must be a vector of i32 with the result's lanes, got {ot}")
+
+
 FLOAT_PREDICATES = ("false", "oeq", "ogt", "oge", "olt", "ole", "one", "ord",
                     "ueq", "ugt", "uge", "ult", "ule", "une", "uno", "true")
 """arith.cmpf's predicates, in its numbering."""
@@ -466,6 +497,6 @@ class VConvertOp(IRDLOperation):
 
 
 HW_OPS = [VLoadOp, VStoreOp, VBroadcastOp, VFmaOp, VReduceOp, VLaneCmpOp, VMaskLoadOp, VMaskStoreOp, VSelectOp, VGatherOp,
-          VCmpfOp, VConvertOp]
+          VLookupOp, VCmpfOp, VConvertOp]
 
 HW = Dialect("hw", HW_OPS, [])

@@ -66,6 +66,10 @@ class _Vectorizer:
         self.clamped: dict[SSAValue, tuple[SSAValue, SSAValue]] = {}
         self.masked_loads: set[loop.LoadOp] = set()
         self.gathers: dict[loop.LoadOp, int] = {}
+        # Indices made from loaded lanes (`arith.index_cast` of i32 lanes: a table lookup's
+        # index) and the loads through them (`hw.vlookup`).
+        self.lane_index: dict[SSAValue, SSAValue] = {}
+        self.lookups: dict[loop.LoadOp, SSAValue] = {}
         self.tail_mask: SSAValue | None = None
 
     # -- analysis --------------------------------------------------------------
@@ -133,6 +137,12 @@ class _Vectorizer:
             return
         if isinstance(op, loop.AllocOp):
             raise NotVectorizable("allocation inside the loop")
+        if isinstance(op, arith.IndexCastOp) and op.input in self.varying:
+            if op.input.type != builtin.i32:
+                raise NotVectorizable(f"an index made from {op.input.type} lanes (i32 only)")
+            self.lane_index[op.result] = op.input
+            self.stride[op.result] = None
+            return
         if isinstance(op, arith.CmpiOp) and self._lane_compare(op):
             return
         if isinstance(op, arith.SelectOp) and isinstance(op.result.type, IndexType) and op.cond in self.varying:
@@ -171,6 +181,11 @@ class _Vectorizer:
         return True
 
     def _access(self, indices, op: Operation) -> str:
+        if isinstance(op, loop.LoadOp) and indices and indices[-1] in self.lane_index:
+            if any(self._s(i) != 0 for i in indices[:-1]):
+                raise NotVectorizable("a lookup's outer indices vary with the loop variable")
+            self.lookups[op] = self.lane_index[indices[-1]]
+            return "vector"
         strides = [self._s(i) for i in indices]
         if all(s == 0 for s in strides):
             return "scalar"
@@ -311,7 +326,7 @@ class _Vectorizer:
                     cmp.attributes["stride"] = IntegerAttr(step, builtin.i64)
                 mapping[op.results[0]] = cmp.result
                 continue
-            if op.results and op.results[0] in self.clamped:
+            if op.results and (op.results[0] in self.clamped or op.results[0] in self.lane_index):
                 continue
             if isinstance(op, loop.BlockOp):
                 blk = b.insert(loop.BlockOp(op.block_name.data, op.iter_kinds.data, [mapping.get(v, v) for v in op.bindings]))
@@ -329,7 +344,15 @@ class _Vectorizer:
                         value = b.insert(hw.VSelectOp(self.tail_mask, value, mapping[red.load.result])).result
                     b.insert(hw.VStoreOp(value, buf, [zero]))
                 continue
-            if isinstance(op, loop.LoadOp) and op in self.gathers:
+            if isinstance(op, loop.LoadOp) and op in self.lookups:
+                zero = b.insert(arith.ConstantOp(IntegerAttr(0, IndexType()))).result
+                idx = [mapping.get(i, i) for i in op.indices[:-1]] + [zero]
+                mask = self._mask(b, None)
+                if mask is None:
+                    mask = b.insert(hw.VLaneCmpOp("sge", zero, zero, self.width)).result
+                mapping[op.result] = b.insert(hw.VLookupOp(op.buffer, idx, mapping[self.lookups[op]], mask,
+                                                           self._lanes(op.buffer))).result
+            elif isinstance(op, loop.LoadOp) and op in self.gathers:
                 last = op.indices[-1]
                 base, cond = self.clamped.get(last, (last, None))
                 idx = [mapping.get(i, i) for i in op.indices[:-1]] + [mapping.get(base, base)]
@@ -458,7 +481,8 @@ class ConvertLoopToHwPass(ModulePass):
     covers the tail instead of a scalar loop. In any vectorized loop, an index
     test of the loop variable becomes a lane mask, a read through an index
     clamped by such a test (padding) a `hw.vmaskload`, a read with a constant
-    stride > 1 a `hw.vgather`, and a select on a lane mask a `hw.vselect`. A loop that cannot be vectorized becomes `serial`
+    stride > 1 a `hw.vgather`, a read through an index cast from i32 lanes
+    (`graph.lookup`'s table) a `hw.vlookup`, and a select on a lane mask a `hw.vselect`. A loop that cannot be vectorized becomes `serial`
     with the reason in `hw.not_vectorized`.
 
     Loops over float32 buffers, or over float64 buffers only (with half the

@@ -56,8 +56,9 @@ from ziggurat.target import Target
 GRAPH: dict[int, tuple[str, ...]] = {
     0: (),
     1: ("simplify-graph", "cse", "dce"),
-    2: ("simplify-graph", "fold-constants", "cse", "dce", "fuse-ops"),
-    3: ("simplify-graph", "fold-constants", "cse", "dce", "winograd-conv", "convert-layout", "fuse-ops"),
+    2: ("simplify-graph", "fold-constants", "cse", "dce", "quantized-lookup", "fuse-ops"),
+    3: ("simplify-graph", "fold-constants", "cse", "dce", "quantized-lookup", "winograd-conv", "convert-layout",
+        "fuse-ops"),
 }
 
 TO_LOOP: tuple[str, ...] = ("convert-graph-to-te", "convert-te-to-loop", "loop-simplify-index")

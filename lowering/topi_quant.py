@@ -1,4 +1,4 @@
-"""Compute definition of `graph.qgemm` (dialects/graph_quant.py).
+"""Compute definitions of `graph.qgemm` and `graph.lookup` (dialects/graph_quant.py).
 
 `lowering/topi.py` merges `QUANT_COMPUTE_DEFS` into its `COMPUTE_DEFS`. The
 body is exactly the dataflow of the `x86_vnni_u8s8_16x4` description (zero-
@@ -13,12 +13,13 @@ from collections.abc import Sequence
 
 from xdsl.builder import Builder
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import IntegerType
+from xdsl.dialects.builtin import IndexType, IntegerType, f32
 from xdsl.ir import SSAValue
 
-from ziggurat.dialects.graph_quant import QGemmOp
+from ziggurat.dtypes import is_unsigned
+from ziggurat.dialects.graph_quant import LookupOp, QGemmOp
 from ziggurat.lowering.qgemm import EXACT16_BLOCK
-from ziggurat.lowering.te_builder import Expr, reduce
+from ziggurat.lowering.te_builder import Expr, compute, reduce
 from ziggurat.lowering.topi_base import Define, Lookup, shape_of
 
 I32 = IntegerType(32)
@@ -45,4 +46,28 @@ def define_qgemm(op: QGemmOp, b: Builder, x: Lookup) -> SSAValue:
     return reduce(b, tag, "add", 0, op.result.type, [k // 4, 4], body)  # type: ignore[arg-type]
 
 
-QUANT_COMPUTE_DEFS: dict[type, Define] = {QGemmOp: define_qgemm}
+def define_lookup(op: LookupOp, b: Builder, x: Lookup) -> SSAValue:
+    """`table[clamp(x - offset, 0, n - 1)]`, the index made in float32 lanes (integers converted
+    first; NaN gives entry 0) so that the vectorizer keeps it in 32-bit lanes and reads the table
+    with one gather (convert-loop-to-hw's `hw.vlookup`)."""
+    inp, table = x(op.input), x(op.table)
+    n = shape_of(table)[0]
+    offset = op.offset.value.data
+    unsigned = is_unsigned(op.input.type.element_type)  # type: ignore[attr-defined]
+
+    def body(e: Expr, i: Sequence[SSAValue]) -> SSAValue:
+        v = e.read(inp, i)
+        if v.type != f32:
+            v = e.cast(v, f32, unsigned)
+        if offset:
+            v = e._add(arith.SubfOp(v, e.const(float(offset), f32)))
+        t = e._add(arith.MaximumfOp(v, e.const(0.0, f32)))
+        t = e._add(arith.MinimumfOp(t, e.const(float(n - 1), f32)))
+        t = e.select(e.cmpf(v, v, "uno"), e.const(0.0, f32), t)
+        k = e._add(arith.IndexCastOp(e._add(arith.FPToSIOp(t, I32)), IndexType()))
+        return e.read(table, [k])
+
+    return compute(b, "lookup", op.result.type, body)  # type: ignore[arg-type]
+
+
+QUANT_COMPUTE_DEFS: dict[type, Define] = {QGemmOp: define_qgemm, LookupOp: define_lookup}

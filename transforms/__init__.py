@@ -188,6 +188,12 @@ def _fold_constants() -> type[ModulePass]:
     return FoldConstantsPass
 
 
+def _quantized_lookup() -> type[ModulePass]:
+    from ziggurat.transforms.graph.quantized_lookup import QuantizedLookupPass
+
+    return QuantizedLookupPass
+
+
 def _simplify_graph() -> type[ModulePass]:
     from ziggurat.transforms.graph.simplify_graph import SimplifyGraphPass
 
@@ -247,6 +253,7 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
     return {
         "fold-constants": _fold_constants,
         "simplify-graph": _simplify_graph,
+        "quantized-lookup": _quantized_lookup,
         "convert-layout": _convert_layout,
         "winograd-conv": _winograd_conv,
         "fuse-ops": _fuse_ops,

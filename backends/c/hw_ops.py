@@ -8,7 +8,7 @@
     hw.vlanecmp              -> `iota <pred> splat(bound - base)` on i32 lanes
     hw.vselect, hw.vcmpf     -> arith_ops.py's select and cmpf
     hw.vconvert              -> arith_ops.py's convert (the arith casts' handler)
-    hw.vmaskload/store, vgather -> lane loops that never touch a masked-off lane
+    hw.vmaskload/store, vgather, vlookup -> lane loops that never touch a masked-off lane
     math.exp/tanh/erf on f32 vectors -> the LLVM backend's polynomials (backends/llvm/fast_math.py),
                                 as C vector code; other math ops call libm (lane by lane on vectors)
 """
@@ -141,11 +141,15 @@ def _vcmpf(e: Emitter, op: Operation) -> None:
 
 
 def _masked(e: Emitter, op: Operation, kind: str) -> None:
-    """vmaskload / vgather / vmaskstore: one guarded scalar access per lane."""
+    """vmaskload / vgather / vlookup / vmaskstore: one guarded scalar access per lane."""
     ops = op.operands
+    offsets = None
     if kind == "store":
         value, buf, idx, mask = ops[0], ops[1], ops[2:-1], ops[-1]
         vt = value.type
+    elif kind == "lookup":
+        buf, idx, offsets, mask = ops[0], ops[1:-2], ops[-2], ops[-1]
+        vt = op.results[0].type
     else:
         buf, idx, mask = ops[0], ops[1:-1], ops[-1]
         vt = op.results[0].type
@@ -157,6 +161,8 @@ def _masked(e: Emitter, op: Operation, kind: str) -> None:
     l_ = e.fresh("l")
     m = e.get(mask)
     at = f"{base}[{lin} + {l_}{f' * {stride}' if stride != 1 else ''}]"
+    if offsets is not None:
+        at = f"{base}[{lin} + {e.get(offsets)}[{l_}]]"
     if kind == "store":
         e.line(f"for (int {l_} = 0; {l_} < {n}; ++{l_}) if ({m}[{l_}]) {at} = {e.get(value)}[{l_}];")
         return
@@ -306,6 +312,7 @@ HW_HANDLERS = {
     "hw.vmaskload": lambda e, op: _masked(e, op, "load"),
     "hw.vmaskstore": lambda e, op: _masked(e, op, "store"),
     "hw.vgather": lambda e, op: _masked(e, op, "gather"),
+    "hw.vlookup": lambda e, op: _masked(e, op, "lookup"),
 }
 
 MATH_HANDLERS = {

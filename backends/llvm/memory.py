@@ -100,6 +100,26 @@ def _vgather(t: Translator, f: FuncState, op: Operation) -> None:
     f.vals[res] = b.call(fn, [ptrs, I32(element_size(vt.element)), mask, zero])
 
 
+def _vlookup(t: Translator, f: FuncState, op: Operation) -> None:
+    """hw.vlookup: lane l at `buf[indices] + offsets[l]` elements, one masked gather."""
+    ops = op.operands
+    res = op.results[0]
+    vt = t.ty(res.type)
+    b = f.b
+    lanes = vt.count
+    p = b.ptrtoint(_lane_address(t, f, ops[0], ops[1:-2], vt), I64)
+    it = ir.VectorType(I64, lanes)
+    undef = ir.Constant(it, ir.Undefined)
+    splat = b.shuffle_vector(b.insert_element(undef, p, I32(0)), undef, ir.Constant(ir.VectorType(I32, lanes), [I32(0)] * lanes))
+    step = ir.Constant(it, [I64(element_size(vt.element))] * lanes)
+    addrs = b.add(splat, b.mul(b.sext(f.get(ops[-2]), it), step))
+    pvt = ir.VectorType(vt.element.as_pointer(), lanes)
+    mask = f.get(ops[-1])
+    fn = t.decl.function(f"llvm.masked.gather.{suffix(vt)}.v{lanes}p0", vt, [pvt, I32, mask.type, vt])
+    zero = ir.Constant(vt, [ir.Constant(vt.element, 0)] * lanes)
+    f.vals[res] = b.call(fn, [b.inttoptr(addrs, pvt), I32(element_size(vt.element)), mask, zero])
+
+
 def _vmaskstore(t: Translator, f: FuncState, op: Operation) -> None:
     ops = op.operands
     value = f.get(ops[0])
@@ -232,4 +252,5 @@ MEMORY_HANDLERS = {
     "hw.vmaskstore": _vmaskstore,
     "hw.vlanecmp": _vlanecmp,
     "hw.vgather": _vgather,
+    "hw.vlookup": _vlookup,
 }

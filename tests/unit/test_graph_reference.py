@@ -17,7 +17,7 @@ from ziggurat.transforms.graph.graph_reference import EVALUATORS, evaluate
 T23 = "tensor<2x3xf32>"
 UNARY = {graph.ReluOp: "relu", graph.TanhOp: "tanh", graph.SigmoidOp: "sigmoid", graph.ExpOp: "exp",
          graph.SqrtOp: "sqrt", graph.NegOp: "neg", graph.ErfOp: "erf", graph.AbsOp: "abs", graph.LogOp: "log",
-         graph.FloorOp: "floor", graph.CeilOp: "ceil"}
+         graph.FloorOp: "floor", graph.CeilOp: "ceil", graph.RoundOp: "round"}
 BINARY = {graph.AddOp: "add", graph.SubOp: "sub", graph.MulOp: "mul", graph.DivOp: "div", graph.PowOp: "pow",
           graph.MaxOp: "max", graph.MinOp: "min"}
 
@@ -34,6 +34,9 @@ CASES: dict[type, tuple[list[tuple[int, ...]], str, tuple[int, ...]]] = {
     graph.ConcatOp: ([(2, 3), (2, 5)], "graph.concat %a, %b {axis = 1 : i64} : tensor<2x3xf32>, tensor<2x5xf32> -> tensor<2x8xf32>", (2, 8)),
     graph.ReduceOp: ([(1, 4, 6)], 'graph.reduce %a {kind = "mean", axes = array<i64: 2>, keepdims = true} : tensor<1x4x6xf32> -> tensor<1x4x1xf32>', (1, 4, 1)),
     graph.BroadcastToOp: ([(1, 3)], "graph.broadcast_to %a : tensor<1x3xf32> -> tensor<4x3xf32>", (4, 3)),
+    graph.CompareOp: ([(2, 3), (3,)], f'graph.compare %a, %b {{kind = "lt"}} : {T23}, tensor<3xf32> -> {T23}', (2, 3)),
+    graph.WhereOp: ([(2, 3), (2, 3), (3,)], f"graph.where %a, %b, %c : {T23}, {T23}, tensor<3xf32> -> {T23}", (2, 3)),
+    graph.LookupOp: ([(2, 3), (5,)], f"graph.lookup %a, %b {{offset = -2 : i64}} : {T23}, tensor<5xf32> -> {T23}", (2, 3)),
 }
 
 

@@ -44,6 +44,7 @@ UNARY: dict[type[Operation], Callable[[np.ndarray], np.ndarray]] = {
     graph.LogOp: np.log,
     graph.FloorOp: np.floor,
     graph.CeilOp: np.ceil,
+    graph.RoundOp: np.round,  # halves to even, as ONNX Round
 }
 
 BINARY: dict[type[Operation], Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
@@ -81,6 +82,16 @@ def _slice(op: graph.SliceOp, args: Sequence[np.ndarray]) -> np.ndarray:
     return args[0][np.ix_(*index)]
 
 
+_COMPARE = {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
+            "eq": np.equal, "ne": np.not_equal}  # ordered; `ne` holds for NaN, as lowering's compare
+
+
+def _lookup(op: graph.LookupOp, args: Sequence[np.ndarray]) -> np.ndarray:
+    x, table = args
+    k = np.nan_to_num(np.asarray(x, np.float64) - op.offset.value.data, nan=0.0)
+    return table[np.clip(np.trunc(k), 0, table.size - 1).astype(np.int64)]
+
+
 def _reduce(op: graph.ReduceOp, args: Sequence[np.ndarray]) -> np.ndarray:
     fn = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min, "prod": np.prod}[op.kind.data]
     return fn(args[0], axis=_ints(op.axes)).reshape(_shape(op))
@@ -98,6 +109,9 @@ EVALUATORS: dict[type[Operation], Evaluate] = {
     graph.ConcatOp: lambda op, a: np.concatenate(a, axis=op.axis.value.data),  # type: ignore[attr-defined]
     graph.ReduceOp: _reduce,  # type: ignore[dict-item]
     graph.BroadcastToOp: lambda op, a: np.broadcast_to(a[0], _shape(op)),
+    graph.CompareOp: lambda op, a: _COMPARE[op.kind.data](a[0], a[1]),  # type: ignore[attr-defined]
+    graph.WhereOp: lambda op, a: np.where(a[0] != 0, a[1], a[2]),
+    graph.LookupOp: _lookup,  # type: ignore[dict-item]
 }
 
 

@@ -102,7 +102,7 @@ def _channel_broadcast(v: SSAValue, out: tuple[int, ...]) -> bool:
 
 def find_members(ops: list[Operation], block: int, grouped: bool = True) -> list[Operation]:
     """The ops that go to the blocked layout, in program order: eligible convs, and the
-    elementwise ops, residual adds, max pools and spatial pools (`spatial_pool`) that consume
+    elementwise ops (table lookups among them), residual adds, max pools and spatial pools (`spatial_pool`) that consume
     (transitively) their results."""
     members: list[Operation] = []
     blocked: set[SSAValue] = set()
@@ -110,6 +110,8 @@ def find_members(ops: list[Operation], block: int, grouped: bool = True) -> list
         ok = False
         if conv_eligible(op, block, grouped):
             ok = True
+        elif isinstance(op, graph.LookupOp):  # lane for lane through its table
+            ok = op.input in blocked
         elif isinstance(op, _ELEMENTWISE) and any(v in blocked for v in op.operands):
             out = _shape(op.results[0])
             ok = len(out) == 4 and all(v in blocked or _shape(v) == out or _channel_broadcast(v, out)
@@ -311,6 +313,9 @@ class Rewriter:
         elif isinstance(op, graph.ReduceOp | graph.GlobalAvgPoolOp):  # spatial_pool: the blocked tensor's H, W
             kind = op.kind.data if isinstance(op, graph.ReduceOp) else "mean"
             new = graph.ReduceOp(self.bl[op.input], kind, (2, 3), True,
+                                 _tensor(res, blocked_shape(_shape(res), f"NCHW{b}c")))
+        elif isinstance(op, graph.LookupOp):
+            new = graph.LookupOp(self.bl[op.input], op.table, op.offset.value.data,
                                  _tensor(res, blocked_shape(_shape(res), f"NCHW{b}c")))
         elif isinstance(op, graph.MaxPool2dOp):
             x = self.bl[op.input]

@@ -77,7 +77,7 @@ def weights_of(module: ModuleOp) -> WeightStore | None:
 
 # Passes that read the values of constants and, without a store, would silently do nothing or less
 # (a plugin pass says so with a class attribute `needs_weights = True`).
-NEEDS_VALUES = frozenset({"fold-constants", "simplify-graph", "winograd-conv"})
+NEEDS_VALUES = frozenset({"fold-constants", "simplify-graph", "winograd-conv", "quantized-lookup"})
 
 
 def needs_values(pass_: object) -> bool:

@@ -1,0 +1,59 @@
+// RUN: python -c "import numpy as np; np.savez('%t.npz', s=np.float32(0.05), z=np.float32(128), lo=np.float32(0), hi=np.float32(255), zero=np.float32(0), s2=np.float32(0.03), v=np.ones(4, np.float32))" 
+// RUN: sed 's#WEIGHTS#%t.npz#' %s | ziggurat-opt -p quantized-lookup --split-input-file | filecheck %s
+// RUN: sed 's#WEIGHTS#%t.npz#' %s | ziggurat-opt -p 'quantized-lookup{min-cost=100}' --split-input-file | filecheck %s --check-prefix=COSTLY
+
+// A quantize step (round, zero point, clamp, NaN guard) makes %q a root of 256 values; the
+// dequantize, sigmoid and requantize after it become one table of 256 entries.
+// CHECK-LABEL: func.func @silu
+// CHECK:       %q = graph.where %m, %c, %zero
+// CHECK-NEXT:  %{{.*}} = graph.constant "lookup.r" : tensor<256xf32>
+// CHECK-NEXT:  %r = graph.lookup %q, %{{.*}} {offset = 0 : i64} : tensor<1x4x8x8xf32>, tensor<256xf32> -> tensor<1x4x8x8xf32>
+// CHECK-NEXT:  func.return %r
+// COSTLY-LABEL: func.func @silu
+// COSTLY-NOT:  graph.lookup
+// COSTLY:      graph.sigmoid
+builtin.module attributes {graph.weights_file = "WEIGHTS"} {
+  func.func @silu(%x: tensor<1x4x8x8xf32>) -> tensor<1x4x8x8xf32> {
+    %s = graph.constant "s" : tensor<f32>
+    %z = graph.constant "z" : tensor<f32>
+    %lo = graph.constant "lo" : tensor<f32>
+    %hi = graph.constant "hi" : tensor<f32>
+    %zero = graph.constant "zero" : tensor<f32>
+    %s2 = graph.constant "s2" : tensor<f32>
+    %a = graph.div %x, %s : tensor<1x4x8x8xf32>, tensor<f32> -> tensor<1x4x8x8xf32>
+    %b = graph.round %a : tensor<1x4x8x8xf32>
+    %b2 = graph.add %b, %z : tensor<1x4x8x8xf32>, tensor<f32> -> tensor<1x4x8x8xf32>
+    %b3 = graph.max %b2, %lo : tensor<1x4x8x8xf32>, tensor<f32> -> tensor<1x4x8x8xf32>
+    %c = graph.min %b3, %hi : tensor<1x4x8x8xf32>, tensor<f32> -> tensor<1x4x8x8xf32>
+    %m = graph.compare %c, %c {kind = "eq"} : tensor<1x4x8x8xf32>, tensor<1x4x8x8xf32> -> tensor<1x4x8x8xf32>
+    %q = graph.where %m, %c, %zero : tensor<1x4x8x8xf32>, tensor<1x4x8x8xf32>, tensor<f32> -> tensor<1x4x8x8xf32>
+    %d0 = graph.sub %q, %z : tensor<1x4x8x8xf32>, tensor<f32> -> tensor<1x4x8x8xf32>
+    %d = graph.mul %d0, %s : tensor<1x4x8x8xf32>, tensor<f32> -> tensor<1x4x8x8xf32>
+    %g = graph.sigmoid %d : tensor<1x4x8x8xf32>
+    %y = graph.mul %d, %g : tensor<1x4x8x8xf32>, tensor<1x4x8x8xf32> -> tensor<1x4x8x8xf32>
+    %y2 = graph.div %y, %s2 : tensor<1x4x8x8xf32>, tensor<f32> -> tensor<1x4x8x8xf32>
+    %r = graph.round %y2 : tensor<1x4x8x8xf32>
+    func.return %r : tensor<1x4x8x8xf32>
+  }
+}
+
+// -----
+
+// No root: %x may hold any float, and a per-channel operand (%v) ends a chain. A uint8
+// input is a root; its plain dequantize (cost 2) stays arithmetic.
+// CHECK-LABEL: func.func @no_root
+// CHECK-NOT:   graph.lookup
+// CHECK:       func.return
+builtin.module attributes {graph.weights_file = "WEIGHTS"} {
+  func.func @no_root(%x: tensor<1x4xf32>, %u: tensor<1x4xui8>) -> (tensor<1x4xf32>, tensor<1x4xf32>) {
+    %s = graph.constant "s" : tensor<f32>
+    %v = graph.constant "v" : tensor<4xf32>
+    %a = graph.sigmoid %x : tensor<1x4xf32>
+    %b = graph.div %a, %s : tensor<1x4xf32>, tensor<f32> -> tensor<1x4xf32>
+    %c = graph.cast %u : tensor<1x4xui8> -> tensor<1x4xf32>
+    %d = graph.mul %c, %s : tensor<1x4xf32>, tensor<f32> -> tensor<1x4xf32>
+    %e = graph.add %d, %v : tensor<1x4xf32>, tensor<4xf32> -> tensor<1x4xf32>
+    %f = graph.exp %e : tensor<1x4xf32>
+    func.return %b, %f : tensor<1x4xf32>, tensor<1x4xf32>
+  }
+}

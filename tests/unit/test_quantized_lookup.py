@@ -1,0 +1,131 @@
+"""quantized-lookup: the elementwise chains of a quantized value (SiLU, GELU with their QDQ steps)
+become one table lookup (`graph.lookup`), gathered in vector lanes (`hw.vlookup`), and the model
+still matches onnxruntime's literal QDQ semantics; the lookup clamps any index into its table."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from onnx import TensorProto, helper
+from onnx import numpy_helper as nh
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.parser import Parser
+
+import ziggurat
+from ziggurat.dialects import graph, make_context
+from ziggurat.frontends.onnx import ImportedModel
+from ziggurat.target import Target
+from ziggurat.transforms.graph.graph_reference import evaluate
+from ziggurat.weights import WeightStore
+
+SHAPE = [1, 8, 6, 32]
+TARGETS = sorted({"llvm -mcpu=haswell -num-cores=1", f"llvm -mcpu={Target.parse('llvm').llvm_cpu} -num-cores=2"})
+
+
+def _qdq(name: str, x: str, s: str, z: str) -> list:
+    return [helper.make_node("QuantizeLinear", [x, s, z], [f"{name}_q"]),
+            helper.make_node("DequantizeLinear", [f"{name}_q", s, z], [name])]
+
+
+def activation_model(kind: str, scales, zero_points, signed: bool = False):
+    """x -> Q/DQ -> SiLU or GELU (erf form), each node's output quantized and dequantized."""
+    s0, s1, s2 = scales
+    zt = np.int8 if signed else np.uint8
+    z0, z1, z2 = (zt(z) for z in zero_points)
+    inits = [nh.from_array(np.array(v, np.float32), n) for n, v in
+             (("s0", s0), ("s1", s1), ("s2", s2), ("half", 0.5), ("one", 1.0), ("rt2", np.sqrt(2.0)))]
+    inits += [nh.from_array(np.array(z0), "z0"), nh.from_array(np.array(z1), "z1"), nh.from_array(np.array(z2), "z2")]
+    nodes = _qdq("xd", "x", "s0", "z0")
+    if kind == "silu":
+        nodes += [helper.make_node("Sigmoid", ["xd"], ["sg"]), *_qdq("sgd", "sg", "s1", "z1"),
+                  helper.make_node("Mul", ["xd", "sgd"], ["m"]), *_qdq("y", "m", "s2", "z2")]
+    else:
+        nodes += [helper.make_node("Div", ["xd", "rt2"], ["dv"]), helper.make_node("Erf", ["dv"], ["ef"]),
+                  *_qdq("efd", "ef", "s1", "z1"), helper.make_node("Add", ["efd", "one"], ["ad"]),
+                  helper.make_node("Mul", ["xd", "ad"], ["m"]), helper.make_node("Mul", ["m", "half"], ["m2"]),
+                  *_qdq("y", "m2", "s2", "z2")]
+    g = helper.make_graph(nodes, kind, [helper.make_tensor_value_info("x", TensorProto.FLOAT, SHAPE)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, SHAPE)], inits)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)])
+    model.ir_version = 9
+    return model
+
+
+def literal(model, x: np.ndarray) -> np.ndarray:
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+
+
+def compiled(model, target: str = "llvm -num-cores=1"):
+    found: dict[str, int] = {}
+
+    def after(p, module, seconds):
+        if p.name == "quantized-lookup":
+            found["lookups"] = sum(isinstance(op, graph.LookupOp) for op in module.walk())
+        if p.name == "convert-loop-to-hw":
+            found["not_vectorized"] = sum("hw.not_vectorized" in op.attributes for op in module.walk())
+
+    m = ziggurat.compile(model, target=target, after_pass=after)
+    return m, found
+
+
+def within_a_step(got: np.ndarray, ref: np.ndarray, step: float) -> None:
+    """Equal but for rare elements one quantization step apart (an activation's last bit at a tie)."""
+    diff = np.abs(got - ref)
+    assert diff.max() <= step * 1.0001
+    assert (diff > 0).mean() <= 0.01
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("kind,signed", [("silu", False), ("gelu", False), ("gelu", True)])
+def test_activation_chain_is_one_vector_lookup(kind, signed, target):
+    zps = (0, 0, 0) if signed else (128, 0, 10)
+    model = activation_model(kind, (0.05, 1 / 255 if kind == "silu" else 2 / 255, 0.03), zps, signed)
+    m, found = compiled(model, target)
+    assert found == {"lookups": 1, "not_vectorized": 0}
+    assert "llvm.masked.gather" in m.info["llvm_ir"]  # the table is read with one gather per vector
+    x = (np.random.default_rng(0).standard_normal(SHAPE) * 4).astype(np.float32)
+    within_a_step(m(x)[0], literal(model, x), 0.03)
+
+
+@settings(max_examples=8, deadline=None)
+@given(kind=st.sampled_from(["silu", "gelu"]), s0=st.floats(0.005, 0.2), s2=st.floats(0.005, 0.2),
+       z0=st.integers(0, 255), z2=st.integers(0, 255), seed=st.integers(0, 2**16))
+def test_any_scales_match_onnxruntime(kind, s0, s2, z0, z2, seed):
+    model = activation_model(kind, (np.float32(s0), 2 / 255, np.float32(s2)), (z0, 128 if kind == "gelu" else 0, z2))
+    m, found = compiled(model)
+    assert found["lookups"] == 1
+    x = (np.random.default_rng(seed).standard_normal(SHAPE) * 200 * s0).astype(np.float32)
+    within_a_step(m(x)[0], literal(model, x), float(np.float32(s2)))
+
+
+def test_lookup_clamps_its_index():
+    """Values below, above and between the table's entries, and NaN, read entries inside it."""
+    src = ("func.func @main(%a: tensor<4x16xf32>, %t: tensor<8xf32>) -> tensor<4x16xf32> {\n"
+           "  %r = graph.lookup %a, %t {offset = -2 : i64} : tensor<4x16xf32>, tensor<8xf32> -> tensor<4x16xf32>\n"
+           "  func.return %r : tensor<4x16xf32>\n}")
+    module = Parser(make_context(), src).parse_module()
+    assert isinstance(module, ModuleOp)
+    op = next(o for o in module.walk() if isinstance(o, graph.LookupOp))
+    imported = ImportedModel(module=module, weights=WeightStore({}), input_names=["a", "t"], output_names=["r"],
+                             input_shapes=[(4, 16), (8,)], output_shapes=[(4, 16)], opset=17)
+    a = np.linspace(-40, 40, 64, dtype=np.float32).reshape(4, 16)
+    a[0, :4] = [np.nan, np.inf, -np.inf, 2.5]
+    t = np.arange(8, dtype=np.float32) * 10
+    (got,) = ziggurat.compile(imported, target="llvm -num-cores=1")(a, t)
+    want = evaluate(op, [a, t])
+    np.testing.assert_array_equal(got, want)
+    assert want[0, :4].tolist() == [0.0, 70.0, 0.0, 40.0]  # NaN -> entry 0; 2.5 + 2 truncates to 4
+
+
+def test_lookup_verifies_its_table():
+    src = ("func.func @main(%a: tensor<4xf32>, %t: tensor<2x4xf32>) -> tensor<4xf32> {\n"
+           "  %r = graph.lookup %a, %t {offset = 0 : i64} : tensor<4xf32>, tensor<2x4xf32> -> tensor<4xf32>\n"
+           "  func.return %r : tensor<4xf32>\n}")
+    module = Parser(make_context(), src).parse_module()
+    with pytest.raises(Exception, match="table must be 1-D"):
+        module.verify()
