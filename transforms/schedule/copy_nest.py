@@ -54,6 +54,7 @@ from ziggurat.transforms.loop.primitives.split import split
 from ziggurat.lowering.convert_loop_to_hw import const_int
 from ziggurat.transforms.schedule.nest import chain, stride
 from ziggurat.transforms.schedule.split_ranges import split_select_ranges
+from ziggurat.transforms.schedule.transpose_tiles import tile_transposed_reads
 from ziggurat.transforms.schedule.pad import erase_dead, fill_nest, halo_boxes, index_range, match_clamped_read
 
 MAX_SPLITS = 4  # strip-minings per nest (a transform divides at most one variable per blocked dim)
@@ -134,6 +135,13 @@ def _rebind(blk: loop.BlockOp, i: int, outer: loop.ForOp, inner: loop.ForOp, fac
     return new
 
 
+def _computes(blk: loop.BlockOp) -> bool:
+    """Whether `blk` does arithmetic on its values (an int8 model's requantization on the way), not
+    only reads, selects (padding) and a store."""
+    return any(isinstance(r.type, builtin.AnyFloat | builtin.IntegerType) and not isinstance(o, (loop.LoadOp, arith.SelectOp, arith.ConstantOp, arith.CmpiOp))
+               for o in blk.body.block.ops for r in o.results)
+
+
 def split_divided_loops(loops: list[loop.ForOp], blk: loop.BlockOp) -> tuple[list[loop.ForOp], loop.BlockOp]:
     """Strip-mines the loops whose variables the block divides (see the module docstring);
     returns the new loops (outermost first) and block."""
@@ -148,9 +156,10 @@ def split_divided_loops(loops: list[loop.ForOp], blk: loop.BlockOp) -> tuple[lis
         blk = _rebind(blk, i, outer, inner, f)
         loops = loops[:at] + [outer, inner] + loops[at + 1:]
         simplify_block(blk)
-        if inner is not loops[-1] and all(f.bounds[0] == 0 for f in loops[at + 2:]):
+        if inner is not loops[-1] and all(f.bounds[0] == 0 for f in loops[at + 2:]) and not _computes(blk):
             # the block's lane innermost: LLVM interleaves the next loop's accesses (a loop narrowed
-            # to a piece of a concatenation, split_ranges.py, starts above 0 and stays where it is)
+            # to a piece of a concatenation, split_ranges.py, starts above 0 and stays where it is);
+            # a block that computes keeps its store contiguous for convert-loop-to-hw instead
             reorder(loops[at + 2:] + [inner])
             loops = chain(loops[0])
     return loops, blk
@@ -220,7 +229,8 @@ def peel_padding(loops: list[loop.ForOp], blk: loop.BlockOp, store: loop.StoreOp
 
 def schedule_copy(top: loop.ForOp) -> None:
     """When `top` is a copy nest: one nest per range of a concatenation's select chain
-    (split_ranges.py), then in each the divided loops split and the padding peeled."""
+    (split_ranges.py), then in each the divided loops split and the padding peeled, or a
+    transposed read tiled by cache lines (transpose_tiles.py)."""
     parts = _copy_nest(top)
     if parts is None:
         return
@@ -229,4 +239,5 @@ def schedule_copy(top: loop.ForOp) -> None:
         if parts is not None:
             loops, blk, store = parts
             loops, blk = split_divided_loops(loops, blk)
-            peel_padding(loops, blk, store)
+            if not peel_padding(loops, blk, store):
+                tile_transposed_reads(loops, blk)  # transpose_tiles.py

@@ -157,3 +157,37 @@ func.func @channel_padded(%in0: memref<1x12x3x4xf32>, %out0: memref<1x2x5x6x8xf3
   }
   func.return
 }
+
+// An elementwise nest reading its input transposed ([64 rows, 64 channels] -> [64 channels,
+// 8 x 8]): the lanes (%i2) fall on other rows, so the channel loop is strip-mined by one
+// 64-byte line of f32 (16) and its strip moves just outside the lane loop
+// (transforms/schedule/transpose_tiles.py); the lane loop stays innermost.
+// CHECK-LABEL: func.func @transposed_read
+// CHECK:         loop.for %i0_o = 0 to 4 serial {
+// CHECK-NEXT:      loop.for %i1 = 0 to 8 serial {
+// CHECK-NEXT:        loop.for %i0_i = 0 to 16 serial {
+// CHECK:                 %i0 = arith.addi
+// CHECK-NEXT:            loop.for %i2 = 0 to 8 serial {
+// CHECK-NEXT:              loop.block "dequantize" [S %{{.*}} = %i0, S %{{.*}} = %i1, S %{{.*}} = %i2]
+// OFF-LABEL: func.func @transposed_read
+// OFF:         loop.for %i0 = 0 to 64 serial {
+// OFF-NEXT:      loop.for %i1 = 0 to 8 serial {
+// OFF-NEXT:        loop.for %i2 = 0 to 8 serial {
+func.func @transposed_read(%in0: memref<64x64xf32>, %out0: memref<64x8x8xf32>) {
+  loop.for %i0 = 0 to 64 serial {
+    loop.for %i1 = 0 to 8 serial {
+      loop.for %i2 = 0 to 8 serial {
+        loop.block "dequantize" [S %0 = %i0, S %1 = %i1, S %2 = %i2] {
+          %3 = arith.constant 8 : index
+          %4 = arith.muli %1, %3 : index
+          %5 = arith.addi %4, %2 : index
+          %6 = loop.load %in0[%5, %0] : memref<64x64xf32>
+          %7 = arith.constant 0.5 : f32
+          %8 = arith.mulf %6, %7 : f32
+          loop.store %8, %out0[%0, %1, %2] : memref<64x8x8xf32>
+        }
+      }
+    }
+  }
+  func.return
+}

@@ -1,0 +1,76 @@
+"""Cache tiles for transposing reads in elementwise nests, for loop-default-schedule.
+
+An elementwise kernel that reads its input transposed (an int8 GEMM's rows
+`[h w, c]` dequantized back to NCHW, an attention head's transpose) runs its
+vector lanes along the output's last dim, so each lane of a read falls on
+another row of the input: one cache line per lane, and the next channel reads
+the same lines again only after the whole plane has gone through the cache.
+In segformer's decode head (`[4096, 256]` i32 rows to `[256, 64, 64]`) that
+took 7 ms for 1M elements, 7 ns each.
+
+`tile_transposed_reads` strip-mines the loop that runs along the read's last
+(contiguous) dim by one cache line of elements and moves that strip just
+outside the lane loop: the channels of one line are read one after another
+while the line is in L1. Values and the order of stores to distinct elements
+do not change.
+
+Example (the read's last index is `%1`; 16 i32 per 64-byte line):
+```mlir
+loop.for %i1 = 0 to 256 { loop.for %i2 = 0 to 64 { loop.for %i3 = 0 to 64 {
+  ... loop.load %in0[%0, %2 * 64 + %3, %1] ... loop.store ..., %out0[%0, %1, %2, %3] } } }
+```
+becomes `%i1_o (16) > %i2 (64) > %i1_i (16) > %i3 (64)` with `%1 = %i1_o * 16 + %i1_i`.
+"""
+
+from __future__ import annotations
+
+from ziggurat.dialects import loop
+from ziggurat.transforms.loop.primitives.reorder import reorder
+from ziggurat.transforms.loop.primitives.split import split
+from ziggurat.transforms.schedule.nest import chain, stride
+
+LINE_BYTES = 64
+
+
+def _bytes(buffer) -> int:
+    elt = buffer.type.element_type
+    return max(1, getattr(elt, "bitwidth", 32) // 8)
+
+
+def _transposed_loop(loops: list[loop.ForOp], blk: loop.BlockOp) -> tuple[loop.ForOp, int] | None:
+    """(the loop along a transposed read's last dim, a line of its elements), or None."""
+    if any(g.bounds[0] != 0 or g.bounds[2] != 1 or g.kind.data != "serial" for g in loops[:-1]):
+        return None  # reorder restructures plain loops only (the lane loop, a concatenation's range, stays)
+    lane = loops[-1].iv
+    binding = dict(zip(blk.vars, blk.bindings))
+    lane_var = next((v for v, b in binding.items() if b is lane), None)
+    if lane_var is None:
+        return None
+    for read in (o for o in blk.body.block.ops if isinstance(o, loop.LoadOp)):
+        idx = list(read.indices)
+        if not idx or stride(idx[-1], lane_var, {}) != 0 or all(stride(i, lane_var, {}) == 0 for i in idx):
+            continue  # contiguous in the lanes, or the same element for every lane
+        ks = [stride(idx[-1], v, {}) for v in blk.vars]
+        if ks.count(1) != 1 or any(k not in (0, 1) for k in ks):
+            continue
+        line = LINE_BYTES // _bytes(read.buffer)
+        f = next((g for g in loops if g.iv is binding[blk.vars[ks.index(1)]]), None)
+        if f is None or f is loops[-1]:
+            continue
+        if read.buffer.type.get_shape()[-1] < line or f.trip_count < 2 * line or f.trip_count % line:  # type: ignore[attr-defined]
+            continue
+        return f, line
+    return None
+
+
+def tile_transposed_reads(loops: list[loop.ForOp], blk: loop.BlockOp) -> list[loop.ForOp]:
+    """Tiles the first transposed read of `blk` (see the module docstring); returns the nest's loops."""
+    found = _transposed_loop(loops, blk)
+    if found is None:
+        return loops
+    f, line = found
+    at = loops.index(f)
+    outer, inner = split(f, line)
+    order = loops[:at] + [outer] + loops[at + 1:-1] + [inner]  # the lane loop stays innermost, untouched
+    new = reorder(order)
+    return chain(new[0])
