@@ -85,7 +85,11 @@ class LoopDefaultSchedulePass(ModulePass):
     innermost, and its zero padding peeled into halo nests, so that LLVM
     vectorizes the copy (transforms/schedule/copy_nest.py). A concatenation's
     select chain in a copy nest is split into one nest per input, each a
-    plain copy without tests (transforms/schedule/split_ranges.py).
+    plain copy without tests (transforms/schedule/split_ranges.py). A copy
+    nest that computes (an int8 model's requantization) keeps its store
+    contiguous, and when it reads its input transposed, the loop along that
+    read's contiguous dim is strip-mined by a 64-byte line, the strip moved
+    just outside the lane loop (transforms/schedule/transpose_tiles.py).
 
     Then, at either width, the elementwise stages of a fused group that read
     a register block's result at their own indices (bias, activation,
