@@ -11,7 +11,7 @@ of a quantized value into (transforms/graph/quantized_lookup.py).
 
 from __future__ import annotations
 
-from xdsl.dialects.builtin import IntegerAttr, IntegerType, Signedness, TensorType, UnitAttr, i64
+from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, IntegerType, Signedness, TensorType, UnitAttr, i64
 from xdsl.irdl import (
     IRDLOperation,
     ParsePropInAttrDict,
@@ -83,17 +83,20 @@ class QGemmOp(IRDLOperation):
 
 @irdl_op_definition
 class LookupOp(IRDLOperation):
-    """`result[i] = table[clamp(x[i] - offset, 0, n - 1)]`, elementwise: a table lookup.
+    """`result[i] = table[i[d0], i[d1], .., clamp(x[i] - offset, 0, n - 1)]`, elementwise: a table lookup.
 
     `x` holds integers, or floats with integer values (an int8 model's quantized
-    values after simplify-graph turned the casts into float rounding); `table` is
-    1-D with n entries of the result's element type. The index is truncated
-    toward zero and clamped into the table (NaN reads entry 0), so
-    no input reads outside it. `quantized-lookup` makes these from elementwise chains
-    whose only varying input takes at most 256 integer values.
+    values after simplify-graph turned the casts into float rounding); `table`
+    holds n entries of the result's element type per position of the result
+    dims `dims` (none: one table of n; `[1]`: one per channel of NCHW; `[1, 4]`:
+    per channel block and lane of NCHW16c). The index is truncated toward zero
+    and clamped into the table (NaN reads entry 0), so no input reads outside
+    it. `quantized-lookup` makes these from elementwise chains whose only
+    varying input takes at most 256 integer values.
 
     ```mlir
     %y = graph.lookup %q, %t {offset = 0 : i64} : tensor<1x8x4x4xf32>, tensor<256xf32> -> tensor<1x8x4x4xf32>
+    %z = graph.lookup %q, %u {offset = 0 : i64, dims = array<i64: 1>} : tensor<1x8x4x4xf32>, tensor<8x256xf32> -> tensor<1x8x4x4xf32>
     ```
     """
 
@@ -101,18 +104,30 @@ class LookupOp(IRDLOperation):
     input = operand_def(TensorType)
     table = operand_def(TensorType)
     offset = prop_def(IntegerAttr)
+    dims = opt_prop_def(DenseArrayBase)
     result = result_def(TensorType)
     traits = traits_def(Pure(), OpPattern(PatternKind.ELEMWISE))
     irdl_options = (ParsePropInAttrDict(),)
     assembly_format = "$input `,` $table attr-dict `:` type($input) `,` type($table) `->` type($result)"
 
-    def __init__(self, x, table, offset: int, result_type):
-        super().__init__(operands=[x, table], result_types=[result_type],
-                         properties={"offset": IntegerAttr(offset, i64)})
+    def __init__(self, x, table, offset: int, result_type, dims: tuple[int, ...] = ()):
+        props = {"offset": IntegerAttr(offset, i64)}
+        if dims:
+            props["dims"] = DenseArrayBase.from_list(i64, list(dims))
+        super().__init__(operands=[x, table], result_types=[result_type], properties=props)
+
+    @property
+    def table_dims(self) -> tuple[int, ...]:
+        """The result dims that select a table (empty: one table)."""
+        return tuple(self.dims.get_values()) if self.dims is not None else ()
 
     def verify_(self) -> None:
-        t = shape_of(self.table)
-        require(len(t) == 1 and t[0] >= 1, self, f"the table must be 1-D and not empty, got shape {t}")
+        t, r = shape_of(self.table), shape_of(self.result)
+        dims = self.table_dims
+        require(len(t) == len(dims) + 1 and t[-1] >= 1, self,
+                f"the table must have {len(dims) + 1} dims (one per entry of `dims`, then the entries), got shape {t}")
+        for j, d in enumerate(dims):
+            require(0 <= d < len(r) and t[j] == r[d], self, f"table dim {j} ({t[j]}) must equal result dim {d}")
         require(shape_of(self.result) == shape_of(self.input), self,
                 f"result shape {shape_of(self.result)} should be the input's {shape_of(self.input)}")
         require(_elt(self.result) == _elt(self.table), self, "result and table element types differ")

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from xdsl.builder import Builder
 from xdsl.context import Context
 from xdsl.dialects import arith, builtin, math
-from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, StringAttr, VectorType
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, IndexType, IntegerAttr, MemRefType, StringAttr, VectorType
 from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint
@@ -69,7 +69,7 @@ class _Vectorizer:
         # Indices made from loaded lanes (`arith.index_cast` of i32 lanes: a table lookup's
         # index) and the loads through them (`hw.vlookup`).
         self.lane_index: dict[SSAValue, SSAValue] = {}
-        self.lookups: dict[loop.LoadOp, SSAValue] = {}
+        self.lookups: dict[loop.LoadOp, tuple[SSAValue, int]] = {}  # (i32 lanes, flat stride of the rest)
         self.tail_mask: SSAValue | None = None
 
     # -- analysis --------------------------------------------------------------
@@ -182,9 +182,12 @@ class _Vectorizer:
 
     def _access(self, indices, op: Operation) -> str:
         if isinstance(op, loop.LoadOp) and indices and indices[-1] in self.lane_index:
-            if any(self._s(i) != 0 for i in indices[:-1]):
-                raise NotVectorizable("a lookup's outer indices vary with the loop variable")
-            self.lookups[op] = self.lane_index[indices[-1]]
+            outer = [self._s(i) for i in indices[:-1]]
+            if any(k is None for k in outer):
+                raise NotVectorizable("a lookup's outer indices are not affine in the loop variable")
+            shape = op.buffer.type.get_shape()  # type: ignore[attr-defined]
+            flat = sum(k * product(shape[d + 1:]) for d, k in enumerate(outer))  # per-lane tables
+            self.lookups[op] = (self.lane_index[indices[-1]], flat)
             return "vector"
         strides = [self._s(i) for i in indices]
         if all(s == 0 for s in strides):
@@ -346,11 +349,18 @@ class _Vectorizer:
                 continue
             if isinstance(op, loop.LoadOp) and op in self.lookups:
                 zero = b.insert(arith.ConstantOp(IntegerAttr(0, IndexType()))).result
-                idx = [mapping.get(i, i) for i in op.indices[:-1]] + [zero]
+                idx = [mapping.get(i, i) for i in op.indices[:-1]] + [zero]  # lane 0's table
+                lanes, flat = self.lookups[op]
+                offsets = mapping[lanes]
+                if flat:  # lane l reads its own table, `flat` elements after lane l - 1's
+                    vi = VectorType(builtin.i32, [self.width])
+                    iota = b.insert(arith.ConstantOp(DenseIntOrFPElementsAttr.from_list(
+                        vi, [flat * k for k in range(self.width)]))).result
+                    offsets = b.insert(arith.AddiOp(offsets, iota)).result
                 mask = self._mask(b, None)
                 if mask is None:
                     mask = b.insert(hw.VLaneCmpOp("sge", zero, zero, self.width)).result
-                mapping[op.result] = b.insert(hw.VLookupOp(op.buffer, idx, mapping[self.lookups[op]], mask,
+                mapping[op.result] = b.insert(hw.VLookupOp(op.buffer, idx, offsets, mask,
                                                            self._lanes(op.buffer))).result
             elif isinstance(op, loop.LoadOp) and op in self.gathers:
                 last = op.indices[-1]

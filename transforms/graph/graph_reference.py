@@ -87,9 +87,11 @@ _COMPARE = {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.great
 
 
 def _lookup(op: graph.LookupOp, args: Sequence[np.ndarray]) -> np.ndarray:
-    x, table = args
-    k = np.nan_to_num(np.asarray(x, np.float64) - op.offset.value.data, nan=0.0)
-    return table[np.clip(np.trunc(k), 0, table.size - 1).astype(np.int64)]
+    x, table = (np.asarray(a) for a in args)
+    k = np.nan_to_num(x.astype(np.float64) - op.offset.value.data, nan=0.0)
+    k = np.clip(np.trunc(k), 0, table.shape[-1] - 1).astype(np.int64)
+    grid = np.indices(x.shape, sparse=True)
+    return table[tuple(grid[d] for d in op.table_dims) + (k,)]
 
 
 def _reduce(op: graph.ReduceOp, args: Sequence[np.ndarray]) -> np.ndarray:

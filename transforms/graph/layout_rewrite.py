@@ -110,8 +110,8 @@ def find_members(ops: list[Operation], block: int, grouped: bool = True) -> list
         ok = False
         if conv_eligible(op, block, grouped):
             ok = True
-        elif isinstance(op, graph.LookupOp):  # lane for lane through its table
-            ok = op.input in blocked
+        elif isinstance(op, graph.LookupOp):  # lane for lane through its table (one, or one per channel)
+            ok = op.input in blocked and op.table_dims in ((), (1,)) and len(_shape(op.input)) == 4
         elif isinstance(op, _ELEMENTWISE) and any(v in blocked for v in op.operands):
             out = _shape(op.results[0])
             ok = len(out) == 4 and all(v in blocked or _shape(v) == out or _channel_broadcast(v, out)
@@ -221,6 +221,21 @@ class Rewriter:
         self.bl[v] = t
         return t
 
+    def channel_tables(self, op: graph.LookupOp) -> SSAValue:
+        """A per-channel lookup's tables [C, n] as [C/b, b, n] (the padding channels' tables repeat
+        the last one: any finite values do); a single table as it is."""
+        t = op.table
+        if not op.table_dims:
+            return t
+        assert self.store is not None and isinstance(t.owner, graph.ConstantOp)
+        arr = np.asarray(self.store[t.owner.ref.data])
+        c, n = arr.shape
+        b = self.block
+        padded = np.concatenate([arr, np.repeat(arr[-1:], -c % b, axis=0)]).reshape(-1, b, n)
+        self.repacked.append(t.owner)
+        name = self.store.add(f"{t.owner.ref.data}.NCHW{b}c", np.ascontiguousarray(padded))
+        return self.insert(op, graph.ConstantOp(name, _tensor(t, padded.shape)))
+
     def padded_boundary(self, conv: graph.Conv2dOp) -> bool:
         """A padded conv whose NCHW input enters the region here and feeds nothing else."""
         v = conv.input
@@ -315,8 +330,8 @@ class Rewriter:
             new = graph.ReduceOp(self.bl[op.input], kind, (2, 3), True,
                                  _tensor(res, blocked_shape(_shape(res), f"NCHW{b}c")))
         elif isinstance(op, graph.LookupOp):
-            new = graph.LookupOp(self.bl[op.input], op.table, op.offset.value.data,
-                                 _tensor(res, blocked_shape(_shape(res), f"NCHW{b}c")))
+            new = graph.LookupOp(self.bl[op.input], self.channel_tables(op), op.offset.value.data,
+                                 _tensor(res, blocked_shape(_shape(res), f"NCHW{b}c")), (1, 4) if op.table_dims else ())
         elif isinstance(op, graph.MaxPool2dOp):
             x = self.bl[op.input]
             new = MaxPool2dNchwcOp(x, _tensor(res, blocked_shape(_shape(res), f"NCHW{b}c")), _ints(op.kernel),

@@ -1,6 +1,7 @@
-// RUN: python -c "import numpy as np; np.savez('%t.npz', s=np.float32(0.05), z=np.float32(128), lo=np.float32(0), hi=np.float32(255), zero=np.float32(0), s2=np.float32(0.03), v=np.ones(4, np.float32))" 
+// RUN: python -c "import numpy as np; np.savez('%t.npz', s=np.float32(0.05), z=np.float32(128), lo=np.float32(0), hi=np.float32(255), zero=np.float32(0), s2=np.float32(0.03), v=np.ones(4, np.float32), g=np.arange(1, 5, dtype=np.float32).reshape(4, 1, 1))"
 // RUN: sed 's#WEIGHTS#%t.npz#' %s | ziggurat-opt -p quantized-lookup --split-input-file | filecheck %s
 // RUN: sed 's#WEIGHTS#%t.npz#' %s | ziggurat-opt -p 'quantized-lookup{min-cost=100}' --split-input-file | filecheck %s --check-prefix=COSTLY
+// RUN: sed 's#WEIGHTS#%t.npz#' %s | ziggurat-opt -p 'quantized-lookup{per-channel=true}' --split-input-file | filecheck %s --check-prefix=PC
 
 // A quantize step (round, zero point, clamp, NaN guard) makes %q a root of 256 values; the
 // dequantize, sigmoid and requantize after it become one table of 256 entries.
@@ -55,5 +56,29 @@ builtin.module attributes {graph.weights_file = "WEIGHTS"} {
     %e = graph.add %d, %v : tensor<1x4xf32>, tensor<4xf32> -> tensor<1x4xf32>
     %f = graph.exp %e : tensor<1x4xf32>
     func.return %b, %f : tensor<1x4xf32>, tensor<1x4xf32>
+  }
+}
+
+// -----
+
+// A per-channel constant (%g, along dim 1) ends a chain, unless `per-channel`: then the chain's
+// table is one per channel, [4, 256], selected by result dim 1.
+// CHECK-LABEL: func.func @channels
+// CHECK-NOT:   graph.lookup
+// CHECK:       func.return
+// PC-LABEL:    func.func @channels
+// PC:          %{{.*}} = graph.constant "lookup.r" : tensor<4x256xf32>
+// PC-NEXT:     %r = graph.lookup %u, %{{.*}} {offset = 0 : i64, dims = array<i64: 1>} : tensor<1x4x2x2xui8>, tensor<4x256xf32> -> tensor<1x4x2x2xf32>
+// PC-NEXT:     func.return %r
+builtin.module attributes {graph.weights_file = "WEIGHTS"} {
+  func.func @channels(%u: tensor<1x4x2x2xui8>) -> tensor<1x4x2x2xf32> {
+    %s = graph.constant "s" : tensor<f32>
+    %g = graph.constant "g" : tensor<4x1x1xf32>
+    %c = graph.cast %u : tensor<1x4x2x2xui8> -> tensor<1x4x2x2xf32>
+    %d = graph.mul %c, %s : tensor<1x4x2x2xf32>, tensor<f32> -> tensor<1x4x2x2xf32>
+    %e = graph.mul %d, %g : tensor<1x4x2x2xf32>, tensor<4x1x1xf32> -> tensor<1x4x2x2xf32>
+    %f = graph.sigmoid %e : tensor<1x4x2x2xf32>
+    %r = graph.round %f : tensor<1x4x2x2xf32>
+    func.return %r : tensor<1x4x2x2xf32>
   }
 }
