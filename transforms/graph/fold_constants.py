@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from xdsl.context import Context
-from xdsl.dialects import builtin, func
+from xdsl.dialects import builtin
 from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass
@@ -15,7 +15,7 @@ from xdsl.rewriter import Rewriter
 from ziggurat.dialects import graph
 from ziggurat.weights import WeightStore
 from ziggurat.transforms.graph.graph_reference import evaluate, supports
-from ziggurat.transforms.graph.weight_binding import weights_of
+from ziggurat.transforms.graph.weight_binding import bodies_with_weights
 
 
 def _foldable(op: Operation, max_elements: int) -> bool:
@@ -80,9 +80,5 @@ class FoldConstantsPass(ModulePass):
     max_elements: int = 1 << 24
 
     def apply(self, ctx: Context, op: builtin.ModuleOp) -> None:
-        store = weights_of(op)
-        if store is None:
-            return
-        for f in op.ops:
-            if isinstance(f, func.FuncOp) and f.body.blocks:
-                fold_block_ops(list(f.body.block.ops), store, self.max_elements)
+        for f, store in bodies_with_weights(op):
+            fold_block_ops(list(f.body.block.ops), store, self.max_elements)

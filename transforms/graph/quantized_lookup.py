@@ -29,7 +29,7 @@ from ziggurat.dialects import graph
 from ziggurat.dialects.graph_dtype import CastOp
 from ziggurat.lowering.locations import carry
 from ziggurat.transforms.graph.graph_reference import EVALUATORS, supports
-from ziggurat.transforms.graph.weight_binding import weights_of
+from ziggurat.transforms.graph.weight_binding import bodies_with_weights
 from ziggurat.weights import WeightStore
 
 # Entries of a per-channel table at most (C x 256 float32: 128 KB).
@@ -304,9 +304,5 @@ class QuantizedLookupPass(ModulePass):
     per_channel: bool = False
 
     def apply(self, ctx: Context, op: builtin.ModuleOp) -> None:
-        store = weights_of(op)
-        if store is None:
-            return
-        for f in op.ops:
-            if isinstance(f, func.FuncOp) and f.body.blocks:
-                fold_chains(f, store, self.min_cost, self.max_table, MAX_ENTRIES if self.per_channel else 0)
+        for f, store in bodies_with_weights(op):
+            fold_chains(f, store, self.min_cost, self.max_table, MAX_ENTRIES if self.per_channel else 0)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import weakref
 
+from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 
 from ziggurat.errors import CompileError
@@ -73,6 +74,14 @@ def weights_of(module: ModuleOp) -> WeightStore | None:
     store = _load(attr.data, attr.data)
     _BOUND[module] = store
     return store
+
+
+def bodies_with_weights(module: ModuleOp) -> list[tuple[func.FuncOp, WeightStore]]:
+    """(function, the bound weight store) for each function of `module` with a body; none without a store."""
+    store = weights_of(module)
+    if store is None:
+        return []
+    return [(f, store) for f in module.ops if isinstance(f, func.FuncOp) and f.body.blocks]
 
 
 # Passes that read the values of constants and, without a store, would silently do nothing or less
