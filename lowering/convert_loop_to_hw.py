@@ -125,6 +125,8 @@ class _Vectorizer:
             else:
                 self.stride[op.result] = None
             return
+        if not isinstance(op, loop.LoadOp) and any(v in self.lane_index for v in op.operands):
+            raise NotVectorizable(f"'{op.name}' uses an index made from lanes (only a table read may)")
         if isinstance(op, loop.LoadOp):
             kind = self._access(op.indices, op)
             if kind == "vector":
