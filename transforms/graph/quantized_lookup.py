@@ -224,8 +224,7 @@ def fold_chains(f: func.FuncOp, store: WeightStore, min_cost: int, max_table: in
     chains.scan(block.args, ops)
     position = {op: k for k, op in enumerate(ops)}
     members = {v for v, r in chains.root.items() if v is not r}
-    rewriter = Rewriter()
-    made = 0
+    tables: list[tuple[SSAValue, np.ndarray]] = []  # all first: a replaced value is in later cones
     for v in [v for v in chains.root if v in members]:
         users = [u.operation for u in v.uses]
         if all(op.results and all(r in members for r in op.results) for op in users):
@@ -233,20 +232,21 @@ def fold_chains(f: func.FuncOp, store: WeightStore, min_cost: int, max_table: in
         cone = _cone(v, members, position)
         if sum(_COST.get(type(op), 1) for op in cone) < min_cost:
             continue
-        root = chains.root[v]
-        r = chains.ints[root]
-        lo, n = int(r.lo), int(r.hi - r.lo) + 1
+        r = chains.ints[chains.root[v]]
+        tables.append((v, _tables(chains.root[v], int(r.lo), int(r.hi - r.lo) + 1, cone, chains, chains.axis.get(v))[v]))
+    rewriter = Rewriter()
+    for v, table in tables:
         axis = chains.axis.get(v)
-        table = _tables(root, lo, n, cone, chains, axis)[v]
         hint = v.name_hint or v.owner.name.split(".")[1]  # type: ignore[union-attr]
         ref = store.add(f"lookup.{hint}", np.ascontiguousarray(table))
         const = graph.ConstantOp(ref, TensorType(_elt(v), list(table.shape)))
-        look = graph.LookupOp(root, const.results[0], lo, v.type, () if axis is None else (axis,))
+        look = graph.LookupOp(chains.root[v], const.results[0], int(chains.ints[chains.root[v]].lo), v.type,
+                              () if axis is None else (axis,))
         carry(look, v.owner)  # type: ignore[arg-type]
         rewriter.insert_op([const, look], InsertPoint.after(v.owner))  # type: ignore[arg-type]
         look.results[0].name_hint = v.name_hint
         v.replace_all_uses_with(look.results[0])
-        made += 1
+    made = len(tables)
     if made:
         for op in reversed(list(block.ops)):
             if op.results and all(r in members or r in chains.consts or r in chains.vectors for r in op.results) \

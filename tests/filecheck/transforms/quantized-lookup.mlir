@@ -82,3 +82,26 @@ builtin.module attributes {graph.weights_file = "WEIGHTS"} {
     func.return %r : tensor<1x4x2x2xf32>
   }
 }
+
+// -----
+
+// Two values of one chain read outside it, the second computed from the first: each gets its
+// own table (both computed before either replaces its value).
+// CHECK-LABEL: func.func @nested
+// CHECK:       %{{.*}} = graph.constant "lookup.y" : tensor<256xf32>
+// CHECK-NEXT:  %y = graph.lookup %u, %{{.*}} {offset = 0 : i64}
+// CHECK:       %{{.*}} = graph.constant "lookup.z" : tensor<256xf32>
+// CHECK-NEXT:  %z = graph.lookup %u, %{{.*}} {offset = 0 : i64}
+// CHECK-NEXT:  func.return %y, %z
+builtin.module attributes {graph.weights_file = "WEIGHTS"} {
+  func.func @nested(%u: tensor<1x4xui8>) -> (tensor<1x4xf32>, tensor<1x4xf32>) {
+    %s = graph.constant "s" : tensor<f32>
+    %c = graph.cast %u : tensor<1x4xui8> -> tensor<1x4xf32>
+    %d = graph.mul %c, %s : tensor<1x4xf32>, tensor<f32> -> tensor<1x4xf32>
+    %g = graph.sigmoid %d : tensor<1x4xf32>
+    %y = graph.round %g : tensor<1x4xf32>
+    %e = graph.exp %y : tensor<1x4xf32>
+    %z = graph.round %e : tensor<1x4xf32>
+    func.return %y, %z : tensor<1x4xf32>, tensor<1x4xf32>
+  }
+}
