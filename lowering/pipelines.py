@@ -11,7 +11,9 @@ Stages, from an imported model to code the LLVM backend takes:
 
 * `graph_stage(level, target)` (`GRAPH[level]`): graph-level optimizations. O1
   simplifies (BatchNorm folding, shape-op cleanups) and runs xDSL's cse/dce;
-  O2 and up also fold constants and fuse ops by TVM's op-pattern rules; O3
+  O2 and up also fold constants, turn the elementwise chains of quantized
+  values into table lookups (`quantized-lookup`: int8 models' SiLU, GELU and
+  requantize steps) and fuse ops by TVM's op-pattern rules; O3
   re-decides those groups with loop-level costs (`fuse-ops{cost-guided=true}`,
   design.md section 4), turns large 3x3 stride-1 convs into Winograd
   F(2x2, 3x3) (`winograd-conv`: 2.25x fewer multiplies) and runs the other
