@@ -51,3 +51,31 @@ def test_any_shape_matches_numpy(h, w, c):
     x = np.random.default_rng(h * 1000 + w + c).standard_normal((h * w, c)).astype(np.float32)
     want = 1 / (1 + np.exp(-x.T.reshape(1, c, h, w)))
     np.testing.assert_allclose(m(x)[0], want, rtol=1e-5, atol=1e-6)
+
+
+def concat_of_transposes(c1: int, c2: int, hw: int):
+    """a [c1, hw], b [c2, hw] -> Transpose each -> Concat along channels -> Sigmoid: [hw, c1 + c2],
+    the second input's lanes (channels) starting above 0 (a concatenation's range)."""
+    nodes = [helper.make_node("Transpose", ["a"], ["ta"], perm=[1, 0]),
+             helper.make_node("Transpose", ["b"], ["tb"], perm=[1, 0]),
+             helper.make_node("Concat", ["ta", "tb"], ["c"], axis=1),
+             helper.make_node("Sigmoid", ["c"], ["y"])]
+    g = helper.make_graph(nodes, "cat", [helper.make_tensor_value_info("a", TensorProto.FLOAT, [c1, hw]),
+                                         helper.make_tensor_value_info("b", TensorProto.FLOAT, [c2, hw])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [hw, c1 + c2])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 9
+    return m
+
+
+@settings(max_examples=6, deadline=None)
+@given(c1=st.sampled_from([16, 32, 48]), c2=st.sampled_from([16, 48, 64]), hw=st.sampled_from([32, 64, 80]),
+       target=st.sampled_from(["llvm -num-cores=1", "llvm -mcpu=haswell -num-cores=1"]))
+def test_concatenated_transposes_match_numpy(c1, c2, hw, target):
+    """Lane loops of several vectors (from any start) are split so that the line strip runs inside each vector."""
+    m = ziggurat.compile(concat_of_transposes(c1, c2, hw), target=target)
+    rng = np.random.default_rng(c1 + c2 + hw)
+    a = rng.standard_normal((c1, hw)).astype(np.float32)
+    b = rng.standard_normal((c2, hw)).astype(np.float32)
+    want = 1 / (1 + np.exp(-np.concatenate([a.T, b.T], axis=1)))
+    np.testing.assert_allclose(m(a, b)[0], want, rtol=1e-5, atol=1e-6)

@@ -227,7 +227,7 @@ def peel_padding(loops: list[loop.ForOp], blk: loop.BlockOp, store: loop.StoreOp
     return True
 
 
-def schedule_copy(top: loop.ForOp) -> None:
+def schedule_copy(top: loop.ForOp, width: int = 0) -> None:
     """When `top` is a copy nest: one nest per range of a concatenation's select chain
     (split_ranges.py), then in each the divided loops split and the padding peeled, or a
     transposed read tiled by cache lines (transpose_tiles.py)."""
@@ -240,4 +240,4 @@ def schedule_copy(top: loop.ForOp) -> None:
             loops, blk, store = parts
             loops, blk = split_divided_loops(loops, blk)
             if not peel_padding(loops, blk, store):
-                tile_transposed_reads(loops, blk)  # transpose_tiles.py
+                tile_transposed_reads(loops, blk, width)  # transpose_tiles.py

@@ -89,7 +89,8 @@ class LoopDefaultSchedulePass(ModulePass):
     nest that computes (an int8 model's requantization) keeps its store
     contiguous, and when it reads its input transposed, the loop along that
     read's contiguous dim is strip-mined by a 64-byte line, the strip moved
-    just outside the lane loop (transforms/schedule/transpose_tiles.py).
+    just outside the lane loop, or inside each vector of a lane loop of
+    several (transforms/schedule/transpose_tiles.py).
 
     Then, at either width, the elementwise stages of a fused group that read
     a register block's result at their own indices (bias, activation,
@@ -166,7 +167,7 @@ class LoopDefaultSchedulePass(ModulePass):
             nest = match_reduce_nest(top)
             if nest is None:
                 if self.copy_nests:  # layout transforms: no div/rem, no padding tests
-                    schedule_copy(top)
+                    schedule_copy(top, self.vector_width)
                 continue
             name = nest.update.block_name.data
             if name in QGEMM_BLOCKS:  # graph.qgemm: int8 dot register blocks (lowering/qgemm.py)

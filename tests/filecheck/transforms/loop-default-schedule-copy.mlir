@@ -191,3 +191,29 @@ func.func @transposed_read(%in0: memref<64x64xf32>, %out0: memref<64x8x8xf32>) {
   }
   func.return
 }
+
+// A lane loop of several vectors (here from 8, a concatenation's range: 32 lanes, 4 vectors of
+// 8) is split into vectors and lanes too, and the line strip runs inside each vector: the lines
+// one vector gathers are reused at once.
+// CHECK-LABEL: func.func @transposed_lanes
+// CHECK:         loop.for %i0_o = 0 to 4 serial {
+// CHECK-NEXT:      loop.for %i1_v = 0 to 4 serial {
+// CHECK-NEXT:        loop.for %i0_i = 0 to 16 serial {
+// CHECK:               loop.for %i1_l = 0 to 8 serial {
+// CHECK:                 %i1 = arith.addi
+// CHECK-NEXT:            %[[S:.*]] = arith.constant 8 : index
+// CHECK-NEXT:            %[[I1:.*]] = arith.addi %i1, %[[S]] : index
+// CHECK-NEXT:            loop.block "dequantize" [S %{{.*}} = %{{.*}}, S %{{.*}} = %[[I1]]]
+func.func @transposed_lanes(%in0: memref<40x64xf32>, %out0: memref<64x40xf32>) {
+  loop.for %i0 = 0 to 64 serial {
+    loop.for %i1 = 8 to 40 serial {
+      loop.block "dequantize" [S %0 = %i0, S %1 = %i1] {
+        %2 = loop.load %in0[%1, %0] : memref<40x64xf32>
+        %3 = arith.constant 0.5 : f32
+        %4 = arith.mulf %2, %3 : f32
+        loop.store %4, %out0[%0, %1] : memref<64x40xf32>
+      }
+    }
+  }
+  func.return
+}
