@@ -307,6 +307,14 @@ class _Vectorizer:
             return mask if mask is not None else self.tail_mask
         return b.insert(arith.AndIOp(mask, self.tail_mask)).result
 
+    def _mask_or_all(self, b: Builder, mask: SSAValue | None) -> SSAValue:
+        """`_mask`, or every lane set where no mask applies (a gather always takes one)."""
+        mask = self._mask(b, mask)
+        if mask is None:
+            zero = b.insert(arith.ConstantOp(IntegerAttr(0, IndexType()))).result
+            mask = b.insert(hw.VLaneCmpOp("sge", zero, zero, self.width)).result
+        return mask
+
     def _unmasked(self, buf: SSAValue, idx) -> bool:
         """A local scratch buffer long enough for whole vectors needs no tail mask."""
         if not isinstance(buf.owner, loop.AllocOp):
@@ -359,19 +367,14 @@ class _Vectorizer:
                     iota = b.insert(arith.ConstantOp(DenseIntOrFPElementsAttr.from_list(
                         vi, [flat * k for k in range(self.width)]))).result
                     offsets = b.insert(arith.AddiOp(offsets, iota)).result
-                mask = self._mask(b, None)
-                if mask is None:
-                    mask = b.insert(hw.VLaneCmpOp("sge", zero, zero, self.width)).result
+                mask = self._mask_or_all(b, None)
                 mapping[op.result] = b.insert(hw.VLookupOp(op.buffer, idx, offsets, mask,
                                                            self._lanes(op.buffer))).result
             elif isinstance(op, loop.LoadOp) and op in self.gathers:
                 last = op.indices[-1]
                 base, cond = self.clamped.get(last, (last, None))
                 idx = [mapping.get(i, i) for i in op.indices[:-1]] + [mapping.get(base, base)]
-                mask = self._mask(b, mapping[cond] if cond is not None else None)
-                if mask is None:
-                    zero = b.insert(arith.ConstantOp(IntegerAttr(0, IndexType()))).result
-                    mask = b.insert(hw.VLaneCmpOp("sge", zero, zero, self.width)).result
+                mask = self._mask_or_all(b, mapping[cond] if cond is not None else None)
                 mapping[op.result] = b.insert(hw.VGatherOp(op.buffer, idx, mask, self._lanes(op.buffer), self.gathers[op])).result  # type: ignore[arg-type]
             elif isinstance(op, loop.LoadOp) and op in self.masked_loads:
                 base, cond = self.clamped[op.indices[-1]]

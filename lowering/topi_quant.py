@@ -61,9 +61,8 @@ def define_lookup(op: LookupOp, b: Builder, x: Lookup) -> SSAValue:
         if v.type != f32:
             v = e.cast(v, f32, unsigned)
         if offset:
-            v = e._add(arith.SubfOp(v, e.const(float(offset), f32)))
-        t = e._add(arith.MaximumfOp(v, e.const(0.0, f32)))
-        t = e._add(arith.MinimumfOp(t, e.const(float(n - 1), f32)))
+            v = e.sub(v, e.const(float(offset), f32))
+        t = e.min(e.max(v, e.const(0.0, f32)), e.const(float(n - 1), f32))
         t = e.select(e.cmpf(v, v, "uno"), e.const(0.0, f32), t)
         k = e._add(arith.IndexCastOp(e._add(arith.FPToSIOp(t, I32)), IndexType()))
         return e.read(table, [i[d] for d in dims] + [k])

@@ -79,45 +79,36 @@ def _vmaskload(t: Translator, f: FuncState, op: Operation) -> None:
     f.vals[res] = f.b.call(fn, [p, I32(element_size(vt)), mask, zero])
 
 
-def _vgather(t: Translator, f: FuncState, op: Operation) -> None:
-    ops = op.operands
+def _masked_gather(t: Translator, f: FuncState, op: Operation, indices, offsets) -> None:
+    """One `llvm.masked.gather` of `op`'s result: lane l at `buf[indices]` plus `offsets(lanes)`
+    (an i64 vector of byte offsets); masked-off lanes are 0 and not read."""
     res = op.results[0]
     vt = t.ty(res.type)
-    stride = op.attributes["stride"].value.data  # type: ignore[attr-defined]
     b = f.b
-    p = b.ptrtoint(_lane_address(t, f, ops[0], ops[1:-1], vt), I64)
-    step = element_size(vt.element) * stride
     lanes = vt.count
+    p = b.ptrtoint(_lane_address(t, f, op.operands[0], indices, vt), I64)
     it = ir.VectorType(I64, lanes)
     undef = ir.Constant(it, ir.Undefined)
     splat = b.shuffle_vector(b.insert_element(undef, p, I32(0)), undef, ir.Constant(ir.VectorType(I32, lanes), [I32(0)] * lanes))
-    addrs = b.add(splat, ir.Constant(it, [I64(i * step) for i in range(lanes)]))
     pvt = ir.VectorType(vt.element.as_pointer(), lanes)
-    ptrs = b.inttoptr(addrs, pvt)
-    mask = f.get(ops[-1])
+    ptrs = b.inttoptr(b.add(splat, offsets(it, element_size(vt.element))), pvt)
+    mask = f.get(op.operands[-1])
     fn = t.decl.function(f"llvm.masked.gather.{suffix(vt)}.v{lanes}p0", vt, [pvt, I32, mask.type, vt])
     zero = ir.Constant(vt, [ir.Constant(vt.element, 0)] * lanes)
     f.vals[res] = b.call(fn, [ptrs, I32(element_size(vt.element)), mask, zero])
 
 
+def _vgather(t: Translator, f: FuncState, op: Operation) -> None:
+    """hw.vgather: lane l at `buf[indices] + stride * l` elements."""
+    stride = op.attributes["stride"].value.data  # type: ignore[attr-defined]
+    _masked_gather(t, f, op, op.operands[1:-1],
+                   lambda it, size: ir.Constant(it, [I64(i * size * stride) for i in range(it.count)]))
+
+
 def _vlookup(t: Translator, f: FuncState, op: Operation) -> None:
-    """hw.vlookup: lane l at `buf[indices] + offsets[l]` elements, one masked gather."""
-    ops = op.operands
-    res = op.results[0]
-    vt = t.ty(res.type)
-    b = f.b
-    lanes = vt.count
-    p = b.ptrtoint(_lane_address(t, f, ops[0], ops[1:-2], vt), I64)
-    it = ir.VectorType(I64, lanes)
-    undef = ir.Constant(it, ir.Undefined)
-    splat = b.shuffle_vector(b.insert_element(undef, p, I32(0)), undef, ir.Constant(ir.VectorType(I32, lanes), [I32(0)] * lanes))
-    step = ir.Constant(it, [I64(element_size(vt.element))] * lanes)
-    addrs = b.add(splat, b.mul(b.sext(f.get(ops[-2]), it), step))
-    pvt = ir.VectorType(vt.element.as_pointer(), lanes)
-    mask = f.get(ops[-1])
-    fn = t.decl.function(f"llvm.masked.gather.{suffix(vt)}.v{lanes}p0", vt, [pvt, I32, mask.type, vt])
-    zero = ir.Constant(vt, [ir.Constant(vt.element, 0)] * lanes)
-    f.vals[res] = b.call(fn, [b.inttoptr(addrs, pvt), I32(element_size(vt.element)), mask, zero])
+    """hw.vlookup: lane l at `buf[indices] + offsets[l]` elements."""
+    _masked_gather(t, f, op, op.operands[1:-2],
+                   lambda it, size: f.b.mul(f.b.sext(f.get(op.operands[-2]), it), ir.Constant(it, [I64(size)] * it.count)))
 
 
 def _vmaskstore(t: Translator, f: FuncState, op: Operation) -> None:

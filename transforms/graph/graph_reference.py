@@ -160,8 +160,18 @@ def supports(op: Operation) -> bool:
         dtypes.is_float(dtypes.element_of(v.type)) for v in (*op.operands, *op.results))
 
 
+LANEWISE = frozenset((*UNARY, *BINARY, graph.CompareOp, graph.WhereOp, CastOp))
+"""Ops whose evaluation works lane by lane on arrays of any broadcastable shapes (`apply`)."""
+
+
 def evaluate(op: Operation, args: Sequence[np.ndarray]) -> np.ndarray:
     """`op` applied to constant `args`, as a C-contiguous array of the result's dtype."""
+    return np.ascontiguousarray(apply(op, args).reshape(_shape(op)))
+
+
+def apply(op: Operation, args: Sequence[np.ndarray]) -> np.ndarray:
+    """`evaluate` without the result's shape: for a `LANEWISE` op, its values on arrays of any
+    shape (quantized-lookup evaluates chains on the 256 values of a quantized one)."""
     dtype = dtypes.to_numpy(dtypes.element_of(op.results[0].type))
     if isinstance(op, CastOp):
         out = np.asarray(args[0]).astype(dtype)
@@ -172,4 +182,4 @@ def evaluate(op: Operation, args: Sequence[np.ndarray]) -> np.ndarray:
         out = EVALUATORS[type(op)](op, [np.asarray(a) for a in args])
     else:
         out = EVALUATORS[type(op)](op, [np.asarray(a, dtype=np.float64) for a in args])
-    return np.ascontiguousarray(np.asarray(out, dtype=dtype).reshape(_shape(op)))
+    return np.asarray(out, dtype=dtype)

@@ -28,7 +28,7 @@ import ziggurat.dtypes as dtypes
 from ziggurat.dialects import graph
 from ziggurat.dialects.graph_dtype import CastOp
 from ziggurat.lowering.locations import carry
-from ziggurat.transforms.graph.graph_reference import EVALUATORS, supports
+from ziggurat.transforms.graph.graph_reference import LANEWISE, apply, supports
 from ziggurat.transforms.graph.weight_binding import bodies_with_weights
 from ziggurat.weights import WeightStore
 
@@ -40,8 +40,6 @@ MAX_ENTRIES = 1 << 15
 # about MIN_COST: chains below it stay arithmetic.
 _COST = {graph.DivOp: 6, graph.ExpOp: 12, graph.TanhOp: 12, graph.SigmoidOp: 14, graph.ErfOp: 14,
          graph.LogOp: 12, graph.PowOp: 20, graph.SqrtOp: 4}
-_ELEMENTWISE = (graph.UnaryOp, graph.AddOp, graph.SubOp, graph.MulOp, graph.DivOp, graph.PowOp, graph.MaxOp,
-                graph.MinOp, graph.CompareOp, graph.WhereOp, CastOp)
 
 
 @dataclass(frozen=True)
@@ -67,7 +65,7 @@ class _Chains:
     def __init__(self, store: WeightStore, max_table: int, max_entries: int):
         self.store, self.max_table, self.max_entries = store, max_table, max_entries
         self.consts: dict[SSAValue, float] = {}
-        self.vectors: dict[SSAValue, np.ndarray] = {}  # constants of more than one element
+        self.vectors: dict[SSAValue, np.ndarray] = {}  # constants of more than one element (per-channel only)
         self.ints: dict[SSAValue, _Ints] = {}
         self.root: dict[SSAValue, SSAValue] = {}
         self.axis: dict[SSAValue, int] = {}  # chain values that vary along one axis with per-axis constants
@@ -94,7 +92,7 @@ class _Chains:
 
     def _constant(self, op: graph.ConstantOp) -> None:
         t = op.results[0].type
-        if isinstance(t, TensorType) and t.element_count() > 1 and op.ref.data in self.store:
+        if self.max_entries and isinstance(t, TensorType) and t.element_count() > 1 and op.ref.data in self.store:
             self.vectors[op.results[0]] = np.asarray(self.store[op.ref.data])
         if isinstance(t, TensorType) and t.element_count() == 1 and op.ref.data in self.store:
             c = float(np.asarray(self.store[op.ref.data]).reshape(()))
@@ -134,7 +132,7 @@ class _Chains:
     def _extends(self, op: Operation) -> SSAValue | None:
         """The root whose chain `op` continues: an elementwise op that `graph_reference` evaluates,
         on that root's values and scalar constants only, of the root's shape."""
-        if not isinstance(op, _ELEMENTWISE) or not supports(op):
+        if type(op) not in LANEWISE or not supports(op):
             return None
         roots = {self.root.get(v) for v in op.operands if v not in self.consts and v not in self.vectors}
         if len(roots) != 1 or None in roots:
@@ -191,8 +189,8 @@ def _cone(v: SSAValue, members: set[SSAValue], position: dict[Operation, int]) -
 
 
 def _tables(root: SSAValue, lo: int, n: int, ops: list[Operation], chains: _Chains, axis: int | None) -> dict[SSAValue, np.ndarray]:
-    """Every value of the chain for the n inputs lo .. lo + n - 1 (as `graph_reference.evaluate`
-    computes: float ops in float64, rounded once to the result type): [n], or [C, n] for a chain
+    """Every value of the chain for the n inputs lo .. lo + n - 1 (`graph_reference.apply`: float
+    ops in float64, rounded once to the result type; integers wrap): [n], or [C, n] for a chain
     with constants along `axis` (C entries)."""
     shape = (n,) if axis is None else (_shape(root)[axis], n)
     vals: dict[SSAValue, np.ndarray] = {root: np.arange(lo, lo + n).astype(dtypes.to_numpy(_elt(root)))}
@@ -205,14 +203,8 @@ def _tables(root: SSAValue, lo: int, n: int, ops: list[Operation], chains: _Chai
         return np.asarray(chains.consts[v])
 
     for op in ops:
-        args = [arg(v) for v in op.operands]
-        dtype = dtypes.to_numpy(_elt(op.results[0]))
-        if isinstance(op, CastOp):
-            out = np.asarray(args[0]).astype(dtype)
-        else:
-            with np.errstate(all="ignore"):
-                out = EVALUATORS[type(op)](op, [np.asarray(a, dtype=np.float64) for a in args])
-        vals[op.results[0]] = np.broadcast_to(np.asarray(out).astype(dtype), shape)
+        with np.errstate(all="ignore"):
+            vals[op.results[0]] = np.broadcast_to(apply(op, [arg(v) for v in op.operands]), shape)
     return vals
 
 
@@ -222,8 +214,10 @@ def fold_chains(f: func.FuncOp, store: WeightStore, min_cost: int, max_table: in
     ops = list(block.ops)
     chains = _Chains(store, max_table, max_entries)
     chains.scan(block.args, ops)
-    position = {op: k for k, op in enumerate(ops)}
     members = {v for v, r in chains.root.items() if v is not r}
+    if not members:
+        return 0
+    position = {op: k for k, op in enumerate(ops)}
     tables: list[tuple[SSAValue, np.ndarray]] = []  # all first: a replaced value is in later cones
     for v in [v for v in chains.root if v in members]:
         users = [u.operation for u in v.uses]

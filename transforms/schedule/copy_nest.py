@@ -138,7 +138,8 @@ def _rebind(blk: loop.BlockOp, i: int, outer: loop.ForOp, inner: loop.ForOp, fac
 def _computes(blk: loop.BlockOp) -> bool:
     """Whether `blk` does arithmetic on its values (an int8 model's requantization on the way), not
     only reads, selects (padding) and a store."""
-    return any(isinstance(r.type, builtin.AnyFloat | builtin.IntegerType) and not isinstance(o, (loop.LoadOp, arith.SelectOp, arith.ConstantOp, arith.CmpiOp))
+    moves = (loop.LoadOp, arith.SelectOp, arith.ConstantOp, arith.CmpiOp)
+    return any(isinstance(r.type, builtin.AnyFloat | builtin.IntegerType) and not isinstance(o, moves)
                for o in blk.body.block.ops for r in o.results)
 
 

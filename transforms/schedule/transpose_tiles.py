@@ -28,15 +28,10 @@ becomes `%i1_o (16) > %i2 (64) > %i1_i (16) > %i3 (64)` with `%1 = %i1_o * 16 + 
 
 from __future__ import annotations
 
-from xdsl.builder import Builder
-from xdsl.dialects import arith
-from xdsl.dialects.builtin import IndexType, IntegerAttr
-from xdsl.rewriter import InsertPoint
-
 from ziggurat.dialects import loop
 from ziggurat.transforms.loop.primitives.reorder import reorder
 from ziggurat.transforms.loop.primitives.split import split, split_loop
-from ziggurat.transforms.schedule.nest import chain, stride
+from ziggurat.transforms.schedule.nest import stride
 
 LINE_BYTES = 64
 
@@ -72,36 +67,21 @@ def _transposed_loop(loops: list[loop.ForOp], blk: loop.BlockOp) -> tuple[loop.F
     return None
 
 
-def _split_lanes(f: loop.ForOp, width: int) -> tuple[loop.ForOp, loop.ForOp]:
-    """`f` (from any lb, step 1, a multiple of `width` iterations) as (vectors, lanes) loops from 0."""
-    lb = f.bounds[0]
-    outer, inner = split_loop(f, f.trip_count // width, width, ("_v", "_l"))
-    if lb:
-        iv = next(o for o in inner.body.block.ops if isinstance(o, arith.AddiOp) and o.result.name_hint)
-        b = Builder(InsertPoint.after(iv))
-        c = b.insert(arith.ConstantOp(IntegerAttr(lb, IndexType()))).result
-        shifted = b.insert(arith.AddiOp(iv.result, c))
-        for use in [u for u in iv.result.uses if u.operation is not shifted]:
-            use.operation.operands[use.index] = shifted.result
-    return outer, inner
-
-
-def tile_transposed_reads(loops: list[loop.ForOp], blk: loop.BlockOp, width: int = 0) -> list[loop.ForOp]:
-    """Tiles the first transposed read of `blk` (see the module docstring); returns the nest's loops.
-    With `width`, a lane loop of several vectors is split too and the line strip runs inside each
-    vector: the 16 lines a vector gathers are reused right away (lines a power of two apart share
-    one cache set, and the whole lane loop's lines would not stay)."""
+def tile_transposed_reads(loops: list[loop.ForOp], blk: loop.BlockOp, width: int = 0) -> None:
+    """Tiles the first transposed read of `blk` (see the module docstring). With `width`, a lane
+    loop of several vectors is split too and the line strip runs inside each vector: the 16 lines
+    a vector gathers are reused right away (lines a power of two apart share one cache set, and the
+    whole lane loop's lines would not stay)."""
     found = _transposed_loop(loops, blk)
     if found is None:
-        return loops
+        return
     f, line = found
     at = loops.index(f)
     outer, inner = split(f, line)
     lane = loops[-1]
+    order = loops[:at] + [outer] + loops[at + 1:-1]
     if width and lane.trip_count > width and lane.trip_count % width == 0:
-        vec, lanes = _split_lanes(lane, width)
-        new = reorder(loops[:at] + [outer] + loops[at + 1:-1] + [vec, inner])
-        return chain(new[0])
-    order = loops[:at] + [outer] + loops[at + 1:-1] + [inner]  # the lane loop stays innermost, untouched
-    new = reorder(order)
-    return chain(new[0])
+        # vectors and lanes, from 0 (the lane loop of a concatenation's range starts above it)
+        vectors, _ = split_loop(lane, lane.trip_count // width, width, ("_v", "_l"), lane.bounds[0])
+        order.append(vectors)
+    reorder(order + [inner])  # the lane loop (or the lanes of one vector) stays innermost

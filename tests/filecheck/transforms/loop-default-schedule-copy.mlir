@@ -200,10 +200,10 @@ func.func @transposed_read(%in0: memref<64x64xf32>, %out0: memref<64x8x8xf32>) {
 // CHECK-NEXT:      loop.for %i1_v = 0 to 4 serial {
 // CHECK-NEXT:        loop.for %i0_i = 0 to 16 serial {
 // CHECK:               loop.for %i1_l = 0 to 8 serial {
-// CHECK:                 %i1 = arith.addi
+// CHECK:                 %[[L:.*]] = arith.addi %{{.*}}, %i1_l : index
 // CHECK-NEXT:            %[[S:.*]] = arith.constant 8 : index
-// CHECK-NEXT:            %[[I1:.*]] = arith.addi %i1, %[[S]] : index
-// CHECK-NEXT:            loop.block "dequantize" [S %{{.*}} = %{{.*}}, S %{{.*}} = %[[I1]]]
+// CHECK-NEXT:            %i1 = arith.addi %[[L]], %[[S]] : index
+// CHECK-NEXT:            loop.block "dequantize" [S %{{.*}} = %{{.*}}, S %{{.*}} = %i1]
 func.func @transposed_lanes(%in0: memref<40x64xf32>, %out0: memref<64x40xf32>) {
   loop.for %i0 = 0 to 64 serial {
     loop.for %i1 = 8 to 40 serial {

@@ -39,10 +39,11 @@ def split(f: loop.ForOp, factor: int) -> tuple[loop.ForOp, loop.ForOp]:
     return split_loop(f, n // factor, factor, ("_o", "_i"))
 
 
-def split_loop(f: loop.ForOp, outer_trips: int, factor: int, suffixes: tuple[str, str]) -> tuple[loop.ForOp, loop.ForOp]:
-    """`f` (from 0, step 1) as `outer_trips` x `factor` nested loops whose variables give `f`'s as
-    `outer * factor + inner`, named with `suffixes`; no check that they cover `f` exactly (bind_threads
-    guards a tail)."""
+def split_loop(f: loop.ForOp, outer_trips: int, factor: int, suffixes: tuple[str, str],
+               start: int = 0) -> tuple[loop.ForOp, loop.ForOp]:
+    """`f` (step 1) as `outer_trips` x `factor` nested loops from 0 whose variables give `f`'s as
+    `outer * factor + inner` (`+ start`, `f`'s lower bound when it is not 0), named with `suffixes`;
+    no check that they cover `f` exactly (bind_threads guards a tail)."""
     name = f.iv.name_hint or "i"
     outer = Builder(InsertPoint.before(f)).insert(loop.ForOp(0, outer_trips))
     outer.iv.name_hint = f"{name}{suffixes[0]}"
@@ -52,6 +53,8 @@ def split_loop(f: loop.ForOp, outer_trips: int, factor: int, suffixes: tuple[str
     c = b.insert(arith.ConstantOp(IntegerAttr(factor, IndexType()))).result
     t = b.insert(arith.MuliOp(outer.iv, c)).result
     iv = b.insert(arith.AddiOp(t, inner.iv)).result
+    if start:
+        iv = b.insert(arith.AddiOp(iv, b.insert(arith.ConstantOp(IntegerAttr(start, IndexType()))).result)).result
     iv.name_hint = name
     for op in list(f.body.block.ops):
         op.detach()
