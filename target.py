@@ -389,8 +389,11 @@ class Target:
 
     @property
     def int8_dot(self) -> str:
-        """The target's int8 dot product: 'vnni' (AVX512-VNNI `vpdpbusd`), 'avx2' (`vpmaddubsw` +
-        `vpmaddwd`) or 'none' (lowering/qgemm.py schedules the int8 GEMMs by it)."""
+        """The target's int8 dot product: 'amx' (AMX-INT8 tiles, `tdpbusd`: lowering/qgemm_amx.py),
+        'vnni' (AVX512-VNNI `vpdpbusd`), 'avx2' (`vpmaddubsw` + `vpmaddwd`) or 'none'
+        (lowering/qgemm.py schedules the int8 GEMMs by it)."""
+        if self.has("amx-int8") and self.has("amx-tile"):
+            return "amx"
         return "vnni" if self.has("avx512vnni") else ("avx2" if self.has("avx2") else "none")
 
     @property

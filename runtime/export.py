@@ -113,12 +113,20 @@ def _write_sidecars(model: Any, out: Path, entry: str, wasm: bool) -> Path:
         "constants": len(model.constants),
         "target": model.info.get("target", ""),
         "num_threads": model.info.get("num_threads"),
+        "uses_amx": _uses_amx(model.info.get("llvm_ir")),
     })
     meta_path.write_text(json.dumps(meta, indent=2) + "\n")
     weights = Path(str(out) + ".weights.npz")
     np.savez(weights, **{f"c{i}": c for i, c in enumerate(model.constants)})
     write_abi(Path(str(out) + ".abi"), meta, weights)
     return out
+
+
+def _uses_amx(llvm_ir: Any) -> bool:
+    """Whether the library runs AMX tile code (its loader must ask Linux for the tile state first)."""
+    from ziggurat.backends.llvm.amx_runtime import uses_amx
+
+    return bool(llvm_ir) and uses_amx(str(llvm_ir))
 
 
 def _is_wasm_export(options: Any, out: Path) -> bool:

@@ -52,6 +52,13 @@ def load(path: str | os.PathLike, cast_inputs: bool = False) -> CompiledModel:
                              "export the model again") from None
     _check_arch(so, str(meta.get("triple", "")))
     _check_cpu(so, meta.get("features", ""))
+    if meta.get("uses_amx"):  # AMX tile code: the per-process permission first, else SIGILL at the first call
+        from ziggurat.backends.llvm.amx_runtime import amx_status
+
+        ok, reason = amx_status()
+        if not ok:
+            raise ModelLoadError(f"cannot load exported model '{so}': it runs AMX tile instructions, but {reason}; "
+                                 "export it again for this CPU (e.g. --target 'llvm -mcpu=icelake-server')")
     try:
         with np.load(weights_path, allow_pickle=False) as f:
             constants = [aligned(f[f"c{i}"]) for i in range(n_const)]  # one unaligned copy alive at a time

@@ -59,7 +59,9 @@ class LoopDefaultSchedulePass(ModulePass):
     accumulator per tile point, convert-loop-to-hw's vector reduction).
 
     A `graph.qgemm` kernel (block `qgemm`, u8 x packed s8 -> i32) gets the
-    int8 schedule of lowering/qgemm.py instead: with VNNI, register blocks of up
+    int8 schedule of lowering/qgemm.py instead: with AMX-INT8, blocks of up to 2 x 2
+    tiles (32 x 32) held in tile registers over all of K, `tdpbusd` on 16 x 64
+    byte steps (lowering/qgemm_amx.py); with VNNI, register blocks of up
     to 8 rows by 32 columns, the k loop outside the block, and every 16-column x
     4-k step tensorized onto `x86_vnni_u8s8_16x4`; on AVX2, blocks of up to 4
     rows by 16 columns and 8-column steps on `x86_avx2_u8s8_8x4` (docs/hw-level.md).
@@ -101,8 +103,8 @@ class LoopDefaultSchedulePass(ModulePass):
     **Options:** `vector-width` (default 16); `vector-registers` (the
     target's vector registers, for the register budget of plan.py; 0, the
     default, takes x86's for the width: 32 at 16 lanes, else 16; the default
-    pipelines pass 32 for AArch64's 4 NEON lanes); `int8-dot` (`vnni`: the target
-    has AVX512-VNNI, 16-lane `vpdpbusd` blocks; `avx2`: 8-lane `vpmaddubsw` +
+    pipelines pass 32 for AArch64's 4 NEON lanes); `int8-dot` (`amx`: the target
+    has AMX-INT8, tile blocks; `vnni`: the target has AVX512-VNNI, 16-lane `vpdpbusd` blocks; `avx2`: 8-lane `vpmaddubsw` +
     `vpmaddwd` blocks; `none`: leave qgemm nests scalar; `auto`: what the
     default target, `Target.parse("llvm")`, has; the default pipelines
     pass the kind of their target); `fuse-epilogues` (default
@@ -148,8 +150,8 @@ class LoopDefaultSchedulePass(ModulePass):
     vector_registers: int = 0
 
     def apply(self, ctx: Context, op: builtin.ModuleOp) -> None:
-        if self.int8_dot not in ("auto", "vnni", "avx2", "none"):
-            raise ScheduleError(f"loop-default-schedule: int8-dot must be auto, vnni, avx2 or none, got "
+        if self.int8_dot not in ("auto", "amx", "vnni", "avx2", "none"):
+            raise ScheduleError(f"loop-default-schedule: int8-dot must be auto, amx, vnni, avx2 or none, got "
                                 f"'{self.int8_dot}'")
         for fn in op.ops:
             if not isinstance(fn, func.FuncOp) or fn.sym_name.data == "main":

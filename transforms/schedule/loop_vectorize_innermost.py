@@ -32,7 +32,8 @@ class LoopVectorizeInnermostPass(ModulePass):
     **Output:** the same loops; an innermost `serial` loop whose trip count is
     at least `min-extent` gets kind `vectorized`, unless it lies inside a loop
     that is already `vectorized` (an outer vector loop, e.g. from
-    loop-default-schedule). A reduction loop qualifies
+    loop-default-schedule) or holds no `loop.block` (hw-level code a
+    schedule wrote itself, such as lowering/qgemm_amx.py's tile loop). A reduction loop qualifies
     too: convert-loop-to-hw then accumulates in vector lanes, which reorders
     the floating-point sum (the compiler runs float code with reassociation
     allowed). Whether a marked loop really becomes vector code is decided by
@@ -62,6 +63,8 @@ class LoopVectorizeInnermostPass(ModulePass):
             if any(isinstance(inner, loop.ForOp) for inner in f.body.walk() if inner is not f):
                 continue
             if _inside_vectorized(f):
+                continue
+            if not any(isinstance(o, loop.BlockOp) for o in f.body.walk()):  # hw-level code (AMX tiles)
                 continue
             if f.bounds[2] == 1 and f.trip_count >= self.min_extent:
                 f.properties["kind"] = StringAttr("vectorized")

@@ -2,6 +2,7 @@
 // RUN: ziggurat-opt %s -p 'convert-graph-to-te,convert-te-to-loop,loop-default-schedule{int8-dot=vnni}' | filecheck %s --check-prefix=VNNI
 // RUN: ziggurat-opt %s -p 'convert-graph-to-te,convert-te-to-loop,loop-default-schedule{int8-dot=avx2}' | filecheck %s --check-prefix=AVX2
 // RUN: ziggurat-opt %s -p 'convert-graph-to-te,convert-te-to-loop,loop-default-schedule{int8-dot=none}' | filecheck %s --check-prefix=NONE
+// RUN: ziggurat-opt %s -p 'convert-graph-to-te,convert-te-to-loop,loop-default-schedule{int8-dot=amx},loop-vectorize-innermost' | filecheck %s --check-prefix=AMX
 
 // graph.qgemm: k split in (k/4, k%4), zero-extended a, sign-extended packed b; {pairs16} tags it qgemm_s16.
 // TE:      te.reduce "qgemm" add init 0 : i32 ({{.*}}) reduce ({{.*}} : 16, {{.*}} : 4) : tensor<8x32xi32>
@@ -38,6 +39,28 @@
 // NONE:      loop.block "qgemm"
 // NONE-NOT:  x86vec.dpbusd
 // NONE:      loop.block "qgemm_s16"
+
+// AMX (lowering/qgemm_amx.py): per 16-column panel (N = 32 is 2 tiles, so one panel of 2), one tile
+// configuration, 8 rows (M < 16) in tiles of 8 rows, K = 64 in one 64-byte step (no k loop); the init nest is
+// gone (the C tiles start at zero) and loop-vectorize-innermost leaves the block-less loops alone.
+// AMX-LABEL: func.func @qgemm_0
+// AMX-NOT:   loop.block
+// AMX:       loop.for %jo = 0 to 1 serial {
+// AMX-NOT:     amx.tile_config array<i64: 16
+// AMX:         amx.tile_config array<i64: 8, 64, 8, 64, 8, 64, 16, 64, 16, 64, 0, 0, 0, 0, 0, 0>
+// AMX:         amx.tile_zero 0
+// AMX-NEXT:    amx.tile_zero 1
+// AMX:         amx.tile_load 2, %{{.*}}[%{{.*}}, %{{.*}}] : memref<8x64xi8>
+// AMX:         amx.tile_load 3, %{{.*}}[%{{.*}}, %{{.*}}] : memref<16x128xi8>
+// AMX:         amx.tile_load 4, %{{.*}}[%{{.*}}, %{{.*}}] : memref<16x128xi8>
+// AMX-NEXT:    amx.tdp "busd" 0, 2, 3
+// AMX-NEXT:    amx.tdp "busd" 1, 2, 4
+// AMX:         amx.tile_store 0, %{{.*}}[%{{.*}}, %{{.*}}] : memref<8x32xi32>
+// AMX:         amx.tile_store 1, %{{.*}}[%{{.*}}, %{{.*}}] : memref<8x32xi32>
+// AMX-NEXT:    amx.tile_release
+// AMX-NOT:   vectorized
+// AMX-LABEL: func.func @qgemm_1
+// AMX:         amx.tdp "busd"
 
 func.func @main(%a: tensor<8x64xui8>, %b: tensor<16x128xi8>) -> (tensor<8x32xi32>, tensor<8x32xi32>) {
   %c = graph.qgemm %a, %b : tensor<8x64xui8>, tensor<16x128xi8> -> tensor<8x32xi32>
