@@ -392,7 +392,7 @@ class Target:
         """The target's int8 dot product: 'amx' (AMX-INT8 tiles, `tdpbusd`: lowering/qgemm_amx.py),
         'vnni' (AVX512-VNNI `vpdpbusd`), 'avx2' (`vpmaddubsw` + `vpmaddwd`) or 'none'
         (lowering/qgemm.py schedules the int8 GEMMs by it)."""
-        if self.has("amx-int8") and self.has("amx-tile"):
+        if self.has("amx-int8") and self.has("amx-tile") and self.kind == "llvm":  # the C backend has no tile form
             return "amx"
         return "vnni" if self.has("avx512vnni") else ("avx2" if self.has("avx2") else "none")
 

@@ -33,6 +33,7 @@ _CONVERSIONS = {arith.FPToUIOp: "fptoui", arith.FPToSIOp: "fptosi", arith.UIToFP
 SWAPPED = {"slt": "sgt", "sle": "sge", "sgt": "slt", "sge": "sle", "eq": "eq", "ne": "ne"}
 REDUCTIONS = {arith.AddfOp: "add", arith.MulfOp: "mul", arith.MaximumfOp: "max", arith.MinimumfOp: "min"}
 IDENTITY = {"add": 0.0, "mul": 1.0, "max": float("-inf"), "min": float("inf")}
+ACCUMULATORS = 4  # partial vectors of a long vector reduction (rewrite)
 
 
 class NotVectorizable(Exception):
@@ -233,20 +234,36 @@ class _Vectorizer:
         outer = Builder(InsertPoint.before(self.f))
         elt = self._element_type()
         vt = VectorType(elt, [self.width])
-        accs = {}
+        # A reduction of many vectors keeps ACCUMULATORS partial vectors (one dependency chain each,
+        # so the adds or maxes overlap their latency), combined after the loop.
+        nacc = ACCUMULATORS if self.reductions and (split - lb) // self.width >= 2 * ACCUMULATORS else 1
+        accs, slots = {}, {}
         for red in self.reductions:
-            buf = outer.insert(loop.AllocOp(MemRefType(elt, [self.width]), "local")).result
-            zero = outer.insert(arith.ConstantOp(IntegerAttr(0, IndexType()))).result
+            buf = outer.insert(loop.AllocOp(MemRefType(elt, [self.width * nacc]), "local")).result
             ident = outer.insert(arith.ConstantOp(builtin.FloatAttr(IDENTITY[red.kind], elt))).result  # type: ignore[arg-type]
             splat = outer.insert(hw.VBroadcastOp(ident, vt)).result
-            outer.insert(hw.VStoreOp(splat, buf, [zero]))
-            accs[red.store] = (buf, zero)
-        vloop = outer.insert(loop.ForOp(lb, split, self.width, "serial"))
+            slots[red.store] = [outer.insert(arith.ConstantOp(IntegerAttr(j * self.width, IndexType()))).result
+                                for j in range(nacc)]
+            for at in slots[red.store]:
+                outer.insert(hw.VStoreOp(splat, buf, [at]))
+            accs[red.store] = (buf, slots[red.store][0])
+        wide = lb + (split - lb) // (self.width * nacc) * (self.width * nacc) if nacc > 1 else lb
+        if nacc > 1:  # nacc vectors an iteration, each into its own accumulator
+            uloop = outer.insert(loop.ForOp(lb, wide, self.width * nacc, "serial"))
+            uloop.iv.name_hint = self.f.iv.name_hint
+            uloop.attributes["hw.vector_width"] = IntegerAttr(self.width, builtin.i64)
+            ub_ = Builder(InsertPoint.at_end(uloop.body.block))
+            for j in range(nacc):
+                iv = uloop.iv if j == 0 else ub_.insert(arith.AddiOp(uloop.iv, ub_.insert(
+                    arith.ConstantOp(IntegerAttr(j * self.width, IndexType()))).result)).result
+                acc_j = {s: (buf, slots[s][j]) for s, (buf, _) in accs.items()}
+                self._emit_block(self.f.body.block, ub_, {self.f.iv: iv}, vt, acc_j)
+        vloop = outer.insert(loop.ForOp(wide, split, self.width, "serial"))
         vloop.iv.name_hint = self.f.iv.name_hint
         vloop.attributes["hw.vector_width"] = IntegerAttr(self.width, builtin.i64)
         mapping: dict[SSAValue, SSAValue] = {self.f.iv: vloop.iv}
         self._emit_block(self.f.body.block, Builder(InsertPoint.at_end(vloop.body.block)), mapping, vt, accs)
-        if split == lb:
+        if split == wide:
             vloop.detach()
             vloop.erase()
         if split < ub and not self.innermost:
@@ -260,6 +277,8 @@ class _Vectorizer:
         for red in self.reductions:
             buf, zero = accs[red.store]
             v = outer.insert(hw.VLoadOp(buf, [zero], vt)).result
+            for at in slots[red.store][1:]:
+                v = outer.insert(type(red.combine)(v, outer.insert(hw.VLoadOp(buf, [at], vt)).result)).results[0]
 
             total = outer.insert(hw.VReduceOp(red.kind, v)).result
             idx = [self._rematerialize(i, outer, {}) for i in red.store.indices]

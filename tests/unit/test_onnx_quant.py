@@ -15,7 +15,7 @@ import ziggurat
 from ziggurat.target import Target
 
 ort = pytest.importorskip("onnxruntime")
-HAS_VNNI = Target.parse("llvm").has("avx512vnni")  # the default target (ZIGGURAT_HOST_CPU=haswell: none)
+DOT = Target.parse("llvm").int8_dot  # the default target's int8 GEMM: amx, vnni (ZIGGURAT_HOST_CPU=haswell: avx2)
 RNG = np.random.default_rng(7)
 NP = {TensorProto.UINT8: np.uint8, TensorProto.INT8: np.int8, TensorProto.FLOAT: np.float32, TensorProto.INT32: np.int32}
 
@@ -49,7 +49,8 @@ def _check(model: onnx.ModelProto, feeds: dict[str, np.ndarray], exact: bool = T
         np.testing.assert_array_equal(got, want)
     else:  # requantized: ties may round differently by one step
         assert np.abs(got.astype(np.int32) - want.astype(np.int32)).max() <= 1
-    assert ("llvm.x86.avx512.vpdpbusd" in cm.info["llvm_ir"]) == HAS_VNNI
+    assert ("llvm.x86.avx512.vpdpbusd" in cm.info["llvm_ir"]) == (DOT == "vnni")
+    assert ("llvm.x86.tdpbusd" in cm.info["llvm_ir"]) == (DOT == "amx")
 
 
 def _rand(t: int, shape) -> np.ndarray:

@@ -13,6 +13,7 @@ from ziggurat.transforms.schedule.mark import is_scheduled
 from ziggurat.errors import ScheduleError, ZigguratError
 from ziggurat.lowering.locations import name_source
 from ziggurat.lowering.qgemm import QGEMM_BLOCKS, schedule_qgemm
+from ziggurat.transforms.schedule.fuse_rows import fuse_rows
 from ziggurat.transforms.schedule.block import build_block
 from ziggurat.transforms.schedule.copy_nest import schedule_copy
 from ziggurat.transforms.schedule.epilogue import fuse_epilogues
@@ -113,7 +114,10 @@ class LoopDefaultSchedulePass(ModulePass):
     plain matmul also copies its rows x k-block of A into a contiguous local
     `[depth, rows]` sliver, `<tag>_pack_a`; on the Zen 3 AVX2 host matmul
     1024^3 ran 0.96-1.01x the time without it, within noise, so it is the
-    tuner's knob).
+    tuner's knob); `fuse-rows` (default true: a kernel of row reductions and
+    the elementwise stages between them, a softmax or a layer norm over 512 KB
+    or more, runs its stages under one row loop with row-sized local buffers,
+    transforms/schedule/fuse_rows.py, before the nests are scheduled).
 
     The nest's schedule is a value: `plan.default_plan` chooses a `BlockPlan`
     from the shape and the vector width, and `block.build_block` (the builder
@@ -148,6 +152,7 @@ class LoopDefaultSchedulePass(ModulePass):
     copy_nests: bool = True
     pack_a: bool = False
     vector_registers: int = 0
+    fuse_rows: bool = True
 
     def apply(self, ctx: Context, op: builtin.ModuleOp) -> None:
         if self.int8_dot not in ("auto", "amx", "vnni", "avx2", "none"):
@@ -165,6 +170,8 @@ class LoopDefaultSchedulePass(ModulePass):
 
     def _schedule(self, fn: func.FuncOp) -> None:
         """The default schedule of kernel `fn`, loop nest by loop nest."""
+        if self.fuse_rows:
+            fuse_rows(fn)  # softmax, layer norm: the stages at the row loop (fuse_rows.py)
         for top in [o for o in fn.body.block.ops if isinstance(o, loop.ForOp)]:
             nest = match_reduce_nest(top)
             if nest is None:
