@@ -142,7 +142,7 @@ def schedule_qgemm(fn, block: str = "qgemm", dot: str | None = None) -> bool:
     if dot == "amx":  # whole C blocks in AMX tiles over all of K (lowering/qgemm_amx.py)
         from ziggurat.lowering.qgemm_amx import schedule_qgemm_amx
 
-        schedule_qgemm_amx(fn, block)
+        schedule_qgemm_amx(fn, block, PARALLEL_MACS)
         return True
     if dot not in DOTS or (dot == "avx2" and block != EXACT16_BLOCK):  # vpmaddubsw saturates pairs
         return False

@@ -217,12 +217,10 @@ def _top(fn: func.FuncOp, op: Operation) -> Operation:
     return op
 
 
-def schedule_qgemm_amx(fn: func.FuncOp, block: str = "qgemm", parallel_macs: int | None = None) -> AmxPlan:
+def schedule_qgemm_amx(fn: func.FuncOp, block: str, parallel_macs: int) -> AmxPlan:
     """Replaces the `block` nest of a lowered `graph.qgemm` kernel (and its init) with the AMX tile
     nest above; returns the plan. The outermost loop of two or more trips runs `parallel` when the GEMM
-    has `parallel_macs` multiply-adds or more (lowering/qgemm.py's PARALLEL_MACS by default)."""
-    from ziggurat.lowering.qgemm import PARALLEL_MACS
-
+    has `parallel_macs` multiply-adds or more (lowering/qgemm.py passes its PARALLEL_MACS)."""
     upd = _update_block(fn, block)
     a, bp, c = _operands(upd)
     for buf in (a, bp, c):
@@ -237,7 +235,7 @@ def schedule_qgemm_amx(fn: func.FuncOp, block: str = "qgemm", parallel_macs: int
     for d in cshape[:-2]:
         batch *= d
     macs = batch * m * n * k
-    plan = amx_plan(m, n, k, macs >= (PARALLEL_MACS if parallel_macs is None else parallel_macs))
+    plan = amx_plan(m, n, k, macs >= parallel_macs)
     _Emit(top, a, bp, c, plan).build()
     for t in tops:
         t.detach()

@@ -55,6 +55,7 @@ from ziggurat.errors import CompileError
 PREFER_VECTOR_WIDTH = '"prefer-vector-width"="512"'
 _BODY_TYPE = ir.FunctionType(VOID, [I8P])
 _LOOP_HINTS = {"vectorized": ("llvm.loop.vectorize.enable", True), "unrolled": ("llvm.loop.unroll.full", False)}
+MXCSR_FTZ_DAZ = 0x8040  # MXCSR's flush-to-zero (bit 15) and denormals-are-zero (bit 6)
 PROFILE_FIELDS = 4  # i64 counters per timed call site: nanoseconds, calls, last start, last end
 _CLOCK_MONOTONIC = 1  # Linux's clock id
 _TIMESPEC = ir.LiteralStructType([I64, I64])  # struct timespec on LP64: tv_sec, tv_nsec
@@ -234,7 +235,9 @@ class Translator(EntrySlots):
             arena = b.load(b.gep(packed, [I64(n + len(self._const_slots))], inbounds=True), align=8)
         else:
             arena = ir.Constant(I8P, None)
+        saved = self.flush_denormals(b)
         b.call(fn, vals + [consts, arena])
+        self.restore_mxcsr(b, saved)
         b.ret_void()
         self.info.entry_symbol = name
         self.info.num_args = n
@@ -334,6 +337,25 @@ class Translator(EntrySlots):
         return hit[1]
 
 
+    def flush_denormals(self, b: ir.IRBuilder, allocas: ir.IRBuilder | None = None) -> ir.Value | None:
+        """Per `LLVMOptions.flush_denormals`: saves MXCSR into a stack slot and sets (True) or clears
+        (False) its flush-to-zero and denormals-are-zero bits; returns the slot (None: untouched)."""
+        flush = self.options.flush_denormals
+        if flush is None:
+            return None
+        fn = self.decl.function
+        slot = (allocas or b).alloca(I32, name="mxcsr")
+        new = (allocas or b).alloca(I32, name="mxcsr.ftz")
+        b.call(fn("llvm.x86.sse.stmxcsr", VOID, [I8P]), [b.bitcast(slot, I8P)])
+        old = b.load(slot)
+        b.store(b.or_(old, I32(MXCSR_FTZ_DAZ)) if flush else b.and_(old, I32(~MXCSR_FTZ_DAZ & 0xFFFFFFFF)), new)
+        b.call(fn("llvm.x86.sse.ldmxcsr", VOID, [I8P]), [b.bitcast(new, I8P)])
+        return slot
+
+    def restore_mxcsr(self, b: ir.IRBuilder, slot: ir.Value | None) -> None:
+        if slot is not None:
+            b.call(self.decl.function("llvm.x86.sse.ldmxcsr", VOID, [I8P]), [b.bitcast(slot, I8P)])
+
     def ret(self, f: FuncState, value: ir.Value | None) -> None:
         """Free the function's heap scratch and return."""
         if f.frees:
@@ -407,8 +429,10 @@ class Translator(EntrySlots):
             lo, hi = b.mul(lo, I64(step)), b.mul(hi, I64(step))
         if lb != 0:
             lo, hi = b.add(lo, I64(lb)), b.add(hi, I64(lb))
+        saved = self.flush_denormals(b, g.entry_b)  # MXCSR is per thread; libgomp's workers keep their own
         self.serial_loop(g, lo, hi, step, body, guard=True)
         self.scope_accesses(g)
+        self.restore_mxcsr(g.b, saved)
         self.ret(g, None)
         g.entry_b.branch(g.start)
         # Caller: store the captured values into an argument block, then fork.

@@ -74,7 +74,7 @@ def qdq_matmul(ctx: ConversionContext, node: onnx.NodeProto) -> SSAValue | None:
     dot = ctx.int8_dot
     found = _operands(ctx, node, 2) if dot != "none" else None
     if found is None:
-        return None
+        return activation_matmul(ctx, node) if dot == "amx" else None
     xq, sx, zx, wq, w, sw, zw, axis = found
     pairs16 = no_pair_saturates(w)
     if dot == "avx2" and not pairs16:  # vpmaddubsw would saturate: stay float (exact)
@@ -99,6 +99,32 @@ def _scaled_product(ctx: ConversionContext, x: SSAValue, w: SSAValue, sx: np.nda
     scale = (np.float32(sx.reshape(())) * sw.astype(np.float32).reshape(-1)).astype(np.float32)
     factor = _const(ctx, scale if per_column else scale.reshape(()), f"{label}_scale")
     return _bin(ctx, graph.MulOp, _cast(ctx, acc, f32), factor)
+
+
+def activation_matmul(ctx: ConversionContext, node: onnx.NodeProto) -> SSAValue | None:
+    """Attention's MatMuls (Q K^T, P V): both operands dequantized from run-time 8-bit tensors with
+    per-tensor scales and zero points, as the int8 GEMM with B packed at run time (a copy of one
+    operand, `[K/4][4 N]`) and the zero points' row and column sums taken at run time. Taken where
+    the target has AMX (`int8_dot == 'amx'`): with VNNI the same GEMM measured no faster than the
+    float MatMul it replaces (docs/quantization.md), with AMX tiles it is."""
+    a, b = _dequantize(ctx, node.input[0]), _dequantize(ctx, node.input[1])
+    if a is None or b is None:
+        return None
+    (xq, sx, zx, _), (yq, sy, zy, _) = a, b
+    if ctx.constant(xq) is not None or ctx.constant(yq) is not None:
+        return None
+    x, y = ctx.value(xq), ctx.value(yq)
+    xs, ys = list(shape_of(x)), list(shape_of(y))
+    if element_type(x) not in (UI8, SI8) or element_type(y) not in (UI8, SI8) or len(xs) < 2 or len(ys) < 2:
+        return None
+    if (len(ys) > 2 and ys[:-2] != xs[:-2]) or any(p is not None and p.size != 1 for p in (zx, zy)) \
+            or sx.size != 1 or sy.size != 1:
+        return None
+    label = ctx.node_label or "qdq_matmul"
+    acc = int8_matmul(ctx, x, y, _zero_point(ctx, zx.reshape(()) if zx is not None else None, f"{label}_zx"),
+                      _zero_point(ctx, zy.reshape(()) if zy is not None else None, f"{label}_zy"), label)
+    scale = np.float32(np.float32(sx.reshape(())) * np.float32(sy.reshape(())))
+    return _bin(ctx, graph.MulOp, _cast(ctx, acc, f32), _const(ctx, np.array(scale, np.float32), f"{label}_scale"))
 
 
 # Fewer channels than this on either side: the pointwise Conv stays a float one. Below it the GEMM is

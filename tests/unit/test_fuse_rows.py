@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import onnxruntime as ort
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper

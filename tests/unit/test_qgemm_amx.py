@@ -125,3 +125,50 @@ def test_exported_amx_model_asks_for_the_tile_state_when_loaded(tmp_path) -> Non
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     check(np.load(tmp_path / "y.npy"), literal(model, x))
+
+
+def _attention_matmul(m: int, k: int, n: int, signed: bool, batch: int = 2):
+    """Two run-time activations, each quantized and dequantized (per-tensor), multiplied, requantized:
+    attention's Q K^T as onnxruntime's quantize_static leaves it."""
+    from onnx import TensorProto, helper
+    from onnx import numpy_helper as nh
+
+    zt = np.int8 if signed else np.uint8
+    inits = [nh.from_array(np.array(0.05, np.float32), "sa"), nh.from_array(np.array(3 if signed else 130, zt), "za"),
+             nh.from_array(np.array(0.04, np.float32), "sb"), nh.from_array(np.array(-2 if signed else 120, zt), "zb"),
+             nh.from_array(np.array(0.5, np.float32), "sy"), nh.from_array(np.array(128, np.uint8), "zy")]
+    nodes = [helper.make_node("QuantizeLinear", ["a", "sa", "za"], ["aq"]),
+             helper.make_node("DequantizeLinear", ["aq", "sa", "za"], ["ad"]),
+             helper.make_node("QuantizeLinear", ["b", "sb", "zb"], ["bq"]),
+             helper.make_node("DequantizeLinear", ["bq", "sb", "zb"], ["bd"]),
+             helper.make_node("MatMul", ["ad", "bd"], ["y"]),
+             helper.make_node("QuantizeLinear", ["y", "sy", "zy"], ["yq"]),
+             helper.make_node("DequantizeLinear", ["yq", "sy", "zy"], ["out"])]
+    shapes = {"a": [batch, m, k], "b": [batch, k, n]}
+    g = helper.make_graph(nodes, "attn", [helper.make_tensor_value_info(x, TensorProto.FLOAT, s) for x, s in shapes.items()],
+                          [helper.make_tensor_value_info("out", TensorProto.FLOAT, [batch, m, n])], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)]), shapes
+
+
+@needs_amx
+@settings(max_examples=6, deadline=None)
+@given(st.integers(1, 40), st.integers(1, 80), st.integers(1, 40), st.booleans())
+def test_activation_times_activation_is_an_amx_gemm(m: int, k: int, n: int, signed: bool) -> None:
+    """With AMX both run-time operands of a QDQ MatMul go through the int8 GEMM (B packed at run time,
+    zero points from run-time row and column sums); the result is onnxruntime's literal QDQ one to a
+    quantization step."""
+    import onnxruntime as ort
+
+    import ziggurat
+
+    model, shapes = _attention_matmul(m, k, n, signed)
+    rng = np.random.default_rng(m * 7 + k)
+    feeds = {x: (rng.standard_normal(s) * 2).astype(np.float32) for x, s in shapes.items()}
+    compiled = ziggurat.compile(model, target="llvm -num-cores=1", cache=False)
+    assert "llvm.x86.tdpbusd" in compiled.info["llvm_ir"]
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    ref = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    got = compiled(**feeds)[0]
+    step = np.abs(got - ref)
+    assert step.max() <= 0.5 * 1.0001 and (step > 0).mean() <= 0.02
