@@ -46,21 +46,12 @@ from xdsl.ir import SSAValue
 
 from ziggurat.dialects import loop
 from ziggurat.transforms.loop.primitives.regions import all_blocks
+from ziggurat.transforms.schedule.nest import chain
 
 MIN_BYTES = 1 << 19
 """Fuse where a pass over the kernel's largest buffer moves at least this many bytes (the L2 of one
 core, about): below, the intermediates stay in cache and the nests' own schedules (register
 blocks of several rows for the reductions) keep them faster."""
-
-
-def _prefix(top: loop.ForOp) -> list[loop.ForOp]:
-    """`top` and the loops perfectly nested in it."""
-    loops = [top]
-    while True:
-        ops = list(loops[-1].body.block.ops)
-        if len(ops) != 1 or not isinstance(ops[0], loop.ForOp):
-            return loops
-        loops.append(ops[0])
 
 
 def _common_depth(nests: Sequence[list[loop.ForOp]]) -> int:
@@ -97,8 +88,8 @@ def _row_reduction(prefix: list[loop.ForOp], d: int) -> bool | None:
 def _row_indexed(top: loop.ForOp, d: int, buf: SSAValue) -> bool:
     """Every access to `buf` under `top` indexes its first `d` dims by the first `d` loops' variables
     (any index, in bounds, for a row loop of one trip: a broadcast read indexes such a dim by 0)."""
-    rows = [f.iv for f in _prefix(top)[:d]]
-    single = [f.trip_count == 1 for f in _prefix(top)[:d]]
+    rows = [f.iv for f in chain(top)[:d]]
+    single = [f.trip_count == 1 for f in chain(top)[:d]]
     for blk in (o for o in top.walk() if isinstance(o, loop.BlockOp)):
         var_of = {v: b for v, b in zip(blk.vars, blk.bindings)}
         for acc in blk.body.walk():
@@ -135,7 +126,7 @@ def fuse_rows(fn: func.FuncOp, min_bytes: int | None = None) -> bool:
     tops = [o for o in fn.body.block.ops if isinstance(o, loop.ForOp)]
     if len(tops) < 2 or any(b.block_name.data.startswith("qgemm") for b in all_blocks(fn)):
         return False
-    prefixes = [_prefix(t) for t in tops]
+    prefixes = [chain(t) for t in tops]
     d = _common_depth(prefixes)
     if d == 0:
         return False
@@ -181,7 +172,7 @@ def _merge(fn: func.FuncOp, tops: list[loop.ForOp], prefixes: list[list[loop.For
 
 def _shrink_locals(fn: func.FuncOp, top: loop.ForOp, d: int, shared: set[SSAValue]) -> None:
     """Each kernel-local buffer the nests share becomes one row, allocated inside the row loops."""
-    host = _prefix(top)[d - 1].body.block
+    host = chain(top)[d - 1].body.block
     zeros: dict[loop.BlockOp, SSAValue] = {}  # one index 0 per block: its accesses compare indices by identity
 
     def zero(acc) -> SSAValue:
