@@ -505,7 +505,10 @@ class ConvertLoopToHwPass(ModulePass):
     casts become `hw.vconvert` (lanes may narrow, f32 -> i8 -> f32 in an int8
     model's quantize/dequantize, never widen past the loop's elements). A reduction into a
     loop-invariant element accumulates in a vector (`loop.alloc "local"`) and
-    is combined with `hw.vreduce` after the loop. A scalar loop handles the
+    is combined with `hw.vreduce` after the loop; over 8 or more vectors it
+    keeps 4 partial vectors (a loop of 4 vectors per iteration, one
+    dependency chain each, so the adds or maxes overlap their latency),
+    combined lane-wise before the `hw.vreduce`. A scalar loop handles the
     remaining iterations.
 
     A `vectorized` loop that is not innermost (an outer vector loop, e.g. from
