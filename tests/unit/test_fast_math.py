@@ -81,3 +81,41 @@ def test_nan_stays_nan_through_the_vector_polynomials(op, target):
     x[[3, 40]] = np.nan
     y = ziggurat.compile(model, target=target, cache=False)(x)[0]
     assert np.isnan(y[[3, 40]]).all() and np.isfinite(np.delete(y, [3, 40])).all()
+
+
+@pytest.mark.parametrize("op", ["Max", "Min", "Clip", "Relu"])
+@pytest.mark.parametrize("target", ["llvm -num-cores=1", "llvm -mcpu=haswell -num-cores=1"])
+def test_max_and_min_propagate_nan_and_order_values(op, target):
+    """`maximumf`/`minimumf` carry `nsz` (x86: `vmaxps` and a NaN blend, no signed-zero sorting): NaN from
+    either side still wins, infinities and ordinary values order as numpy's; only the sign of a zero
+    result may differ (numerically equal)."""
+    from onnx import TensorProto, helper
+    from onnx import numpy_helper as nh
+
+    import ziggurat
+
+    n = 64
+    inits, inputs = [], ["x"]
+    if op in ("Max", "Min"):
+        inputs.append("b")
+    elif op == "Clip":
+        inits = [nh.from_array(np.array(-1.5, np.float32), "lo"), nh.from_array(np.array(2.5, np.float32), "hi")]
+        inputs += ["lo", "hi"]
+    g = helper.make_graph([helper.make_node(op, inputs, ["y"])], "g",
+                          [helper.make_tensor_value_info(v, TensorProto.FLOAT, [n]) for v in inputs if v in ("x", "b")],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [n])], inits)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal(n) * 3).astype(np.float32)
+    x[:6] = [np.nan, np.inf, -np.inf, 0.0, -0.0, np.nan]
+    feeds = {"x": x}
+    if "b" in inputs:
+        b = (rng.standard_normal(n) * 3).astype(np.float32)
+        b[:6] = [1.0, np.nan, 2.0, -0.0, 0.0, np.nan]
+        b[10] = np.nan  # NaN only on the other side
+        feeds["b"] = b
+    y = ziggurat.compile(model, target=target, cache=False)(**feeds)[0]
+    want = {"Max": lambda: np.maximum(x, feeds.get("b")), "Min": lambda: np.minimum(x, feeds.get("b")),
+            "Clip": lambda: np.minimum(np.maximum(x, np.float32(-1.5)), np.float32(2.5)),
+            "Relu": lambda: np.maximum(x, np.float32(0))}[op]()
+    np.testing.assert_array_equal(y, want)  # NaN positions equal, -0 == +0
