@@ -187,13 +187,6 @@ class _Emit:
         b.insert(amx.TileReleaseOp())
 
 
-def _update_block(fn: func.FuncOp, block: str) -> loop.BlockOp:
-    found = [o for o in fn.walk() if isinstance(o, loop.BlockOp) and o.block_name.data == block]
-    if len(found) != 1:
-        raise ScheduleError(f"AMX int8 GEMM: kernel @{fn.sym_name.data} has {len(found)} '{block}' blocks, expected 1")
-    return found[0]
-
-
 def _operands(blk: loop.BlockOp) -> tuple[SSAValue, SSAValue, SSAValue]:
     """(A, packed B, C) of a qgemm update block: the loads extended unsigned and signed, the store."""
     a = bp = c = None
@@ -211,24 +204,21 @@ def _operands(blk: loop.BlockOp) -> tuple[SSAValue, SSAValue, SSAValue]:
     return a, bp, c
 
 
-def _top(fn: func.FuncOp, op: Operation) -> Operation:
-    while op.parent_op() is not fn:
-        op = op.parent_op()  # type: ignore[assignment]
-    return op
-
-
 def schedule_qgemm_amx(fn: func.FuncOp, block: str, parallel_macs: int) -> AmxPlan:
     """Replaces the `block` nest of a lowered `graph.qgemm` kernel (and its init) with the AMX tile
     nest above; returns the plan. The outermost loop of two or more trips runs `parallel` when the GEMM
     has `parallel_macs` multiply-adds or more (lowering/qgemm.py passes its PARALLEL_MACS)."""
-    upd = _update_block(fn, block)
+    from ziggurat.transforms.loop.primitives.loops import get_block
+    from ziggurat.transforms.loop.primitives.regions import find_block, root
+
+    upd = get_block(fn, block)
     a, bp, c = _operands(upd)
     for buf in (a, bp, c):
         if not isinstance(buf.type, MemRefType):
             raise ScheduleError("AMX int8 GEMM: operands must be buffers")
-    top = _top(fn, upd)
-    inits = [o for o in fn.walk() if isinstance(o, loop.BlockOp) and o.block_name.data == f"{block}_init"]
-    tops = {top, *(_top(fn, o) for o in inits)}
+    top = root(upd)
+    init = find_block(fn, f"{block}_init")
+    tops = {top} if init is None else {top, root(init)}
     cshape = c.type.get_shape()  # type: ignore[attr-defined]
     m, n, k = cshape[-2], cshape[-1], a.type.get_shape()[-1]  # type: ignore[attr-defined]
     batch = 1

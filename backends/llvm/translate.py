@@ -336,7 +336,6 @@ class Translator(EntrySlots):
             hit = self._fm_cache[id(fm)] = (fm, tuple(sorted(set(self.fast_math) | own)))
         return hit[1]
 
-
     def flush_denormals(self, b: ir.IRBuilder, allocas: ir.IRBuilder | None = None) -> ir.Value | None:
         """Per `LLVMOptions.flush_denormals`: saves MXCSR into a stack slot and sets (True) or clears
         (False) its flush-to-zero and denormals-are-zero bits; returns the slot (None: untouched)."""

@@ -120,11 +120,7 @@ def activation_matmul(ctx: ConversionContext, node: onnx.NodeProto) -> SSAValue 
     if (len(ys) > 2 and ys[:-2] != xs[:-2]) or any(p is not None and p.size != 1 for p in (zx, zy)) \
             or sx.size != 1 or sy.size != 1:
         return None
-    label = ctx.node_label or "qdq_matmul"
-    acc = int8_matmul(ctx, x, y, _zero_point(ctx, zx.reshape(()) if zx is not None else None, f"{label}_zx"),
-                      _zero_point(ctx, zy.reshape(()) if zy is not None else None, f"{label}_zy"), label)
-    scale = np.float32(np.float32(sx.reshape(())) * np.float32(sy.reshape(())))
-    return _bin(ctx, graph.MulOp, _cast(ctx, acc, f32), _const(ctx, np.array(scale, np.float32), f"{label}_scale"))
+    return _scaled_product(ctx, x, y, sx, zx, sy, zy, False, ctx.node_label or "qdq_matmul", False)
 
 
 # Fewer channels than this on either side: the pointwise Conv stays a float one. Below it the GEMM is

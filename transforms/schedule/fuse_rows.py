@@ -45,7 +45,7 @@ from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType
 from xdsl.ir import SSAValue
 
 from ziggurat.dialects import loop
-from ziggurat.transforms.loop.primitives.regions import all_blocks
+from ziggurat.transforms.loop.plan_memory import memref_nbytes
 from ziggurat.transforms.schedule.nest import chain
 
 MIN_BYTES = 1 << 19
@@ -85,38 +85,24 @@ def _row_reduction(prefix: list[loop.ForOp], d: int) -> bool | None:
     return True
 
 
-def _row_indexed(top: loop.ForOp, d: int, buf: SSAValue) -> bool:
-    """Every access to `buf` under `top` indexes its first `d` dims by the first `d` loops' variables
-    (any index, in bounds, for a row loop of one trip: a broadcast read indexes such a dim by 0)."""
-    rows = [f.iv for f in chain(top)[:d]]
-    single = [f.trip_count == 1 for f in chain(top)[:d]]
+def _accesses(top: loop.ForOp, d: int) -> tuple[set[SSAValue], set[SSAValue], set[SSAValue]]:
+    """(buffers read, buffers written, buffers some access of which does not index its first `d`
+    dims by the first `d` loops' variables) under `top`, in one walk. A row loop of one trip takes
+    any index there (a broadcast read indexes such a dim by 0)."""
+    prefix = chain(top)[:d]
+    rows = [f.iv for f in prefix]
+    single = [f.trip_count == 1 for f in prefix]
+    reads, writes, other = set(), set(), set()
     for blk in (o for o in top.walk() if isinstance(o, loop.BlockOp)):
-        var_of = {v: b for v, b in zip(blk.vars, blk.bindings)}
+        var_of = dict(zip(blk.vars, blk.bindings))
         for acc in blk.body.walk():
-            if isinstance(acc, (loop.LoadOp, loop.StoreOp)) and acc.buffer is buf:
-                idx = list(acc.indices)
-                if len(idx) < d or any(var_of.get(idx[p]) is not rows[p] and not single[p] for p in range(d)):
-                    return False
-    return True
-
-
-def _accesses(top: loop.ForOp) -> tuple[set[SSAValue], set[SSAValue]]:
-    reads, writes = set(), set()
-    for o in top.walk():
-        if isinstance(o, loop.LoadOp):
-            reads.add(o.buffer)
-        elif isinstance(o, loop.StoreOp):
-            writes.add(o.buffer)
-    return reads, writes
-
-
-def _bytes(buf: SSAValue) -> int:
-    t = buf.type
-    assert isinstance(t, MemRefType)
-    n = 1
-    for s in t.get_shape():
-        n *= s
-    return n * max(1, t.element_type.bitwidth // 8)  # type: ignore[attr-defined]
+            if not isinstance(acc, (loop.LoadOp, loop.StoreOp)):
+                continue
+            (reads if isinstance(acc, loop.LoadOp) else writes).add(acc.buffer)
+            idx = list(acc.indices)
+            if len(idx) < d or any(var_of.get(idx[p]) is not rows[p] and not single[p] for p in range(d)):
+                other.add(acc.buffer)
+    return reads, writes, other
 
 
 def fuse_rows(fn: func.FuncOp, min_bytes: int | None = None) -> bool:
@@ -124,7 +110,7 @@ def fuse_rows(fn: func.FuncOp, min_bytes: int | None = None) -> bool:
     default `MIN_BYTES`); returns whether it did."""
     min_bytes = MIN_BYTES if min_bytes is None else min_bytes
     tops = [o for o in fn.body.block.ops if isinstance(o, loop.ForOp)]
-    if len(tops) < 2 or any(b.block_name.data.startswith("qgemm") for b in all_blocks(fn)):
+    if len(tops) < 2:
         return False
     prefixes = [chain(t) for t in tops]
     d = _common_depth(prefixes)
@@ -140,16 +126,16 @@ def fuse_rows(fn: func.FuncOp, min_bytes: int | None = None) -> bool:
         return False
     if all(f.trip_count == 1 for f in prefixes[0][:d]):  # one row in all: nothing to gain
         return False
-    access = [_accesses(t) for t in tops]
-    touched = {b for r, w in access for b in r | w}
-    if max((_bytes(b) for b in touched), default=0) < min_bytes:
+    access = [_accesses(t, d) for t in tops]
+    touched = {b for r, w, _ in access for b in r | w}
+    if max((memref_nbytes(b.type) for b in touched), default=0) < min_bytes:  # type: ignore[arg-type]
         return False
     shared = set()
-    for i, (_, w) in enumerate(access):
-        for j, (r2, w2) in enumerate(access):
+    for i, (_, w, _) in enumerate(access):
+        for j, (r2, w2, _) in enumerate(access):
             if i != j:
                 shared |= w & (r2 | w2)
-    if not all(_row_indexed(t, d, b) for b in shared for t in tops):
+    if any(shared & other for _, _, other in access):
         return False
     _merge(fn, tops, prefixes, d)
     _shrink_locals(fn, tops[0], d, shared)
@@ -171,7 +157,8 @@ def _merge(fn: func.FuncOp, tops: list[loop.ForOp], prefixes: list[list[loop.For
 
 
 def _shrink_locals(fn: func.FuncOp, top: loop.ForOp, d: int, shared: set[SSAValue]) -> None:
-    """Each kernel-local buffer the nests share becomes one row, allocated inside the row loops."""
+    """Each kernel-local buffer the nests share becomes one row, allocated inside the row loops
+    (fuse_rows checked that every access indexes the rows by the row loops' variables)."""
     host = chain(top)[d - 1].body.block
     zeros: dict[loop.BlockOp, SSAValue] = {}  # one index 0 per block: its accesses compare indices by identity
 
@@ -188,8 +175,7 @@ def _shrink_locals(fn: func.FuncOp, top: loop.ForOp, d: int, shared: set[SSAValu
 
     for alloc in [o for o in fn.body.block.ops if isinstance(o, loop.AllocOp)]:
         buf = alloc.results[0]
-        if buf not in shared or not _row_indexed(top, d, buf) \
-                or any(not isinstance(u.operation, (loop.LoadOp, loop.StoreOp)) for u in buf.uses):
+        if buf not in shared or any(not isinstance(u.operation, (loop.LoadOp, loop.StoreOp)) for u in buf.uses):
             continue
         shape = list(buf.type.get_shape())  # type: ignore[attr-defined]
         row = loop.AllocOp(MemRefType(buf.type.element_type, [1] * d + shape[d:]), alloc.scope.data)  # type: ignore[attr-defined]
