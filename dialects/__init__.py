@@ -49,9 +49,16 @@ def _amx() -> Dialect:
     return AMX
 
 
+def _sym() -> Dialect:
+    from ziggurat.dialects.sym import Symbolic
+
+    return Symbolic
+
+
 def get_all_dialects() -> dict[str, Callable[[], Dialect]]:
-    """ziggurat's own dialects, from the highest level to the lowest."""
-    return {"graph": _graph, "te": _te, "loop": _loop, "hw": _hw, "x86vec": _x86vec, "amx": _amx}
+    """ziggurat's own dialects, from the highest level to the lowest (`sym`: symbolic extents in
+    the types of every level)."""
+    return {"graph": _graph, "te": _te, "loop": _loop, "hw": _hw, "x86vec": _x86vec, "amx": _amx, "sym": _sym}
 
 
 def make_context(allow_unregistered: bool = False) -> Context:

@@ -4,7 +4,8 @@ The third of ziggurat's four levels. Values are buffers (builtin `memref`) and
 scalars; kernels are `func.func`s in destination-passing style (outputs are
 arguments). The dialect follows TVM's TensorIR rather than MLIR's `scf`:
 
-* `loop.for` has static bounds and a *kind* (`serial`, `parallel`,
+* `loop.for` has bounds (constants, or run-time `index` values in a kernel
+  over symbolic extents, dialects/sym.py) and a *kind* (`serial`, `parallel`,
   `vectorized`, `unrolled`) that schedule primitives set and later levels obey;
 * `loop.block` is the unit of computation: it binds its own iteration
   variables, each spatial (`S`) or reduction (`R`), to expressions of the
@@ -35,9 +36,11 @@ from collections.abc import Sequence
 from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, StringAttr, i64
 from xdsl.ir import Block, Dialect, Region, SSAValue
 from xdsl.irdl import (
+    AttrSizedOperandSegments,
     IRDLOperation,
     irdl_op_definition,
     operand_def,
+    opt_operand_def,
     prop_def,
     region_def,
     result_def,
@@ -50,6 +53,7 @@ from xdsl.traits import NoTerminator
 from xdsl.utils.exceptions import VerifyException
 
 from ziggurat.dialects.access_syntax import parse_access, print_access, resolve_indices
+from ziggurat.errors import CompileError
 
 LOOP_KINDS = ("serial", "parallel", "vectorized", "unrolled")
 # A GPU loop's iterations are the grid's blocks or a block's threads (TVM's thread axes; `bind`,
@@ -64,18 +68,32 @@ def _require(cond: bool, op: IRDLOperation, message: str) -> None:
         raise VerifyException(f"'{op.name}' op {message}")
 
 
+class DynamicLoopError(CompileError):
+    """A pass asked for the static bounds of a loop whose bounds are known only at run time."""
+
+
 @irdl_op_definition
 class ForOp(IRDLOperation):
-    """A loop with static bounds and a kind.
+    """A loop with a kind, and bounds that are constants or run-time `index` values.
 
     `kind` is `serial`, `parallel` (iterations may run on different threads),
     `vectorized` (the innermost loop becomes vector code in convert-loop-to-hw),
     `unrolled`, or a GPU thread axis (`blockIdx.x`, `threadIdx.x`: each
-    iteration is one block of the grid, or one thread of a block). The step is printed only when it is not 1.
+    iteration is one block of the grid, or one thread of a block). The step is
+    printed only when it is not 1, and is always a constant.
+
+    Either bound may be an SSA `index` value (a kernel over a symbolic extent,
+    dialects/sym.py): such a loop is *dynamic*; `bounds` and `trip_count` then
+    raise `DynamicLoopError`, so a pass written for static loops refuses it by
+    name instead of reading a wrong count. The static `ub` of a dynamic upper
+    bound is 0 (unknown).
 
     ```mlir
     loop.for %i = 0 to 64 step 4 parallel {
       "test.op"(%i) : (index) -> ()
+    }
+    loop.for %j = 0 to %n step 16 serial {
+      "test.op"(%j) : (index) -> ()
     }
     ```
     """
@@ -85,16 +103,21 @@ class ForOp(IRDLOperation):
     ub = prop_def(IntegerAttr)
     step = prop_def(IntegerAttr)
     kind = prop_def(StringAttr)
+    dyn_lb = opt_operand_def(IndexType)
+    dyn_ub = opt_operand_def(IndexType)
     body = region_def("single_block")
     traits = traits_def(NoTerminator())
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
-    def __init__(self, lb: int, ub: int, step: int = 1, kind: str = "serial", body: Region | None = None):
+    def __init__(self, lb: int | SSAValue, ub: int | SSAValue, step: int = 1, kind: str = "serial",
+                 body: Region | None = None):
         if body is None:
             body = Region(Block(arg_types=[IndexType()]))
         super().__init__(
+            operands=[[lb] if isinstance(lb, SSAValue) else [], [ub] if isinstance(ub, SSAValue) else []],
             properties={
-                "lb": IntegerAttr(lb, i64),
-                "ub": IntegerAttr(ub, i64),
+                "lb": IntegerAttr(0 if isinstance(lb, SSAValue) else lb, i64),
+                "ub": IntegerAttr(0 if isinstance(ub, SSAValue) else ub, i64),
                 "step": IntegerAttr(step, i64),
                 "kind": StringAttr(kind),
             },
@@ -106,7 +129,23 @@ class ForOp(IRDLOperation):
         return self.body.block.args[0]
 
     @property
+    def is_dynamic(self) -> bool:
+        return self.dyn_lb is not None or self.dyn_ub is not None
+
+    @property
+    def lower(self) -> int | SSAValue:
+        return self.dyn_lb if self.dyn_lb is not None else self.lb.value.data
+
+    @property
+    def upper(self) -> int | SSAValue:
+        return self.dyn_ub if self.dyn_ub is not None else self.ub.value.data
+
+    @property
     def bounds(self) -> tuple[int, int, int]:
+        if self.is_dynamic:
+            raise DynamicLoopError(
+                f"loop '{self.iv.name_hint or 'for'}' has a run-time bound; this pass needs static bounds "
+                "(a kernel over a symbolic extent takes the dynamic schedule, loop-dynamic-schedule)")
         return self.lb.value.data, self.ub.value.data, self.step.value.data
 
     @property
@@ -115,19 +154,26 @@ class ForOp(IRDLOperation):
         return max(0, (ub - lb + step - 1) // step)
 
     def verify_(self) -> None:
-        lb, ub, step = self.bounds
+        lb, ub, step = self.lb.value.data, self.ub.value.data, self.step.value.data
         _require(step > 0, self, f"step must be positive, got {step}")
-        _require(lb <= ub, self, f"lower bound {lb} exceeds upper bound {ub}")
+        _require(self.is_dynamic or lb <= ub, self, f"lower bound {lb} exceeds upper bound {ub}")
         _require(self.kind.data in ALL_LOOP_KINDS, self,
                  f"kind must be one of {ALL_LOOP_KINDS}, got '{self.kind.data}'")
         args = self.body.block.args
         _require(len(args) == 1 and isinstance(args[0].type, IndexType), self, "body needs one index argument")
 
     def print(self, printer: Printer) -> None:
-        lb, ub, step = self.bounds
+        step = self.step.value.data
         printer.print_string(" ")
         printer.print_ssa_value(self.iv)
-        printer.print_string(f" = {lb} to {ub}")
+        printer.print_string(" = ")
+        for i, bound in enumerate((self.lower, self.upper)):
+            if i:
+                printer.print_string(" to ")
+            if isinstance(bound, SSAValue):
+                printer.print_ssa_value(bound)
+            else:
+                printer.print_string(str(bound))
         if step != 1:
             printer.print_string(f" step {step}")
         printer.print_string(f" {self.kind.data} ")
@@ -138,9 +184,16 @@ class ForOp(IRDLOperation):
     def parse(cls, parser: Parser) -> ForOp:
         iv = parser.parse_argument(expect_type=False).resolve(IndexType())
         parser.parse_punctuation("=")
-        lb = parser.parse_integer(allow_boolean=False)
+
+        def bound() -> int | SSAValue:
+            operand = parser.parse_optional_unresolved_operand()
+            if operand is not None:
+                return parser.resolve_operand(operand, IndexType())
+            return parser.parse_integer(allow_boolean=False)
+
+        lb = bound()
         parser.parse_keyword("to")
-        ub = parser.parse_integer(allow_boolean=False)
+        ub = bound()
         step = parser.parse_integer(allow_boolean=False) if parser.parse_optional_keyword("step") else 1
         kind = parser.parse_keyword_in(ALL_LOOP_KINDS, " (loop kind)")
         body = parser.parse_region([iv])

@@ -73,7 +73,12 @@ def _convert(attr: Attribute) -> ir.Type:
             raise CompileError(f"llvm backend: only fixed 1-D vectors are supported, got {attr}")
         return ir.VectorType(llvm_type(attr.element_type), shape[0])
     if isinstance(attr, MemRefType):
-        memref_strides(attr)  # rejects dynamic shapes and non-identity layouts
+        from ziggurat.dialects.sym import DimsAttr, shape_of
+
+        if isinstance(attr.layout, DimsAttr):
+            shape_of(attr)  # one expression per dynamic dim (the strides follow from them)
+        else:
+            memref_strides(attr)  # rejects dynamic shapes and non-identity layouts
         return llvm_type(attr.element_type).as_pointer()
     raise CompileError(f"llvm backend: unsupported type {attr}")
 
@@ -85,7 +90,8 @@ def memref_strides(mt: MemRefType) -> tuple[int, ...]:
         return s
     shape = mt.get_shape()
     if any(d < 0 for d in shape):
-        raise CompileError(f"llvm backend: memref {mt} has a dynamic shape; static shapes are required")
+        raise CompileError(f"llvm backend: memref {mt} has a dynamic shape without #sym.dims; give each '?' "
+                           "its expression (dialects/sym.py) or compile at a static shape")
     strides, acc = [], 1
     for d in reversed(shape):
         strides.append(acc)

@@ -22,8 +22,10 @@ from typing import TYPE_CHECKING
 from llvmlite import ir
 from xdsl.ir import Operation, SSAValue
 
+from ziggurat.backends.llvm import symbols
 from ziggurat.backends.llvm.lltypes import I1, I8, I8P, I32, I64, VOID, byte_size, element_size, suffix
 from ziggurat.errors import CompileError
+from ziggurat.symbolic import Sym
 
 if TYPE_CHECKING:
     from ziggurat.backends.llvm.translate import FuncState, Translator
@@ -32,7 +34,8 @@ STACK_LIMIT = 16 * 1024
 
 
 def address(t: Translator, f: FuncState, buf: SSAValue, indices) -> ir.Value:
-    """Pointer to element `buf[indices]` of a static row-major memref."""
+    """Pointer to element `buf[indices]` of a row-major memref (strides static, or computed from
+    the symbols of a `#sym.dims` layout)."""
     base = f.get(buf)
     strides = t.strides(buf.type)
     b = f.b
@@ -40,10 +43,13 @@ def address(t: Translator, f: FuncState, buf: SSAValue, indices) -> ir.Value:
     lin = None
     for idx, s in zip(indices, strides):
         x = f.get(idx)
-        if isinstance(x, ir.Constant):
+        if isinstance(s, Sym):
+            term = b.mul(x, symbols.value(t, f, s), flags=("nsw",))
+        elif isinstance(x, ir.Constant):
             const += x.constant * s
             continue
-        term = x if s == 1 else b.mul(x, I64(s), flags=("nsw",))
+        else:
+            term = x if s == 1 else b.mul(x, I64(s), flags=("nsw",))
         lin = term if lin is None else b.add(lin, term, flags=("nsw",))
     if lin is None:
         if const == 0:
@@ -62,7 +68,7 @@ def _lane_address(t: Translator, f: FuncState, buf: SSAValue, indices, vt: ir.Ve
     lin = None
     for idx, s in zip(indices, t.strides(buf.type)):
         x = f.get(idx)
-        term = x if s == 1 else b.mul(x, I64(s))
+        term = x if s == 1 else b.mul(x, symbols.value(t, f, s))
         lin = term if lin is None else b.add(lin, term)
     p = base if lin is None else b.gep(base, [lin])
     return b.bitcast(p, vt.as_pointer())
@@ -189,7 +195,11 @@ def _define_in_root(f: FuncState, res: SSAValue, value: ir.Value) -> None:
 def _alloc(t: Translator, f: FuncState, op: Operation) -> None:
     res = op.results[0]
     pty = t.ty(res.type)
-    nbytes = res.type.element_count() * byte_size(pty.pointee)  # type: ignore[attr-defined]
+    count = symbols.element_count(res.type)
+    if isinstance(count, Sym):
+        _dynamic_alloc(t, f, res, count * byte_size(pty.pointee))
+        return
+    nbytes = count * byte_size(pty.pointee)
     root = f.root
     if root.is_entry:
         off = t.arena_slot(op, nbytes)
@@ -210,6 +220,26 @@ def _alloc(t: Translator, f: FuncState, op: Operation) -> None:
     f.vals[res] = eb.bitcast(raw, pty)
 
 
+def _dynamic_alloc(t: Translator, f: FuncState, res: SSAValue, nbytes: Sym) -> None:
+    """A buffer sized by symbols: `aligned_alloc` at the function's entry (the symbols are its
+    arguments, so the size is known there), freed before it returns; in the entry function too,
+    since the static arena has no slot of a run-time size."""
+    if t.options.target.arch == "wasm32":
+        raise CompileError("llvm backend: a buffer of symbolic size on wasm32 is not supported yet")
+    eb, saved = f.entry_b, f.b
+    f.b = eb
+    try:
+        size = symbols.value(t, f, nbytes + 63)
+    finally:
+        f.b = saved
+    size = eb.mul(eb.sdiv(size, I64(64)), I64(64))
+    size = eb.select(eb.icmp_signed("<", size, I64(64)), I64(64), size)
+    aligned_alloc = t.decl.function("aligned_alloc", I8P, [I64, I64])
+    raw = eb.call(aligned_alloc, [I64(64), size])
+    f.frees.append(raw)
+    f.vals[res] = eb.bitcast(raw, t.ty(res.type))
+
+
 def _const_buffer(t: Translator, f: FuncState, op: Operation) -> None:
     name = op.properties["ref"].data  # type: ignore[attr-defined]
     root = f.root
@@ -225,10 +255,10 @@ def _const_buffer(t: Translator, f: FuncState, op: Operation) -> None:
 
 def _copy(t: Translator, f: FuncState, op: Operation) -> None:
     src, dst = op.operands
-    nbytes = src.type.element_count() * byte_size(t.ty(src.type).pointee)  # type: ignore[attr-defined]
+    nbytes = symbols.element_count(src.type) * byte_size(t.ty(src.type).pointee)  # type: ignore[attr-defined]
     memcpy = t.decl.function("llvm.memcpy.p0.p0.i64", VOID, [I8P, I8P, I64, I1])
     b = f.b
-    b.call(memcpy, [b.bitcast(f.get(dst), I8P), b.bitcast(f.get(src), I8P), I64(nbytes), I1(0)])
+    b.call(memcpy, [b.bitcast(f.get(dst), I8P), b.bitcast(f.get(src), I8P), symbols.value(t, f, nbytes), I1(0)])
 
 
 MEMORY_HANDLERS = {

@@ -39,6 +39,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import MemRefType, ModuleOp, UnregisteredOp
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
 
+from ziggurat.backends.llvm import symbols as sym_values
 from ziggurat.backends.llvm.arith_ops import ARITH_HANDLERS
 from ziggurat.backends.llvm.lltypes import (
     I1, I8, I8P, I32, I64, VOID, Declarations, byte_size, element_size, llvm_type, memref_strides,
@@ -50,6 +51,7 @@ from ziggurat.backends.llvm.options import LLVMOptions, ModuleInfo
 from ziggurat.backends.entry_slots import EntrySlots
 from ziggurat.dialects.loop import GPU_LOOP_KINDS as GPU_KINDS
 from ziggurat.dialects.loop import ForOp
+from ziggurat.dialects.sym import SYMBOLS_ATTR, is_symbolic_type
 from ziggurat.errors import CompileError
 
 PREFER_VECTOR_WIDTH = '"prefer-vector-width"="512"'
@@ -145,6 +147,7 @@ class Translator(EntrySlots):
         self._types: dict[int, tuple[Attribute, ir.Type]] = {}
         self._strides: dict[int, tuple[Attribute, tuple[int, ...]]] = {}
         self._entry: tuple[func.FuncOp, ir.Function] | None = None
+        self.symbols: dict[str, SSAValue] = {}  # of the function being defined (backends/llvm/symbols.py)
         self.init_slots()
         self._outlined = 0
         self._hints: dict[str, ir.MDValue] = {}
@@ -186,9 +189,12 @@ class Translator(EntrySlots):
         defined = bool(fop.body.blocks)
         is_entry = defined and name == self.options.entry
         if is_entry:
-            bad = [str(t) for t in ftype.inputs.data if not isinstance(t, MemRefType)]
+            n_syms = len(sym_values.function_symbols(fop))
+            bufs = ftype.inputs.data[:len(ftype.inputs.data) - n_syms]
+            bad = [str(t) for t in bufs if not isinstance(t, MemRefType)]
             if bad or outs:
-                raise CompileError(f"llvm backend: entry @{name} must take only memrefs and return nothing")
+                raise CompileError(f"llvm backend: entry @{name} must take only memrefs (and the index "
+                                   f"arguments of its {SYMBOLS_ATTR}) and return nothing")
             args += [I8P.as_pointer(), I8P]  # const-buffer slots, arena
         fn = ir.Function(self.module, ir.FunctionType(ret, args), name)
         fn.attributes.add("nounwind")
@@ -209,6 +215,7 @@ class Translator(EntrySlots):
         fn = self.funcs[fop.sym_name.data]
         f = FuncState(fn)
         block = fop.body.block
+        self.symbols = sym_values.function_symbols(fop)
         for arg, value in zip(block.args, fn.args):
             f.vals[arg] = value
         if self._entry is not None and self._entry[0] is fop:
@@ -229,7 +236,9 @@ class Translator(EntrySlots):
         n = len(fop.body.block.args)
         vals = []
         for i, a in enumerate(fn.args[:n]):
-            vals.append(b.bitcast(b.load(b.gep(packed, [I64(i)], inbounds=True), align=8), a.type))
+            slot = b.load(b.gep(packed, [I64(i)], inbounds=True), align=8)
+            # a symbol's value travels in its slot as a pointer-sized integer
+            vals.append(b.ptrtoint(slot, a.type) if isinstance(a.type, ir.IntType) else b.bitcast(slot, a.type))
         consts = b.gep(packed, [I64(n)], inbounds=True)
         if self._arena_end > 0:
             arena = b.load(b.gep(packed, [I64(n + len(self._const_slots))], inbounds=True), align=8)
@@ -318,11 +327,12 @@ class Translator(EntrySlots):
             hit = self._types[id(attr)] = (attr, llvm_type(attr))
         return hit[1]
 
-    def strides(self, memref: Attribute) -> tuple[int, ...]:
-        """Row-major element strides of a static memref type."""
+    def strides(self, memref: Attribute) -> tuple:
+        """Row-major element strides of a memref type: ints, or `Sym` expressions for a symbolic one."""
         hit = self._strides.get(id(memref))
         if hit is None:
-            hit = self._strides[id(memref)] = (memref, memref_strides(memref))  # type: ignore[arg-type]
+            found = sym_values.strides(memref) if is_symbolic_type(memref) else memref_strides(memref)  # type: ignore[arg-type]
+            hit = self._strides[id(memref)] = (memref, found)
         return hit[1]
 
     def flags(self, op: Operation) -> tuple[str, ...]:
@@ -407,7 +417,8 @@ class Translator(EntrySlots):
             br.set_metadata("llvm.loop", self.loop_id(kind))
         b.position_at_end(exit_)
 
-    def parallel_loop(self, f: FuncState, body: Block, lb: int, step: int, trips: int) -> None:
+    def parallel_loop(self, f: FuncState, body: Block, lb: int | SSAValue, step: int, trips: int,
+                      ub: int | SSAValue | None = None) -> None:
         """Outline `body` and run it on `num_threads` threads through GOMP_parallel."""
         d = self.decl
         self.info.uses_openmp = True
@@ -421,12 +432,22 @@ class Translator(EntrySlots):
         b = g.b
         tid = b.sext(b.call(d.function("omp_get_thread_num", I32, []), []), I64)
         nt = b.sext(b.call(d.function("omp_get_num_threads", I32, []), []), I64)
-        chunk = b.sdiv(b.add(nt, I64(trips - 1)), nt)
-        lo = _smin(b, b.mul(tid, chunk), I64(trips))
-        hi = _smin(b, b.add(lo, chunk), I64(trips))
+        if ub is None and not isinstance(lb, SSAValue):
+            n: ir.Value = I64(trips)
+        else:  # run-time bounds: the trip count from the captured values, at least 0
+            lo_v = g.get(lb) if isinstance(lb, SSAValue) else I64(lb)
+            hi_v = g.get(ub) if isinstance(ub, SSAValue) else I64(int(ub))  # type: ignore[arg-type]
+            n = b.sdiv(b.add(b.sub(hi_v, lo_v), I64(step - 1)), I64(step))
+            n = b.select(b.icmp_signed("<", n, I64(0)), I64(0), n)
+        chunk = b.sdiv(b.add(nt, b.sub(n, I64(1))), nt)
+        lo = _smin(b, b.mul(tid, chunk), n)
+        hi = _smin(b, b.add(lo, chunk), n)
         if step != 1:
             lo, hi = b.mul(lo, I64(step)), b.mul(hi, I64(step))
-        if lb != 0:
+        if isinstance(lb, SSAValue):
+            base = g.get(lb)
+            lo, hi = b.add(lo, base), b.add(hi, base)
+        elif lb != 0:
             lo, hi = b.add(lo, I64(lb)), b.add(hi, I64(lb))
         saved = self.flush_denormals(b, g.entry_b)  # MXCSR is per thread; libgomp's workers keep their own
         self.serial_loop(g, lo, hi, step, body, guard=True)
@@ -487,7 +508,24 @@ def _smin(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
 # -- structural op handlers ------------------------------------------------------
 
 
+def _dynamic_for(t: Translator, f: FuncState, op: ForOp) -> None:
+    """A loop with a run-time bound: guarded (it may run no iteration); a parallel one splits its
+    run-time trip count over the threads."""
+    step = op.step.value.data
+    body = op.regions[0].block
+    kind = op.kind.data
+    if kind == "parallel" and t.options.num_threads > 1 and f.parent is None:
+        t.parallel_loop(f, body, op.lower, step, 0, ub=op.upper)
+        return
+    lo = f.get(op.dyn_lb) if op.dyn_lb is not None else I64(op.lb.value.data)
+    hi = f.get(op.dyn_ub) if op.dyn_ub is not None else I64(op.ub.value.data)
+    t.serial_loop(f, lo, hi, step, body, guard=True, kind=kind if kind in ("vectorized", "unrolled") else "serial")
+
+
 def _for(t: Translator, f: FuncState, op: Operation) -> None:
+    if op.is_dynamic:  # type: ignore[attr-defined]
+        _dynamic_for(t, f, op)  # type: ignore[arg-type]
+        return
     p = op.properties
     lb, ub, step = p["lb"].value.data, p["ub"].value.data, p["step"].value.data  # type: ignore[attr-defined]
     trips = max(0, (ub - lb + step - 1) // step)

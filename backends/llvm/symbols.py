@@ -1,0 +1,74 @@
+"""Symbolic extents in the LLVM backend: the values of `#sym.dims` expressions.
+
+A function over symbolic buffers names its trailing `index` arguments in
+`sym.symbols` (dialects/sym.py). While it is translated, `Translator.symbols`
+maps each name to that argument; an expression is computed from them where it
+is used (an address's stride, an allocation's size, a copy's length), and an
+outlined parallel body captures the arguments as it captures any other value.
+LLVM's GVN and LICM share and hoist the repeated products.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from llvmlite import ir
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ArrayAttr, IndexType, StringAttr
+from xdsl.ir import SSAValue
+
+from ziggurat.backends.llvm.lltypes import I64
+from ziggurat.dialects.sym import SYMBOLS_ATTR, is_symbolic_type, shape_of
+from ziggurat.errors import CompileError
+from ziggurat.symbolic import Dim, Sym, prod, row_major_strides
+
+if TYPE_CHECKING:
+    from ziggurat.backends.llvm.translate import FuncState, Translator
+
+
+def function_symbols(fop: func.FuncOp) -> dict[str, SSAValue]:
+    """The symbols a function is given: `sym.symbols` names its trailing `index` arguments."""
+    attr = fop.attributes.get(SYMBOLS_ATTR)
+    if attr is None:
+        return {}
+    names = [s.data for s in attr.data] if isinstance(attr, ArrayAttr) else []
+    if not all(isinstance(s, StringAttr) for s in getattr(attr, "data", ())) or not names:
+        raise CompileError(f"llvm backend: @{fop.sym_name.data}: {SYMBOLS_ATTR} must be a list of symbol names")
+    args = fop.body.block.args
+    tail = args[len(args) - len(names):] if len(names) <= len(args) else []
+    if len(tail) != len(names) or not all(isinstance(a.type, IndexType) for a in tail):
+        raise CompileError(f"llvm backend: @{fop.sym_name.data} names symbols {names} in {SYMBOLS_ATTR} but "
+                           f"does not end with {len(names)} index arguments for them")
+    return dict(zip(names, tail))
+
+
+def value(t: Translator, f: FuncState, d: Dim) -> ir.Value:
+    """The i64 value of an extent: a constant, or its polynomial over the symbols' arguments."""
+    if not isinstance(d, Sym):
+        return I64(int(d))
+    b = f.b
+    total: ir.Value | None = None
+    for monomial, coef in d.terms.items():
+        term: ir.Value | None = None
+        for s in monomial:
+            arg = t.symbols.get(s)
+            if arg is None:
+                raise CompileError(f"llvm backend: the extent '{d}' in @{f.root.fn.name} needs symbol '{s}', "
+                                   f"which the function is not given (list it in {SYMBOLS_ATTR})")
+            x = f.get(arg)
+            term = x if term is None else b.mul(term, x, flags=("nsw",))
+        if term is None:
+            term = I64(coef)
+        elif coef != 1:
+            term = b.mul(term, I64(coef), flags=("nsw",))
+        total = term if total is None else b.add(total, term, flags=("nsw",))
+    return total if total is not None else I64(0)
+
+
+def strides(memref) -> tuple[Dim, ...]:
+    """Row-major element strides of a memref type, ints or expressions."""
+    return row_major_strides(shape_of(memref))
+
+
+def element_count(memref) -> Dim:
+    return prod(shape_of(memref)) if is_symbolic_type(memref) else memref.element_count()
