@@ -64,7 +64,9 @@ class _VectorAccess(IRDLOperation):
         _require(len(self.indices) == rank, self, f"needs {rank} indices, has {len(self.indices)}")  # type: ignore[attr-defined]
         _require(vt.element_type == mt.element_type, self, "vector and buffer element types differ")  # type: ignore[attr-defined]
         width = vt.get_shape()[0]  # type: ignore[attr-defined]
-        _require(rank >= 1 and mt.get_shape()[-1] >= width, self, f"the buffer's last dim is shorter than the vector width {width}")
+        last = mt.get_shape()[-1] if rank else 0
+        _require(rank >= 1 and (last < 0 or last >= width), self,  # a symbolic dim (`?`): checked by the schedule
+                 f"the buffer's last dim is shorter than the vector width {width}")
 
 
 @irdl_op_definition

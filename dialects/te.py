@@ -54,6 +54,8 @@ from xdsl.traits import HasParent, IsTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
 
 from ziggurat.dialects.access_syntax import parse_access, print_access, resolve_indices
+from ziggurat.dialects.sym import DimsAttr
+from ziggurat.symbolic import Dim, Sym
 
 COMBINERS = ("add", "mul", "max", "min", "umax", "umin")
 """`umax`/`umin` compare integers as unsigned; `max`/`min` are signed (or float)."""
@@ -155,7 +157,9 @@ class ReduceOp(IRDLOperation):
 
     Block arguments are the output indices followed by one index per reduction
     axis (with its extent). The body yields the value combined into the
-    element with `combiner` (add, mul, max, min), starting from `init`.
+    element with `combiner` (add, mul, max, min), starting from `init`. An
+    extent may be symbolic (dialects/sym.py), written as its quoted expression:
+    `reduce (%k : "sequence")`.
 
     ```mlir
     %y = te.reduce "dense" add init 0.000000e+00 : f32 (%i, %j) reduce (%k : 784) : tensor<1x512xf32> {
@@ -172,6 +176,7 @@ class ReduceOp(IRDLOperation):
     combiner = prop_def(StringAttr)
     init = prop_def(base(FloatAttr) | base(IntegerAttr))
     reduce_extents = prop_def(DenseArrayBase)
+    reduce_syms = opt_prop_def(DimsAttr)
     body = region_def("single_block")
     result = result_def(TensorType)
 
@@ -180,24 +185,29 @@ class ReduceOp(IRDLOperation):
         tag: str,
         combiner: str,
         init: float,
-        reduce_extents: Sequence[int],
+        reduce_extents: Sequence[Dim],
         result_type: TensorType,
         body: Region,
     ):
-        super().__init__(
-            properties={
-                "tag": StringAttr(tag),
-                "combiner": StringAttr(combiner),
-                "init": _init_attr(init, result_type.element_type),
-                "reduce_extents": DenseArrayBase.from_list(i64, list(reduce_extents)),
-            },
-            regions=[body],
-            result_types=[result_type],
-        )
+        syms = [e for e in reduce_extents if isinstance(e, Sym)]
+        props: dict = {
+            "tag": StringAttr(tag),
+            "combiner": StringAttr(combiner),
+            "init": _init_attr(init, result_type.element_type),
+            "reduce_extents": DenseArrayBase.from_list(i64, [-1 if isinstance(e, Sym) else int(e) for e in reduce_extents]),
+        }
+        if syms:
+            props["reduce_syms"] = DimsAttr(syms)
+        super().__init__(properties=props, regions=[body], result_types=[result_type])
 
     @property
-    def extents(self) -> tuple[int, ...]:
-        return tuple(self.reduce_extents.get_values())  # type: ignore[arg-type]
+    def extents(self) -> tuple[Dim, ...]:
+        """The reduction axes' extents: ints, or `Sym` expressions where symbolic."""
+        values = self.reduce_extents.get_values()
+        if self.reduce_syms is None:
+            return tuple(values)  # type: ignore[arg-type]
+        syms = iter(self.reduce_syms.dims)
+        return tuple(next(syms) if e == -1 else e for e in values)  # type: ignore[misc]
 
     @property
     def rank(self) -> int:
@@ -207,7 +217,8 @@ class ReduceOp(IRDLOperation):
         args = self.body.block.args
         _require(self.combiner.data in COMBINERS, self, f"combiner must be one of {COMBINERS}, got '{self.combiner.data}'")
         _require(len(args) == self.rank + len(self.extents), self, f"needs {self.rank} output and {len(self.extents)} reduction indices, has {len(args)} arguments")
-        _require(all(e > 0 for e in self.extents), self, f"reduction extents must be positive, got {self.extents}")
+        _require(all(isinstance(e, Sym) or e > 0 for e in self.extents), self,
+                 f"reduction extents must be positive, got {self.extents}")
         _require(isinstance(self.body.block.last_op, YieldOp), self, "body must end with te.yield")
         elt = self.result.type.element_type  # type: ignore[attr-defined]
         _require(self.body.block.last_op.value.type == elt, self, f"must yield {elt}")  # type: ignore[union-attr]
@@ -223,9 +234,9 @@ class ReduceOp(IRDLOperation):
         printer.print_string(" reduce (")
         pairs = list(zip(args[self.rank :], self.extents))
 
-        def print_axis(pair: tuple[SSAValue, int]) -> None:
+        def print_axis(pair: tuple[SSAValue, Dim]) -> None:
             printer.print_ssa_value(pair[0])
-            printer.print_string(f" : {pair[1]}")
+            printer.print_string(f' : "{pair[1]}"' if isinstance(pair[1], Sym) else f" : {pair[1]}")
 
         printer.print_list(pairs, print_axis)
         printer.print_string(") : ")
@@ -243,9 +254,12 @@ class ReduceOp(IRDLOperation):
         spatial = _parse_index_args(parser)
         parser.parse_keyword("reduce")
 
-        def parse_axis() -> tuple[Parser.Argument, int]:
+        def parse_axis() -> tuple[Parser.Argument, Dim]:
             arg = parser.parse_argument(expect_type=False).resolve(IndexType())
             parser.parse_punctuation(":")
+            text = parser.parse_optional_str_literal()
+            if text is not None:
+                return arg, Sym.parse(text)
             return arg, parser.parse_integer(allow_boolean=False, allow_negative=False)
 
         axes = parser.parse_comma_separated_list(Parser.Delimiter.PAREN, parse_axis)
@@ -338,4 +352,31 @@ def index_const(value: int) -> IntegerAttr:
     return IntegerAttr(value, IndexType())
 
 
-TE = Dialect("te", [ComputeOp, ReduceOp, ReadOp, YieldOp], [])
+@irdl_op_definition
+class SymOp(IRDLOperation):
+    """The value of a symbolic extent (dialects/sym.py) as an `index`, for index formulas that
+    need it (a reshape's row length, a reversed axis).
+
+    ```mlir
+    %n = te.sym "2*sequence" : index
+    ```
+    """
+
+    name = "te.sym"
+    expr = prop_def(StringAttr)
+    result = result_def(IndexType)
+    traits = traits_def(Pure())
+    assembly_format = "$expr attr-dict `:` type($result)"
+
+    def __init__(self, expr: Dim):
+        super().__init__(properties={"expr": StringAttr(str(expr))}, result_types=[IndexType()])
+
+    @property
+    def value(self) -> Dim:
+        return Sym.parse(self.expr.data)
+
+    def verify_(self) -> None:
+        Sym.parse(self.expr.data)
+
+
+TE = Dialect("te", [ComputeOp, ReduceOp, ReadOp, YieldOp, SymOp], [])

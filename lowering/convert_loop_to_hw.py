@@ -75,7 +75,7 @@ class _Vectorizer:
 
     # -- analysis --------------------------------------------------------------
     def analyse(self) -> None:
-        lb, ub, step = self.f.bounds
+        step = self.f.step.value.data
         if step != 1:
             raise NotVectorizable(f"step {step} is not 1")
         # Correctness first: loops over float32 buffers, or over float64 buffers
@@ -91,8 +91,8 @@ class _Vectorizer:
         self.lane_bits = 64 if elts == {builtin.f64} else 32
         if elts == {builtin.f64}:
             self.width = max(1, self.width // 2)
-        if ub - lb < self.width and self.innermost:
-            raise NotVectorizable(f"trip count {ub - lb} is below the vector width {self.width}")
+        if not self.f.is_dynamic and self.f.trip_count < self.width and self.innermost:
+            raise NotVectorizable(f"trip count {self.f.trip_count} is below the vector width {self.width}")
         for op in self.f.body.walk():
             if op is self.f:
                 continue
@@ -229,50 +229,66 @@ class _Vectorizer:
 
     # -- rewriting ---------------------------------------------------------------
     def rewrite(self) -> None:
-        lb, ub, _ = self.f.bounds
-        split = lb + (ub - lb) // self.width * self.width
         outer = Builder(InsertPoint.before(self.f))
+        dynamic = self.f.is_dynamic
+        w = self.width
+        if dynamic:  # run-time bounds: the split points as index arithmetic before the loop
+            lb, ub = _index(outer, self.f.lower), _index(outer, self.f.upper)
+            n = outer.insert(arith.SubiOp(ub, lb)).result
+            split = outer.insert(arith.SubiOp(ub, outer.insert(arith.RemSIOp(n, _index(outer, w))).result)).result
+        else:
+            lb, ub, _ = self.f.bounds
+            split = lb + (ub - lb) // w * w
         elt = self._element_type()
-        vt = VectorType(elt, [self.width])
+        vt = VectorType(elt, [w])
         # A reduction of many vectors keeps ACCUMULATORS partial vectors (one dependency chain each,
         # so the adds or maxes overlap their latency), combined after the loop.
-        nacc = ACCUMULATORS if self.reductions and (split - lb) // self.width >= 2 * ACCUMULATORS else 1
+        many = dynamic or (split - lb) // w >= 2 * ACCUMULATORS  # type: ignore[operator]
+        nacc = ACCUMULATORS if self.reductions and many else 1
         accs, slots = {}, {}
         for red in self.reductions:
-            buf = outer.insert(loop.AllocOp(MemRefType(elt, [self.width * nacc]), "local")).result
+            buf = outer.insert(loop.AllocOp(MemRefType(elt, [w * nacc]), "local")).result
             ident = outer.insert(arith.ConstantOp(builtin.FloatAttr(IDENTITY[red.kind], elt))).result  # type: ignore[arg-type]
             splat = outer.insert(hw.VBroadcastOp(ident, vt)).result
-            slots[red.store] = [outer.insert(arith.ConstantOp(IntegerAttr(j * self.width, IndexType()))).result
+            slots[red.store] = [outer.insert(arith.ConstantOp(IntegerAttr(j * w, IndexType()))).result
                                 for j in range(nacc)]
             for at in slots[red.store]:
                 outer.insert(hw.VStoreOp(splat, buf, [at]))
             accs[red.store] = (buf, slots[red.store][0])
-        wide = lb + (split - lb) // (self.width * nacc) * (self.width * nacc) if nacc > 1 else lb
+        if nacc == 1:
+            wide = lb
+        elif dynamic:
+            chunk = _index(outer, w * nacc)
+            wide = outer.insert(arith.AddiOp(lb, outer.insert(arith.MuliOp(
+                outer.insert(arith.DivSIOp(n, chunk)).result, chunk)).result)).result
+        else:
+            wide = lb + (split - lb) // (w * nacc) * (w * nacc)  # type: ignore[operator]
         if nacc > 1:  # nacc vectors an iteration, each into its own accumulator
-            uloop = outer.insert(loop.ForOp(lb, wide, self.width * nacc, "serial"))
+            uloop = outer.insert(loop.ForOp(lb, wide, w * nacc, "serial"))
             uloop.iv.name_hint = self.f.iv.name_hint
-            uloop.attributes["hw.vector_width"] = IntegerAttr(self.width, builtin.i64)
+            uloop.attributes["hw.vector_width"] = IntegerAttr(w, builtin.i64)
             ub_ = Builder(InsertPoint.at_end(uloop.body.block))
             for j in range(nacc):
                 iv = uloop.iv if j == 0 else ub_.insert(arith.AddiOp(uloop.iv, ub_.insert(
-                    arith.ConstantOp(IntegerAttr(j * self.width, IndexType()))).result)).result
+                    arith.ConstantOp(IntegerAttr(j * w, IndexType()))).result)).result
                 acc_j = {s: (buf, slots[s][j]) for s, (buf, _) in accs.items()}
                 self._emit_block(self.f.body.block, ub_, {self.f.iv: iv}, vt, acc_j)
-        vloop = outer.insert(loop.ForOp(wide, split, self.width, "serial"))
+        vloop = outer.insert(loop.ForOp(wide, split, w, "serial"))
         vloop.iv.name_hint = self.f.iv.name_hint
-        vloop.attributes["hw.vector_width"] = IntegerAttr(self.width, builtin.i64)
+        vloop.attributes["hw.vector_width"] = IntegerAttr(w, builtin.i64)
         mapping: dict[SSAValue, SSAValue] = {self.f.iv: vloop.iv}
         self._emit_block(self.f.body.block, Builder(InsertPoint.at_end(vloop.body.block)), mapping, vt, accs)
-        if split == wide:
+        if not dynamic and split == wide:
             vloop.detach()
             vloop.erase()
-        if split < ub and not self.innermost:
-            # A masked vector iteration covers the tail of an outer loop.
-            tail = outer.insert(loop.ForOp(split, split + self.width, self.width, "serial"))
+        has_tail = dynamic or split < ub  # type: ignore[operator]
+        if has_tail and not self.innermost:
+            # A masked vector iteration covers the tail of an outer loop (none where it is empty).
+            tail = outer.insert(loop.ForOp(split, ub if dynamic else split + w, w, "serial"))  # type: ignore[operator]
             tail.iv.name_hint = self.f.iv.name_hint
             tb = Builder(InsertPoint.at_end(tail.body.block))
-            bound = tb.insert(arith.ConstantOp(IntegerAttr(ub, IndexType()))).result
-            self.tail_mask = tb.insert(hw.VLaneCmpOp("slt", tail.iv, bound, self.width)).result
+            bound = ub if dynamic else tb.insert(arith.ConstantOp(IntegerAttr(ub, IndexType()))).result
+            self.tail_mask = tb.insert(hw.VLaneCmpOp("slt", tail.iv, bound, w)).result  # type: ignore[arg-type]
             self._emit_block(self.f.body.block, tb, {self.f.iv: tail.iv}, vt, accs)
         for red in self.reductions:
             buf, zero = accs[red.store]
@@ -285,7 +301,12 @@ class _Vectorizer:
             old = outer.insert(loop.LoadOp(red.store.buffer, idx)).result
             new = outer.insert(type(red.combine)(old, total)).results[0]
             outer.insert(loop.StoreOp(new, red.store.buffer, idx))
-        if split < ub and self.innermost:
+        if has_tail and self.innermost and dynamic:  # the scalar tail: the loop itself, from split
+            rest = outer.insert(loop.ForOp(split, ub, 1, "serial", self.f.body.clone()))
+            rest.attributes |= self.f.attributes
+            self.f.detach()
+            self.f.erase()
+        elif has_tail and self.innermost:
             self.f.properties["lb"] = IntegerAttr(split, builtin.i64)
             self.f.properties["kind"] = StringAttr("serial")
         else:
@@ -336,16 +357,16 @@ class _Vectorizer:
 
     def _unmasked(self, buf: SSAValue, idx) -> bool:
         """A local scratch buffer long enough for whole vectors needs no tail mask."""
-        if not isinstance(buf.owner, loop.AllocOp):
+        if not isinstance(buf.owner, loop.AllocOp) or self.f.is_dynamic:
             return False
         return buf.type.get_shape()[-1] >= self.f.bounds[1] + self.width  # type: ignore[attr-defined]
 
     def _emit_block(self, block, b: Builder, mapping, vt, accs) -> None:
         for op in block.ops:
             if isinstance(op, loop.ForOp):
-                lb, ub, step = op.bounds
+                lb, ub, step = op.lower, op.upper, op.step.value.data
                 kind = "serial" if op.kind.data == "vectorized" else op.kind.data
-                inner = b.insert(loop.ForOp(lb, ub, step, kind))
+                inner = b.insert(loop.ForOp(mapping.get(lb, lb), mapping.get(ub, ub), step, kind))
                 inner.iv.name_hint = op.iv.name_hint
                 inner.attributes |= op.attributes
                 mapping[op.iv] = inner.iv
@@ -480,6 +501,13 @@ def _ancestors(op: Operation):
     while p is not None:
         yield p
         p = p.parent_op()
+
+
+def _index(b: Builder, v: int | SSAValue) -> SSAValue:
+    """`v` as an `index` value (a constant inserted at `b` for an int)."""
+    if isinstance(v, SSAValue):
+        return v
+    return b.insert(arith.ConstantOp(IntegerAttr(v, IndexType()))).result
 
 
 def const_int(v: SSAValue) -> int | None:

@@ -8,16 +8,18 @@ from dataclasses import dataclass
 from xdsl.builder import Builder
 from xdsl.context import Context
 from xdsl.dialects import arith, builtin, func
-from xdsl.dialects.builtin import IntegerType, MemRefType, TensorType
-from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.dialects.builtin import ArrayAttr, IndexType, IntegerAttr, IntegerType, MemRefType, StringAttr, TensorType
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint
 
 from ziggurat.dialects import graph, loop, te
+from ziggurat.dialects.sym import SYMBOLS_ATTR, memref_of_shape, shape_of, type_symbols
 from ziggurat.dtypes import scalar_type
 from ziggurat.errors import CompileError, ZigguratError
 from ziggurat.lowering.locations import SOURCE_NODES, name_source
 from ziggurat.lowering.te_inline import clamp_indices
+from ziggurat.symbolic import Dim, Sym
 
 COMBINE = {
     "add": arith.AddfOp,
@@ -36,8 +38,79 @@ INT_COMBINE = {
 
 
 def memref_of(t: TensorType) -> MemRefType:
-    """The buffer type of a tensor type; integer elements become signless."""
-    return MemRefType(scalar_type(t.element_type), t.get_shape())
+    """The buffer type of a tensor type; integer elements become signless, symbolic dims stay
+    symbolic (`#sym.dims`)."""
+    return memref_of_shape(scalar_type(t.element_type), shape_of(t))
+
+
+def kernel_symbols(f: func.FuncOp) -> list[str]:
+    """The symbols a te kernel or the model function uses (in its types, reduction extents and
+    `te.sym` ops), sorted: the trailing `index` arguments its loop form takes."""
+    found: set[str] = set()
+    for t in [*f.function_type.inputs.data, *f.function_type.outputs.data]:
+        found |= type_symbols(t)
+    for op in f.walk():
+        for r in op.results:
+            found |= type_symbols(r.type)
+        if isinstance(op, te.ReduceOp):
+            found |= {s for e in op.extents if isinstance(e, Sym) for s in e.symbols}
+        elif isinstance(op, te.SymOp):
+            v = op.value
+            found |= v.symbols if isinstance(v, Sym) else set()
+    return sorted(found)
+
+
+class _Extents:
+    """The `index` values of extents in a function with symbol arguments, built once each at
+    the function's start (arith on the symbols)."""
+
+    def __init__(self, block: Block, symbols: dict[str, SSAValue]):
+        # Every value goes before one anchor at the block's start, so it dominates whatever
+        # loop asks for it, however late (a te.sym deep in a body).
+        anchor = arith.ConstantOp(IntegerAttr(0, IndexType()))
+        block.insert_op_before(anchor, block.first_op) if block.first_op else block.add_op(anchor)
+        self.b = Builder(InsertPoint.before(anchor))
+        self.symbols = symbols
+        self.memo: dict[Dim, SSAValue] = {}
+
+    def __call__(self, d: Dim) -> int | SSAValue:
+        if not isinstance(d, Sym):
+            return int(d)
+        hit = self.memo.get(d)
+        if hit is not None:
+            return hit
+        b = self.b
+        total: SSAValue | None = None
+        for monomial, coef in d.terms.items():
+            term: SSAValue | None = None
+            for s in monomial:
+                x = self.symbols[s]
+                term = x if term is None else b.insert(arith.MuliOp(term, x)).result
+            c = coef if term is None or coef != 1 else None
+            if c is not None:
+                k = b.insert(arith.ConstantOp(IntegerAttr(c, IndexType()))).result
+                term = k if term is None else b.insert(arith.MuliOp(term, k)).result
+            assert term is not None
+            total = term if total is None else b.insert(arith.AddiOp(total, term)).result
+        assert total is not None
+        if total.name_hint is None:
+            total.name_hint = "n"
+        self.memo[d] = total
+        return total
+
+
+def _with_symbols(block: Block, names: list[str]) -> dict[str, SSAValue]:
+    """Appends one `index` argument per symbol to `block`."""
+    out = {}
+    for name in names:
+        a = block.insert_arg(IndexType(), len(block.args))
+        a.name_hint = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+        out[name] = a
+    return out
+
+
+def _symbols_attr(names: list[str]) -> Attribute:
+    return ArrayAttr([StringAttr(n) for n in names])
 
 
 def _combine(combiner: str, elt) -> type[Operation]:
@@ -47,11 +120,15 @@ def _combine(combiner: str, elt) -> type[Operation]:
     return table[combiner]
 
 
-def _loop_nest(b: Builder, extents: Sequence[int], hint: str) -> tuple[Builder, list[SSAValue]]:
-    """Inserts serial loops over `extents`; returns a builder inside the innermost."""
+def _loop_nest(b: Builder, extents: Sequence[Dim], hint: str, values: _Extents | None = None
+               ) -> tuple[Builder, list[SSAValue]]:
+    """Inserts serial loops over `extents` (a symbolic one runs to its value from `values`);
+    returns a builder inside the innermost."""
     ivs: list[SSAValue] = []
     for n, extent in enumerate(extents):
-        f = b.insert(loop.ForOp(0, extent))
+        if isinstance(extent, Sym) and values is None:
+            raise CompileError(f"convert-te-to-loop: the extent '{extent}' is symbolic, outside a kernel")
+        f = b.insert(loop.ForOp(0, values(extent) if values is not None else extent))
         f.iv.name_hint = f"{hint}{n}"
         ivs.append(f.iv)
         b = Builder(InsertPoint.at_end(f.body.block))
@@ -61,8 +138,9 @@ def _loop_nest(b: Builder, extents: Sequence[int], hint: str) -> tuple[Builder, 
 class _BodyLowering:
     """Clones a te body into a loop.block, turning reads into loads."""
 
-    def __init__(self, buffers: dict[SSAValue, SSAValue]):
+    def __init__(self, buffers: dict[SSAValue, SSAValue], extents: _Extents | None = None):
         self.buffers = buffers
+        self.extents = extents
 
     def clone_body(self, src: Block, dst: loop.BlockOp, extents: Sequence[int]) -> tuple[Builder, SSAValue]:
         """Returns the builder at the block's end and the value te.yield gave.
@@ -78,6 +156,11 @@ class _BodyLowering:
                 yielded = mapping[op.value]
             elif isinstance(op, te.ReadOp):
                 mapping[op.result] = self._read(b, op, mapping, vars_)
+            elif isinstance(op, te.SymOp):
+                value = self.extents(op.value) if self.extents is not None else op.value
+                if isinstance(value, int):
+                    value = b.insert(arith.ConstantOp(IntegerAttr(value, IndexType()))).result
+                mapping[op.result] = value
             else:
                 b.insert(op.clone(value_mapper=mapping))
         assert yielded is not None, "te bodies end with te.yield (verified)"
@@ -91,7 +174,9 @@ class _BodyLowering:
         # Out-of-bounds reads yield the pad value: clamp the index so the load
         # stays in bounds, then select. A bare block variable whose extent fits
         # the dimension is in range already.
-        shape = buf.type.get_shape()  # type: ignore[attr-defined]
+        shape = shape_of(buf.type)
+        if any(isinstance(d, Sym) for d in shape):
+            raise CompileError(f"convert-te-to-loop: a padded read of {buf.type} (symbolic dims) is not supported yet")
         safe, inside = clamp_indices(b, idx, shape, lambda i, size: vars_.get(i, size + 1) <= size)
         value = b.insert(loop.LoadOp(buf, safe)).result
         if inside is None:
@@ -101,21 +186,21 @@ class _BodyLowering:
 
 
 def lower_compute(b: Builder, op: te.ComputeOp, out: SSAValue, lowering: _BodyLowering) -> None:
-    shape = op.result.type.get_shape()  # type: ignore[attr-defined]
-    inner, ivs = _loop_nest(b, shape, "i")
+    shape = shape_of(op.result.type)
+    inner, ivs = _loop_nest(b, shape, "i", lowering.extents)
     blk = inner.insert(loop.BlockOp(op.tag.data, "S" * len(shape), ivs))
     bb, value = lowering.clone_body(op.body.block, blk, shape)
     bb.insert(loop.StoreOp(value, out, list(blk.vars)))
 
 
 def lower_reduce(b: Builder, op: te.ReduceOp, out: SSAValue, lowering: _BodyLowering) -> None:
-    shape = op.result.type.get_shape()  # type: ignore[attr-defined]
-    inner, ivs = _loop_nest(b, shape, "i")
+    shape = shape_of(op.result.type)
+    inner, ivs = _loop_nest(b, shape, "i", lowering.extents)
     init_blk = inner.insert(loop.BlockOp(f"{op.tag.data}_init", "S" * len(shape), ivs))
     ib = Builder(InsertPoint.at_end(init_blk.body.block))
     init = ib.insert(arith.ConstantOp(op.init)).result
     ib.insert(loop.StoreOp(init, out, list(init_blk.vars)))
-    red, rvs = _loop_nest(inner, op.extents, "r")
+    red, rvs = _loop_nest(inner, op.extents, "r", lowering.extents)
     kinds = "S" * len(shape) + "R" * len(rvs)
     blk = red.insert(loop.BlockOp(op.tag.data, kinds, [*ivs, *rvs]))
     bb, value = lowering.clone_body(op.body.block, blk, [*shape, *op.extents])
@@ -137,12 +222,14 @@ def lower_kernel(kernel: func.FuncOp) -> func.FuncOp:
         a.name_hint = f"in{i}"
     for i, a in enumerate(outs):
         a.name_hint = f"out{i}"
+    names = kernel_symbols(kernel)
+    syms = _with_symbols(block, names)
     buffers: dict[SSAValue, SSAValue] = dict(zip(kernel.body.block.args, ins))
     destination: dict[SSAValue, SSAValue] = {}
     for v, o in zip(ret.arguments, outs):
         destination.setdefault(v, o)
     b = Builder(InsertPoint.at_end(block))
-    lowering = _BodyLowering(buffers)
+    lowering = _BodyLowering(buffers, _Extents(block, syms) if names else None)
     for op in kernel.body.block.ops:
         if isinstance(op, (te.ComputeOp, te.ReduceOp)):
             out = destination.get(op.result)
@@ -157,14 +244,19 @@ def lower_kernel(kernel: func.FuncOp) -> func.FuncOp:
         else:
             raise CompileError(f"convert-te-to-loop: unexpected '{op.name}' at the top of te kernel @{kernel.sym_name.data}")
     b.insert(func.ReturnOp())
-    new = func.FuncOp(kernel.sym_name.data, ([*in_types, *out_types], []), Region(block))
+    new = func.FuncOp(kernel.sym_name.data, ([*in_types, *out_types, *[IndexType()] * len(names)], []),
+                      Region(block))
     if SOURCE_NODES in kernel.attributes:
         new.attributes[SOURCE_NODES] = kernel.attributes[SOURCE_NODES]
+    if names:
+        new.attributes[SYMBOLS_ATTR] = _symbols_attr(names)
     return new
 
 
-def lower_model(model: func.FuncOp) -> func.FuncOp:
-    """Model function on tensors -> entry function on buffers (outputs last)."""
+def lower_model(model: func.FuncOp, kernel_syms: dict[str, list[str]] | None = None) -> func.FuncOp:
+    """Model function on tensors -> entry function on buffers (outputs last, then the symbols'
+    values where its types are symbolic; each call passes the symbols its kernel takes,
+    `kernel_syms` by callee)."""
     ret = model.body.block.last_op
     assert isinstance(ret, func.ReturnOp)
     in_types = [memref_of(t) for t in model.function_type.inputs.data]  # type: ignore[arg-type]
@@ -178,6 +270,9 @@ def lower_model(model: func.FuncOp) -> func.FuncOp:
     destination: dict[SSAValue, SSAValue] = {}
     for v, o in zip(ret.arguments, outs):
         destination.setdefault(v, o)
+    kernel_syms = kernel_syms or {}
+    names = sorted(set(kernel_symbols(model)).union(*kernel_syms.values()))
+    syms = _with_symbols(block, names)
     b = Builder(InsertPoint.at_end(block))
     for op in model.body.block.ops:
         if isinstance(op, graph.ConstantOp):
@@ -188,7 +283,8 @@ def lower_model(model: func.FuncOp) -> func.FuncOp:
                 out = b.insert(loop.AllocOp(memref_of(op.result.type))).result  # type: ignore[arg-type]
                 out.name_hint = op.result.name_hint
             buffers[op.result] = out
-            b.insert(func.CallOp(op.callee.data, [*(buffers[a] for a in op.args), out], []))
+            extra = [syms[n] for n in kernel_syms.get(op.callee.data, [])]
+            b.insert(func.CallOp(op.callee.data, [*(buffers[a] for a in op.args), out, *extra], []))
         elif isinstance(op, func.ReturnOp):
             for v, o in zip(op.arguments, outs):
                 if buffers[v] is not o:
@@ -199,8 +295,11 @@ def lower_model(model: func.FuncOp) -> func.FuncOp:
                 "run convert-graph-to-te first"
             )
     b.insert(func.ReturnOp())
-    new = func.FuncOp(model.sym_name.data, ([*in_types, *out_types], []), Region(block))
+    new = func.FuncOp(model.sym_name.data, ([*in_types, *out_types, *[IndexType()] * len(names)], []),
+                      Region(block))
     new.attributes |= model.attributes
+    if names:
+        new.attributes[SYMBOLS_ATTR] = _symbols_attr(names)
     return new
 
 
@@ -248,14 +347,16 @@ class ConvertTeToLoopPass(ModulePass):
     name = "convert-te-to-loop"
 
     def apply(self, ctx: Context, op: builtin.ModuleOp) -> None:
-        for f in [f for f in op.ops if isinstance(f, func.FuncOp)]:
+        funcs = [f for f in op.ops if isinstance(f, func.FuncOp)]
+        kernel_syms = {f.sym_name.data: kernel_symbols(f) for f in funcs if _is_te_kernel(f)}
+        for f in funcs:
             if _is_te_kernel(f):
                 try:
                     new = lower_kernel(f)
                 except ZigguratError as err:
                     raise name_source(err, f) from None
             elif _is_model(f):
-                new = lower_model(f)
+                new = lower_model(f, kernel_syms)
             else:
                 continue
             op.body.block.insert_op_before(new, f)

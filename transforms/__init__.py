@@ -158,6 +158,12 @@ def _loop_simplify_index() -> type[ModulePass]:
     return LoopSimplifyIndexPass
 
 
+def _loop_dynamic_schedule() -> type[ModulePass]:
+    from ziggurat.transforms.schedule.loop_dynamic_schedule import LoopDynamicSchedulePass
+
+    return LoopDynamicSchedulePass
+
+
 def _loop_parallelize_outer() -> type[ModulePass]:
     from ziggurat.transforms.schedule.loop_parallelize_outer import LoopParallelizeOuterPass
 
@@ -266,6 +272,7 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "apply-tuning": _apply_tuning,
         "loop-default-schedule": _loop_default_schedule,
         "loop-parallelize-outer": _loop_parallelize_outer,
+        "loop-dynamic-schedule": _loop_dynamic_schedule,
         "gpu-split-stages": _gpu_split_stages,
         "gpu-rfactor": _gpu_rfactor,
         "gpu-fold-casts": _gpu_fold_casts,

@@ -179,3 +179,61 @@ def test_missing_symbol_is_a_compile_error():
     bad = bad.replace("arith.muli %m, %n", "arith.muli %m, %m")
     with pytest.raises(CompileError, match="index arguments"):
         translate_module(parse(bad), LLVMOptions(export_all=True))
+
+
+# -- te -> loop -> loop-dynamic-schedule -> hw -> LLVM ---------------------------------------------
+
+# A matmul whose rows (m) and depth (n) are symbols, and a row maximum over the symbolic row length.
+TE = """
+func.func @k(%x: tensor<?x?xf32, #sym.dims<"m", "n">>, %w: tensor<?x24xf32, #sym.dims<"n">>)
+    -> (tensor<?x24xf32, #sym.dims<"m">>, tensor<?xf32, #sym.dims<"m">>) {
+  %y = te.reduce "mm" add init 0.0 : f32 (%i, %j) reduce (%k : "n") : tensor<?x24xf32, #sym.dims<"m">> {
+    %a = te.read %x[%i, %k] : tensor<?x?xf32, #sym.dims<"m", "n">>
+    %c = te.read %w[%k, %j] : tensor<?x24xf32, #sym.dims<"n">>
+    %p = arith.mulf %a, %c : f32
+    te.yield %p : f32
+  }
+  %z = te.reduce "rowmax" max init -3.4e38 : f32 (%i) reduce (%k : "n") : tensor<?xf32, #sym.dims<"m">> {
+    %a = te.read %x[%i, %k] : tensor<?x?xf32, #sym.dims<"m", "n">>
+    %s = te.sym "n" : index
+    %si = arith.index_cast %s : index to i32
+    %sf = arith.sitofp %si : i32 to f32
+    %q = arith.addf %a, %sf : f32
+    te.yield %q : f32
+  }
+  func.return %y, %z : tensor<?x24xf32, #sym.dims<"m">>, tensor<?xf32, #sym.dims<"m">>
+}
+"""
+
+
+def _lowered(width: int, threads: int):
+    from ziggurat.compiler import run_passes
+    from ziggurat.registry import make_context as registry_context
+    from xdsl.passes import PassPipeline
+    from ziggurat.transforms import get_all_passes
+
+    module = parse(TE)
+    spec = f"convert-te-to-loop,loop-dynamic-schedule,convert-loop-to-hw{{vector-width={width}}}"
+    passes = list(PassPipeline.parse_spec(get_all_passes(), spec).passes)
+    run_passes(module, passes, registry_context())
+    text = str(module)
+    assert "hw.vfma" in text and "hw.vreduce" in text and "parallel" in text  # the schedule took effect
+    return compile_module(module, LLVMOptions(export_all=True, num_threads=threads))
+
+
+_TE_JIT: dict = {}
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 40), st.integers(1, 100), st.sampled_from([(16, 1), (8, 2)]))
+def test_symbolic_te_kernel_matches_numpy(m: int, n: int, config: tuple[int, int]):
+    jm = _TE_JIT.get(config)
+    if jm is None:
+        jm = _TE_JIT[config] = _lowered(*config)
+    f = jm.cfunc("k", None, P, P, P, P, I, I)
+    x = RNG.standard_normal((m, n)).astype(np.float32)
+    w = RNG.standard_normal((n, 24)).astype(np.float32)
+    y, z = np.full((m, 24), np.nan, np.float32), np.full(m, np.nan, np.float32)
+    f(x.ctypes.data, w.ctypes.data, y.ctypes.data, z.ctypes.data, m, n)
+    np.testing.assert_allclose(y, x @ w, rtol=1e-4, atol=1e-4)
+    np.testing.assert_array_equal(z, (x + np.float32(n)).max(axis=1) if n else np.full(m, -3.4e38, np.float32))

@@ -1,0 +1,133 @@
+"""loop-dynamic-schedule: the default schedule of kernels over symbolic extents."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import builtin, func
+from xdsl.dialects.builtin import StringAttr, UnitAttr
+from xdsl.ir import BlockArgument, Operation, SSAValue
+from xdsl.passes import ModulePass
+
+from ziggurat.dialects import loop
+from ziggurat.dialects.sym import SYMBOLS_ATTR
+from ziggurat.transforms.schedule.loop_parallelize_outer import _spatial_only
+from ziggurat.transforms.schedule.mark import SCHEDULED, is_scheduled
+
+
+def _loops(op: Operation) -> list[loop.ForOp]:
+    return [o for o in op.regions[0].block.ops if isinstance(o, loop.ForOp)] if op.regions else []
+
+
+def _is_innermost(f: loop.ForOp) -> bool:
+    return not any(isinstance(o, loop.ForOp) for o in f.body.walk() if o is not f)
+
+
+def _depends(v: SSAValue, iv: SSAValue, memo: dict) -> bool:
+    """`v` is computed from `iv`: through index arithmetic and the bindings of block variables."""
+    if v is iv:
+        return True
+    if v in memo:
+        return memo[v]
+    memo[v] = False
+    if isinstance(v, BlockArgument):
+        owner = v.block.parent_op()
+        memo[v] = isinstance(owner, loop.BlockOp) and _depends(owner.bindings[v.index], iv, memo)
+    elif isinstance(v.owner, Operation):
+        memo[v] = any(_depends(o, iv, memo) for o in v.owner.operands)
+    return memo[v]
+
+
+def _along_last(f: loop.ForOp, kinds: tuple[type, ...]) -> bool | None:
+    """Whether every access of `kinds` under `f` moves with `f` in its last index only (None when
+    none moves with it at all)."""
+    memo: dict = {}
+    moved = False
+    for op in f.body.walk():
+        if isinstance(op, kinds):
+            moving = [k for k, i in enumerate(op.indices) if _depends(i, f.iv, memo)]  # type: ignore[attr-defined]
+            if moving and moving != [len(op.indices) - 1]:  # type: ignore[attr-defined]
+                return False
+            moved = moved or bool(moving)
+    return moved if moved else None
+
+
+def _vector_loop(top: loop.ForOp) -> loop.ForOp | None:
+    """The loop to vectorize in a nest: the innermost spatial loop along which every store moves
+    in its last index and every read in its last index or not at all (an elementwise loop, or a
+    matmul's column loop around its reduction, which convert-loop-to-hw vectorizes whole), else
+    the innermost loop where its reads run along it (a row reduction: partial sums in lanes)."""
+    chain, f = [], top
+    while True:
+        chain.append(f)
+        inner = _loops(f)
+        if len(inner) != 1:
+            break
+        f = inner[0]
+    for f in reversed(chain):
+        if (f.step.value.data == 1 and _spatial_only(f) and _along_last(f, (loop.StoreOp,))
+                and _along_last(f, (loop.LoadOp,)) is not False):
+            return f
+    last = chain[-1]
+    if _is_innermost(last) and last.step.value.data == 1 and _along_last(last, (loop.LoadOp,)):
+        return last
+    return None
+
+
+@dataclass(frozen=True)
+class LoopDynamicSchedulePass(ModulePass):
+    """Schedules the kernels whose extents are symbolic (issue 22: one compile for every shape).
+
+    **Input:** loop-level kernel functions; those with `sym.symbols` (convert-te-to-loop gives it
+    to a kernel over `#sym.dims` buffers) have loops with run-time bounds, which the static
+    schedules refuse.
+
+    **Output:** in each such kernel, each top-level nest gets its outermost spatial loop
+    `parallel` (its run-time trip count is split over the threads) and one loop `vectorized`:
+    the innermost spatial loop along which every store moves in its last index (an elementwise
+    loop; a matmul's column loop around its reduction loop, which convert-loop-to-hw vectorizes
+    as a whole, with a masked tail), else the innermost loop (a row reduction: partial sums in
+    lanes). Inner loops of every nest that are not chosen stay serial. The kernel is then
+    marked `loop.scheduled`, so loop-default-schedule, loop-parallelize-outer and
+    loop-vectorize-innermost leave it alone. Static kernels are untouched.
+
+    This is the generic schedule: no register blocking or packing yet (those plan for static
+    extents, transforms/schedule/plan.py), so it trades speed for one compile.
+
+    Example:
+    ```mlir
+    loop.for %i0 = 0 to %n serial {
+      loop.for %i1 = 0 to 768 serial { loop.block "add" [S %a = %i0, S %b = %i1] {...} }
+    }
+    ```
+    becomes
+    ```mlir
+    loop.for %i0 = 0 to %n parallel {
+      loop.for %i1 = 0 to 768 vectorized { loop.block "add" [S %a = %i0, S %b = %i1] {...} }
+    }
+    ```
+    """
+
+    name = "loop-dynamic-schedule"
+
+    def apply(self, ctx: Context, op: builtin.ModuleOp) -> None:
+        for fn in op.ops:
+            if not isinstance(fn, func.FuncOp) or fn.sym_name.data == "main":
+                continue
+            if SYMBOLS_ATTR not in fn.attributes or is_scheduled(fn):
+                continue
+            for top in [o for o in fn.body.block.ops if isinstance(o, loop.ForOp)]:
+                vec = _vector_loop(top)
+                if vec is not None:
+                    vec.properties["kind"] = StringAttr("vectorized")
+                f = top
+                while f is not vec and _spatial_only(f):
+                    if f.is_dynamic or f.trip_count >= 2:
+                        f.properties["kind"] = StringAttr("parallel")
+                        break
+                    inner = _loops(f)
+                    if len(inner) != 1:
+                        break
+                    f = inner[0]
+            fn.attributes[SCHEDULED] = UnitAttr()
