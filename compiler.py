@@ -342,8 +342,32 @@ def dynamo_backend(gm: Any, example_inputs: Any) -> Any:
     return backend(gm, example_inputs, lambda data: compile(data))
 
 
+def compile_symbolic(model: Any, target: str | Target = "llvm", opt_level: int = 3, cast_inputs: bool = False,
+                     memory_limit: int | str | None = None, check_indices: bool = True) -> Any:
+    """One compile of a model with dynamic axes for every shape (issue 22): a
+    `runtime.symbolic_model.SymbolicModel`. Raises a ZigguratError where some part of the model
+    needs a symbol's value at compile time (the caller, runtime/dynamic.py, then compiles per shape)."""
+    from ziggurat.backends.llvm.translate import LLVMOptions
+    from ziggurat.runtime.symbolic_model import SymbolicModel
+
+    tgt = Target.parse(target)
+    if not tgt.is_native or tgt.kind != "llvm" or opt_level < 2:
+        raise CompileError(f"a compile for every shape needs a native LLVM target at opt level 2 or 3, not "
+                           f"'{tgt}' at {opt_level}")
+    stats = CompileStats()
+    spec = pipelines.symbolic_pipeline(opt_level, tgt)
+    options = LLVMOptions.for_target(tgt)
+    with _fewer_collections():
+        work, inputs, outputs = _import_model(model, None, memory_limit, check_indices, stats, symbolic=True)
+        built = _build(work, spec, options, stats, None)
+    return SymbolicModel(built.jit.address(built.entry_symbol), inputs, outputs, built.constants, built.arena_size,
+                         keepalive=built.jit, cast_inputs=cast_inputs, symbols=built.jit.info.symbols,
+                         info={"stats": stats, "target": str(tgt), "num_threads": tgt.num_threads, "pipeline": spec,
+                               "llvm_ir": built.jit.llvm_ir, "entry_symbol": built.entry_symbol})
+
+
 def _import_model(model: Any, bind: dict[str, Any] | None, memory_limit: int | str | None, check_indices: bool,
-                  stats: CompileStats, int8_dot: str = "none") -> tuple[_Work, list[Any], list[Any]]:
+                  stats: CompileStats, int8_dot: str = "none", symbolic: bool = False) -> tuple[_Work, list[Any], list[Any]]:
     """Imports `model` (ONNX, after `bind`): the module and store a build runs on, and the signature
     (the inputs, then the outputs followed by the outputs of the index checks)."""
     from ziggurat.frontends.onnx import ImportedModel, import_onnx
@@ -358,7 +382,8 @@ def _import_model(model: Any, bind: dict[str, Any] | None, memory_limit: int | s
 
         model = bind_inputs(load_model(model, memory_limit)[0], bind)
     imported = (model if isinstance(model, ImportedModel)
-                else import_onnx(model, memory_limit=memory_limit, check_indices=check_indices, int8_dot=int8_dot))
+                else import_onnx(model, memory_limit=memory_limit, check_indices=check_indices, int8_dot=int8_dot,
+                                 symbolic=symbolic))
     owned, model = imported is not model, None  # bind='s ModelProto is not needed past the import
     stats.seconds["import"] = time.perf_counter() - t0
 

@@ -185,10 +185,10 @@ def signless_tensor(t: Attribute) -> Attribute:
     """A tensor or memref type with its element type made signless."""
     if isinstance(t, TensorType):
         elt = scalar_type(t.element_type)
-        return t if elt == t.element_type else TensorType(elt, t.get_shape())
+        return t if elt == t.element_type else TensorType(elt, t.get_shape(), t.encoding)
     if isinstance(t, MemRefType):
         elt = scalar_type(t.element_type)
-        return t if elt == t.element_type else MemRefType(elt, t.get_shape())
+        return t if elt == t.element_type else MemRefType(elt, t.get_shape(), t.layout)
     return t
 
 

@@ -100,6 +100,14 @@ GPU_THREADS = 256  # threads per block of the default GPU schedule
 
 HW: dict[int, tuple[str, ...]] = {0: (), 1: ("convert-loop-to-hw",), 2: ("convert-loop-to-hw",), 3: ("convert-loop-to-hw",)}
 
+# A model compiled once for every shape of its dynamic axes (symbolic extents, dialects/sym.py):
+# the graph passes that read symbolic shapes (no table lookups, Winograd, blocked layouts or
+# cost-guided fusion yet: they plan for static extents), then the kernels over symbols take
+# loop-dynamic-schedule and the static ones the usual default schedule.
+SYMBOLIC_GRAPH: tuple[str, ...] = ("simplify-graph", "fold-constants", "cse", "dce", "fuse-ops")
+SYMBOLIC_SCHEDULE: tuple[str, ...] = ("loop-dynamic-schedule", "loop-default-schedule", "loop-parallelize-outer",
+                                      "loop-vectorize-innermost")
+
 OPT_LEVELS = tuple(sorted(GRAPH))
 
 # The passes that end a stage (graph -> loop, whole-module): `compile` verifies the IR after these,
@@ -231,6 +239,14 @@ def default_pipeline(opt_level: int = 3, target: Target | str | None = None, gra
         return cuda_pipeline(opt_level, tgt, graph)
     return join(graph_stage(opt_level, tgt) if graph is None else graph, lowering_stage(opt_level),
                 loop_stage(opt_level, tgt, tuning_db))
+
+
+def symbolic_pipeline(opt_level: int = 3, target: Target | str | None = None) -> str:
+    """The full pipeline of a symbolic compile (runtime/symbolic_model.py) at `opt_level` >= 2."""
+    _check_level(opt_level)
+    tgt = _target(target)
+    graph = _stage(SYMBOLIC_GRAPH, tgt, 2)  # fuse-ops without cost guidance
+    return join(graph, lowering_stage(opt_level), _stage(SYMBOLIC_SCHEDULE, tgt, opt_level), hw_stage(opt_level, tgt))
 
 
 def cuda_pipeline(opt_level: int = 3, target: Target | str | None = "cuda", graph: str | None = None,

@@ -33,6 +33,7 @@ from xdsl.rewriter import InsertPoint
 
 from ziggurat.dialects import te
 from ziggurat.dtypes import int_range, signless_tensor
+from ziggurat.symbolic import Sym
 
 FLOAT_PREDICATES = {"lt": "olt", "le": "ole", "gt": "ogt", "ge": "oge", "eq": "oeq", "ne": "une"}
 
@@ -54,27 +55,30 @@ class Expr:
         return op.results[0]
 
     # index arithmetic -------------------------------------------------------
-    def idx(self, value: int) -> SSAValue:
+    def idx(self, value: int | Sym) -> SSAValue:
+        """An index constant; a symbolic extent's value (`te.sym`) for a `Sym`."""
+        if isinstance(value, Sym):
+            return self._add(te.SymOp(value))
         return self._add(arith.ConstantOp(IntegerAttr(value, IndexType())))
 
-    def iadd(self, a: SSAValue, b: SSAValue | int) -> SSAValue:
-        if isinstance(b, int):
+    def iadd(self, a: SSAValue, b: SSAValue | int | Sym) -> SSAValue:
+        if isinstance(b, (int, Sym)):
             if b == 0:
                 return a
             b = self.idx(b)
         return self._add(arith.AddiOp(a, b))
 
-    def imul(self, a: SSAValue, b: int) -> SSAValue:
+    def imul(self, a: SSAValue, b: int | Sym) -> SSAValue:
         if b == 1:
             return a
         return self._add(arith.MuliOp(a, self.idx(b)))
 
-    def idiv(self, a: SSAValue, b: int) -> SSAValue:
+    def idiv(self, a: SSAValue, b: int | Sym) -> SSAValue:
         if b == 1:
             return a
         return self._add(arith.DivUIOp(a, self.idx(b)))
 
-    def irem(self, a: SSAValue, b: int) -> SSAValue:
+    def irem(self, a: SSAValue, b: int | Sym) -> SSAValue:
         return self._add(arith.RemUIOp(a, self.idx(b)))
 
     def affine(self, terms: Sequence[tuple[SSAValue, int]], offset: int = 0) -> SSAValue:
@@ -89,7 +93,7 @@ class Expr:
             return self.idx(offset)
         return self.iadd(acc, offset)
 
-    def in_range(self, value: SSAValue, lo: int, hi: int) -> SSAValue:
+    def in_range(self, value: SSAValue, lo: int | Sym, hi: int | Sym) -> SSAValue:
         """lo <= value < hi, as i1 (signed compare)."""
         a = self._add(arith.CmpiOp(value, self.idx(lo), "sge"))
         b = self._add(arith.CmpiOp(value, self.idx(hi), "slt"))
@@ -354,7 +358,7 @@ class Expr:
     def pow(self, a: SSAValue, b: SSAValue) -> SSAValue:
         return self._add(math.PowFOp(a, b))
 
-    def ilt(self, a: SSAValue, bound: int) -> SSAValue:
+    def ilt(self, a: SSAValue, bound: int | Sym) -> SSAValue:
         """a < bound, as i1 (signed compare)."""
         return self._add(arith.CmpiOp(a, self.idx(bound), "slt"))
 

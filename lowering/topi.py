@@ -16,6 +16,7 @@ from xdsl.dialects.builtin import BFloat16Type, IntegerType, TensorType, f32, i1
 from xdsl.ir import Operation, SSAValue
 
 from ziggurat.dialects import graph
+from ziggurat.dialects.sym import tensor_of
 from ziggurat.dialects.graph_dtype import BitAndOp, BitNotOp, BitOrOp, BitShiftOp, BitXorOp, CastOp, GatherOp, ModOp
 from ziggurat.dtypes import is_sub_byte, is_unsigned, scalar_type
 from ziggurat.lowering.te_builder import Expr, compute, reduce
@@ -245,7 +246,7 @@ def define_softmax(op: graph.SoftmaxOp, b: Builder, x: Lookup) -> SSAValue:
     shape = shape_of(inp)
     axis = op.axis.value.data
     out_type: TensorType = op.result.type  # type: ignore[assignment]
-    kept = TensorType(out_type.element_type, [1 if d == axis else s for d, s in enumerate(shape)])
+    kept = tensor_of(out_type.element_type, [1 if d == axis else s for d, s in enumerate(shape)])
 
     def along(i: Sequence[SSAValue], k: SSAValue) -> list[SSAValue]:
         return [k if d == axis else v for d, v in enumerate(i)]

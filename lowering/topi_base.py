@@ -18,8 +18,11 @@ Define = Callable[[Operation, Builder, Lookup], SSAValue]
 NEG_INF = float("-inf")
 
 
-def shape_of(v: SSAValue) -> tuple[int, ...]:
-    return tuple(v.type.get_shape())  # type: ignore[attr-defined]
+def shape_of(v: SSAValue) -> tuple:
+    """The shape of a tensor value: ints, and a `Sym` for each symbolic dim (dialects/sym.py)."""
+    from ziggurat.dialects.sym import shape_of as type_shape
+
+    return type_shape(v.type)
 
 
 def ints_of(attr) -> tuple[int, ...]:

@@ -231,8 +231,10 @@ class CompiledModel(ArrayCalls, ModelSignature):
         keepalive: Any = None,
         info: Mapping[str, Any] | None = None,
         cast_inputs: bool = False,
+        symbols: Sequence[str] = (),
     ):
         super().__init__(inputs, outputs, info)
+        self.symbols = list(symbols)  # their values follow the outputs' slots (runtime/symbolic_model.py)
         self.cast_inputs = cast_inputs
         self._keepalive = keepalive
         self._entry = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(entry_address)
@@ -242,7 +244,8 @@ class CompiledModel(ArrayCalls, ModelSignature):
         self.arena_bytes = arena_bytes
         self._out_base = len(self.inputs)
         self._check_base = self._out_base + len(self.outputs)
-        base = self._check_base + len(self.checks)
+        self._sym_base = self._check_base + len(self.checks)
+        base = self._sym_base + len(self.symbols)
         n = base + len(self._constants) + (1 if arena_bytes > 0 else 0)
         self._new_call = lambda: _Call(n, self._constants, base, arena_bytes, self.checks, self._check_base)
         self._idle: list[_Call] = [self._new_call()]  # list.pop/append are atomic: a lock-free pool

@@ -108,7 +108,8 @@ class ModuleInfo:
 
     The packed entry ABI is `void <entry_symbol>(void** args)` with
     `args = [entry memref args (num_args)] + [const buffers (const_names order)]
-    + [arena pointer, only if arena_size > 0]`.
+    + [arena pointer, only if arena_size > 0]`. An entry over symbolic extents takes the values
+    of `symbols` (dialects/sym.py) as its last `num_args` slots, each a pointer-sized integer.
     """
 
     entry_symbol: str | None = None
@@ -119,6 +120,7 @@ class ModuleInfo:
     exported: list[str] = field(default_factory=list)
     uses_openmp: bool = False
     profile_sites: list[str] = field(default_factory=list)  # with LLVMOptions.profile: the callee of each timed site
+    symbols: list[str] = field(default_factory=list)  # the entry's sym.symbols, in slot order
 
     @property
     def arena_bytes(self) -> int:

@@ -250,6 +250,7 @@ class Translator(EntrySlots):
         b.ret_void()
         self.info.entry_symbol = name
         self.info.num_args = n
+        self.info.symbols = list(sym_values.function_symbols(fop))
         self.info.exported.append(name)
 
     # -- profiling (LLVMOptions.profile) ---------------------------------------

@@ -21,6 +21,8 @@ from xdsl.ir import Attribute, Operation, SSAValue
 
 import ziggurat.dtypes as dtypes
 from ziggurat.dialects import graph
+from ziggurat.dialects.sym import shape_of as type_shape
+from ziggurat.dialects.sym import tensor_of
 from ziggurat.errors import ModelLoadError, ShapeError, UnsupportedOpError
 from ziggurat.lowering.locations import name_loc
 from ziggurat.weights import WeightStore
@@ -29,11 +31,14 @@ Value = SSAValue | np.ndarray
 """What an ONNX value name is bound to: an SSA value or an import-time constant."""
 
 Shape = tuple[int, ...]
+"""A shape; in a symbolic import (a model with dynamic axes compiled once for every shape) a dim
+may be a `ziggurat.symbolic.Sym`."""
 
 
 def tensor_type(shape: Sequence[int], elt: Attribute = f32) -> TensorType:
-    """The tensor type of a static shape (float32 unless `elt` says otherwise)."""
-    return TensorType(elt, list(shape))
+    """The tensor type of a shape (float32 unless `elt` says otherwise); a symbolic dim is a `?`
+    with its expression in the `#sym.dims` encoding."""
+    return tensor_of(elt, shape)
 
 
 def element_type(value: SSAValue) -> Attribute:
@@ -44,13 +49,13 @@ def element_type(value: SSAValue) -> Attribute:
 
 def like(value: SSAValue, shape: Sequence[int]) -> TensorType:
     """The tensor type of `shape` with `value`'s element type."""
-    return TensorType(element_type(value), list(shape))
+    return tensor_of(element_type(value), shape)
 
 
 def shape_of(value: SSAValue) -> Shape:
-    """The static shape of a tensor SSA value."""
+    """The shape of a tensor SSA value (a `Sym` for each symbolic dim)."""
     assert isinstance(value.type, TensorType)
-    return tuple(value.type.get_shape())
+    return type_shape(value.type)  # type: ignore[return-value]
 
 
 def name_hint(onnx_name: str) -> str | None:

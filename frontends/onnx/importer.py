@@ -43,6 +43,7 @@ from xdsl.ir import Attribute, Block, BlockArgument, Region, SSAValue
 from xdsl.rewriter import InsertPoint
 
 from ziggurat.dialects import graph as graph_dialect
+from ziggurat.dialects.sym import shape_of as type_shape
 from ziggurat.errors import DynamicAxesError, ModelLoadError, ShapeError, UnsupportedOpError
 import ziggurat.dtypes as dtypes
 from ziggurat.frontends.onnx.context import (
@@ -243,7 +244,7 @@ class ImportedModel:
 
 
 def import_onnx(model_or_path: ModelSource, memory_limit: int | str | None = None,
-                check_indices: bool = True, int8_dot: str = "none") -> ImportedModel:
+                check_indices: bool = True, int8_dot: str = "none", symbolic: bool = False) -> ImportedModel:
     """Imports an ONNX model given as a `ModelProto`, a path or serialized bytes.
 
     Raises ModelLoadError for a file that cannot be read or is not valid ONNX
@@ -257,18 +258,23 @@ def import_onnx(model_or_path: ModelSource, memory_limit: int | str | None = Non
     `check_indices=False` leaves out the run-time bounds checks of
     data-dependent indices (frontends/onnx/index_checks.py). `int8_dot` (the target's int8 dot
     product, `Target.int8_dot`: 'vnni' or 'avx2'; 'none') makes the MatMuls of a
-    QDQ model int8 GEMMs (convert_qdq_matmul.py).
+    QDQ model int8 GEMMs (convert_qdq_matmul.py). `symbolic=True` imports a model with dynamic
+    axes once for every shape: each dynamic axis is a symbol (frontends/onnx/symbols.py names
+    them), the shapes computed from it are `Sym` expressions (`#sym.dims` in the types), and the
+    shape arithmetic on them folds symbolically (frontends/onnx/fold_symbolic.py); a node that
+    needs a symbol's value is an error (the caller then compiles per shape).
     """
     limit = resolve_memory_limit(memory_limit)
     model, label = load_model(model_or_path, memory_limit=limit)
-    _refuse_dynamic_inputs(model)
+    if not symbolic:
+        _refuse_dynamic_inputs(model)
     validate_model(model, label, memory_limit=limit)
     opset = _default_opset(model, label)
     _check_supported(model.graph, opset)
     _check_valid(model, label)
     shapes, types = _inferred(model)
     check_value_sizes(model.graph, shapes, types, label, memory_limit=limit)
-    return _import_graph(model.graph, opset, shapes, types, check_indices, int8_dot)
+    return _import_graph(model.graph, opset, shapes, types, check_indices, int8_dot, symbolic)
 
 
 def _node_label(node: onnx.NodeProto, index: int) -> str:
@@ -368,8 +374,9 @@ def _inferred(model: onnx.ModelProto) -> tuple[dict[str, Shape], dict[str, Attri
 SUPPORTED_TYPES = "float16/32/64, int8/16/32/64, uint8/16/32/64 and bool"
 
 
-def _input_type(info: onnx.ValueInfoProto) -> TensorType:
-    """The static tensor type of a graph input; raises ShapeError otherwise."""
+def _input_type(info: onnx.ValueInfoProto, symbolic: bool = False) -> TensorType:
+    """The tensor type of a graph input: static, or with `symbolic` a `Sym` per dynamic axis;
+    raises ShapeError otherwise."""
     if info.type.WhichOneof("value") != "tensor_type":
         hint = (" Compile it per sequence structure with ziggurat.frontends.onnx.sequence_io.SequenceModel "
                 "(the ONNX backend and `ziggurat conformance` do)."
@@ -382,6 +389,10 @@ def _input_type(info: onnx.ValueInfoProto) -> TensorType:
             f"input '{info.name}' has element type {onnx.TensorProto.DataType.Name(elem_type)}; "
             f"ziggurat supports {SUPPORTED_TYPES} tensors. Re-export the model with one of those."
         )
+    if symbolic:
+        from ziggurat.frontends.onnx.symbols import symbolic_dims
+
+        return tensor_type(symbolic_dims(info), elt)
     return tensor_type(_input_shape(info), elt)
 
 
@@ -540,11 +551,11 @@ def _erase_dead_ops(block: Block) -> None:
 
 def _import_graph(graph: onnx.GraphProto, opset: int, inferred: dict[str, Shape],
                   types: dict[str, Attribute] | None = None, check_indices: bool = True,
-                  int8_dot: str = "none") -> ImportedModel:
+                  int8_dot: str = "none", symbolic: bool = False) -> ImportedModel:
     initializers = {tensor.name: numpy_helper.to_array(tensor) for tensor in graph.initializer}
     inputs = [info for info in graph.input if info.name not in initializers]
-    input_types = [_input_type(info) for info in inputs]
-    input_shapes = [tuple(t.get_shape()) for t in input_types]
+    input_types = [_input_type(info, symbolic) for info in inputs]
+    input_shapes = [type_shape(t) for t in input_types]
     block = Block(arg_types=input_types)
     ctx = ConversionContext(Builder(InsertPoint.at_end(block)), WeightStore(), opset)
     ctx.value_types = types or {}

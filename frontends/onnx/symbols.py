@@ -48,6 +48,33 @@ class SymbolicInput:
         return "[" + ", ".join(str(d) for d in self.dims) + "]"
 
 
+def _dims(info: onnx.ValueInfoProto) -> tuple[Dim, ...]:
+    dims: list[Dim] = []
+    for axis, d in enumerate(info.type.tensor_type.shape.dim):
+        if d.WhichOneof("value") == "dim_value" and d.dim_value >= 0:
+            dims.append(int(d.dim_value))
+        else:
+            dims.append(d.dim_param or f"{info.name}:{axis}")
+    return tuple(dims)
+
+
+def symbolic_dims(info: onnx.ValueInfoProto) -> tuple:
+    """A graph input's dims as the symbolic import takes them: an int, or a `Sym` of the axis'
+    symbol (its `dim_param`, or `"<input>:<axis>"`)."""
+    from ziggurat.symbolic import Sym, SymbolicError
+
+    out = []
+    for d in _dims(info):
+        if isinstance(d, int):
+            out.append(d)
+            continue
+        try:
+            out.append(Sym.of(d))
+        except SymbolicError as err:
+            raise InputError(f"input '{info.name}': the dynamic axis '{d}' is not usable as a symbol name: {err}") from None
+    return tuple(out)
+
+
 def symbolic_inputs(model: onnx.ModelProto) -> list[SymbolicInput]:
     """The graph inputs of `model` (initializers apart) with their dims; a dynamic axis is a
     symbol: its `dim_param`, or `"<input>:<axis>"` where it has none."""
@@ -56,14 +83,7 @@ def symbolic_inputs(model: onnx.ModelProto) -> list[SymbolicInput]:
     for info in model.graph.input:
         if info.name in initializers or info.type.WhichOneof("value") != "tensor_type":
             continue
-        tensor = info.type.tensor_type
-        dims: list[Dim] = []
-        for axis, d in enumerate(tensor.shape.dim):
-            if d.WhichOneof("value") == "dim_value" and d.dim_value >= 0:
-                dims.append(int(d.dim_value))
-            else:
-                dims.append(d.dim_param or f"{info.name}:{axis}")
-        found.append(SymbolicInput(info.name, tuple(dims), tensor.elem_type))
+        found.append(SymbolicInput(info.name, _dims(info), info.type.tensor_type.elem_type))
     return found
 
 

@@ -87,6 +87,8 @@ def _bound_range(v: SSAValue) -> tuple[int, int] | None:
     owner = v.owner
     if isinstance(owner, Block) and isinstance(owner.parent_op(), loop.ForOp):
         f = owner.parent_op()
+        if f.is_dynamic:  # type: ignore[union-attr]  # run-time bounds: no known range
+            return None
         lb, _, step = f.bounds  # type: ignore[union-attr]
         n = f.trip_count  # type: ignore[union-attr]
         return (lb, lb + (n - 1) * step) if n else None

@@ -11,6 +11,7 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from ziggurat.dialects import loop
+from ziggurat.dialects.sym import is_symbolic_type
 from ziggurat.errors import CompileError
 
 ALIGN = 64
@@ -61,6 +62,8 @@ def live_intervals(entry: func.FuncOp) -> list[Interval]:
     intervals = []
     for op in block.ops:
         if not isinstance(op, loop.AllocOp) or op.scope.data != "global":
+            continue
+        if is_symbolic_type(op.result.type):  # sized at run time: the backend allocates it per call
             continue
         value: SSAValue = op.result
         uses = [top(u.operation) for u in value.uses]
@@ -182,7 +185,9 @@ class PlanMemoryPass(ModulePass):
     gets `plan.arena_bytes` (the planned arena) and `plan.unplanned_bytes`
     (the sum of all intermediates, what one slot each would take). A module
     without the entry function is left alone; allocs that already have an
-    offset are an error (the pass ran twice).
+    offset are an error (the pass ran twice). A buffer of symbolic size (a
+    model compiled for every shape, dialects/sym.py) is not planned: the LLVM
+    backend allocates it when the entry function starts and frees it at return.
 
     In-place: when a call's kernel is elementwise from an input to an output
     of the same type (`inplace_pairs`: every access at the variables of one

@@ -1,0 +1,105 @@
+"""A model compiled once for every shape of its dynamic axes (issue 22).
+
+`ziggurat.compile` of a model with dynamic axes first tries the symbolic
+compile (compiler.py `compile_symbolic`): each dynamic axis is a symbol, the
+kernels take the symbols' values as arguments and loop to run-time bounds
+(dialects/sym.py, transforms/schedule/loop_dynamic_schedule.py). The result is
+a `SymbolicModel`: a call binds the symbols from its inputs' shapes (checking
+the static axes and that one symbol has one value), sizes the outputs from
+their expressions, and makes one native call with the symbols' values in the
+entry's argument slots. No shape ever compiles again.
+
+    m = ziggurat.compile("distilbert_dynamic/model.onnx")   # a DynamicModel over one SymbolicModel
+    m(input_ids=ids_1x128, attention_mask=mask_1x128)
+    m(input_ids=ids_4x37, attention_mask=mask_4x37)         # the same native code
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ziggurat.errors import CompileError, InputError
+from ziggurat.runtime.executor import CompiledModel, check_input, gather_inputs
+from ziggurat.signature import TensorSpec
+from ziggurat.symbolic import Sym, evaluate
+
+
+def bind(specs: Sequence[TensorSpec], arrays: Sequence[np.ndarray]) -> dict[str, int]:
+    """The symbols' values from the arrays' shapes: each input dim is an int (checked) or a
+    symbol; one symbol must have one value wherever it appears (else an InputError naming the
+    input, the axis and the symbol)."""
+    binding: dict[str, int] = {}
+    where: dict[str, str] = {}
+    for spec, a in zip(specs, arrays):
+        shown = "[" + ", ".join(str(d) for d in spec.shape) + "]"
+        if a.ndim != len(spec.shape):
+            raise InputError(f"input '{spec.name}' must have rank {len(spec.shape)} (shape {shown}), got shape {a.shape}")
+        for axis, (dim, n) in enumerate(zip(spec.shape, a.shape)):
+            if not isinstance(dim, Sym):
+                if n != dim:
+                    raise InputError(f"input '{spec.name}' axis {axis} must be {dim} (shape {shown}), got {n} in "
+                                     f"shape {a.shape}")
+                continue
+            (name,) = dim.symbols
+            if name not in binding:
+                if n < 1:
+                    raise InputError(f"input '{spec.name}' axis {axis} ('{name}') is {n}; a dynamic axis must be "
+                                     "at least 1")
+                binding[name], where[name] = n, f"input '{spec.name}' axis {axis}"
+            elif binding[name] != n:
+                raise InputError(f"input '{spec.name}' axis {axis} is '{name}' = {n}, but {where[name]} made "
+                                 f"'{name}' = {binding[name]}: the model needs them equal (shape {shown})")
+    return binding
+
+
+class SymbolicModel(CompiledModel):
+    """A `CompiledModel` whose input and output specs hold `Sym` dims, run at any binding of its
+    symbols (`symbols`: their order in the entry's argument slots)."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        for spec in self.inputs:
+            for d in spec.shape:
+                if isinstance(d, Sym) and (len(d.symbols) != 1 or d != Sym.of(next(iter(d.symbols)))):
+                    raise CompileError(f"input '{spec.name}' has the dim '{d}'; an input's dynamic dim must be "
+                                       "one symbol")
+        if self.checks:
+            raise CompileError("a symbolic model with index checks or run-time extents is not supported yet")
+
+    def shapes(self, binding: Mapping[str, int]) -> list[tuple[int, ...]]:
+        """The outputs' shapes at this binding of the symbols."""
+        return [tuple(evaluate(d, binding) for d in s.shape) for s in self.outputs]
+
+    def __call__(self, *args: Any, **kwargs: Any) -> list[np.ndarray]:  # type: ignore[override]
+        values = gather_inputs(self.input_names, args, kwargs)
+        arrays = [np.asarray(v) for v in values]
+        binding = bind(self.inputs, arrays)
+        checked = [check_input(TensorSpec(s.name, a.shape, s.dtype), v, self.cast_inputs)
+                   for s, a, v in zip(self.inputs, arrays, values)]
+        outputs = [np.empty(shape, s.dtype) for shape, s in zip(self.shapes(binding), self.outputs)]
+        self.run_bound(checked, outputs, binding)
+        return outputs
+
+    def run_bound(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray], binding: Mapping[str, int]) -> None:
+        """One native call on prepared arrays at `binding` (unchecked: `__call__` checks)."""
+        try:
+            call = self._idle.pop()
+        except IndexError:
+            call = self._new_call()
+        try:
+            for i, a in enumerate(inputs):
+                call.bind(i, a)
+            for i, r in enumerate(outputs, self._out_base):
+                call.bind(i, r)
+            for k, name in enumerate(self.symbols):
+                call.args[self._sym_base + k] = int(binding[name])
+            self._entry(call.ptr)
+        finally:
+            self._idle.append(call)
+
+    def export(self, path: Any) -> Any:
+        raise CompileError("exporting a model compiled for every shape is not supported yet; export one shape: "
+                           "ziggurat.compile(fix_shapes(model, {...})).export(path)")
