@@ -359,9 +359,11 @@ def compile_symbolic(model: Any, target: str | Target = "llvm", opt_level: int =
     options = LLVMOptions.for_target(tgt)
     with _fewer_collections():
         work, inputs, outputs = _import_model(model, None, memory_limit, check_indices, stats, symbolic=True)
+        constraints = work.constraints
         built = _build(work, spec, options, stats, None)
     return SymbolicModel(built.jit.address(built.entry_symbol), inputs, outputs, built.constants, built.arena_size,
                          keepalive=built.jit, cast_inputs=cast_inputs, symbols=built.jit.info.symbols,
+                         constraints=constraints,
                          info={"stats": stats, "target": str(tgt), "num_threads": tgt.num_threads, "pipeline": spec,
                                "llvm_ir": built.jit.llvm_ir, "entry_symbol": built.entry_symbol})
 
@@ -444,6 +446,7 @@ class _Work:
 
     module: Any
     weights: Any
+    constraints: list[Any] = field(default_factory=list)  # a symbolic import's (symbolic.Constraint)
 
     @classmethod
     def of(cls, imported: Any, owned: bool) -> _Work:
@@ -452,8 +455,8 @@ class _Work:
         from ziggurat.weights import WeightStore
 
         if owned:
-            return cls(imported.module, imported.weights)
-        return cls(imported.module.clone(), WeightStore(imported.weights))
+            return cls(imported.module, imported.weights, list(imported.constraints))
+        return cls(imported.module.clone(), WeightStore(imported.weights), list(imported.constraints))
 
 
 # While a model compiles, Python's cycle collector runs its youngest generation every GC_GEN0

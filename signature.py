@@ -20,6 +20,7 @@ The compiler, the disk cache (cache.py) and the exported library's `.json`
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,10 +40,13 @@ class IndexCheck:
     input: str  # the name of its indices input
     bounds: tuple[int, ...]  # the size of the data axis each index coordinate addresses
 
-    def verify(self, values: np.ndarray) -> None:
-        """Raises `InputError` when `values` (the check's output) holds an index out of bounds."""
+    def verify(self, values: np.ndarray, binding: Mapping[str, int] | None = None) -> None:
+        """Raises `InputError` when `values` (the check's output) holds an index out of bounds; a
+        symbolic bound (a model compiled for every shape) is evaluated at `binding`."""
         k = len(self.bounds)
         for j, size in enumerate(self.bounds):
+            if binding is not None and not isinstance(size, int):
+                size = size.evaluate(binding)  # type: ignore[union-attr]
             low, high = int(values[j]), int(values[k + j])
             if low < -size or high >= size:
                 bad = low if low < -size else high

@@ -20,6 +20,7 @@ shape.
 
 from __future__ import annotations
 
+import numbers
 import re
 from collections.abc import Iterable, Mapping
 from functools import reduce
@@ -51,6 +52,29 @@ class Sym:
     @staticmethod
     def lift(x: int | Sym) -> Sym:
         return x if isinstance(x, Sym) else Sym({(): int(x)})
+
+    def bounds(self) -> tuple[int | None, int | None]:
+        """The least and greatest values over every binding with each symbol >= 1 (None: no
+        bound), from the signs of the coefficients (the polynomial is monotone in each symbol
+        where they share one sign)."""
+        at_one = sum(self.terms.values())
+        coefs = [c for m, c in self.terms.items() if m]
+        lo = at_one if all(c >= 0 for c in coefs) else None
+        hi = at_one if all(c <= 0 for c in coefs) else None
+        return lo, hi
+
+    def compare(self, other: int | Sym) -> int | None:
+        """-1, 0 or 1 where every binding (symbols >= 1) orders `self` and `other` the same way,
+        else None."""
+        d = self - other
+        if not isinstance(d, Sym):
+            return (d > 0) - (d < 0)
+        lo, hi = d.bounds()
+        if lo is not None and lo > 0:
+            return 1
+        if hi is not None and hi < 0:
+            return -1
+        return None
 
     @property
     def symbols(self) -> set[str]:
@@ -89,7 +113,7 @@ class Sym:
         return Sym.lift(other) + (-self)
 
     def __mul__(self, other: int | Sym) -> int | Sym:
-        if not isinstance(other, (int, Sym)):
+        if not isinstance(other, (numbers.Integral, Sym)):
             return NotImplemented
         o = Sym.lift(other)
         terms: dict[Monomial, int] = {}
@@ -104,8 +128,8 @@ class Sym:
     def __floordiv__(self, other: int | Sym) -> int | Sym:
         """Exact division: by an int dividing every coefficient, or by a polynomial that is a factor
         of every monomial with the quotient's coefficients exact (`batch*sequence // sequence`)."""
-        if isinstance(other, int) or (isinstance(other, Sym) and other.constant is not None):
-            d = int(other) if isinstance(other, int) else other.constant
+        if isinstance(other, numbers.Integral) or (isinstance(other, Sym) and other.constant is not None):
+            d = int(other) if not isinstance(other, Sym) else other.constant
             if d and all(c % d == 0 for c in self.terms.values()):
                 return Sym({m: c // d for m, c in self.terms.items()}).simplify()
         elif isinstance(other, Sym) and len(other.terms) == 1:
@@ -133,8 +157,8 @@ class Sym:
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Sym):
             return self.terms == other.terms
-        if isinstance(other, int):
-            return self.constant == other
+        if isinstance(other, numbers.Integral):
+            return self.constant == int(other)
         return NotImplemented
 
     def __hash__(self) -> int:
@@ -231,3 +255,39 @@ def row_major_strides(shape: Iterable[Dim]) -> tuple[Dim, ...]:
         out.append(acc)
         acc = acc * d
     return tuple(reversed(out))
+
+
+class Constraint:
+    """What a model needs of its symbols' values (`lhs <op> rhs`, op one of `<=`, `==`), and the
+    node that needs it: a Slice of a 512-row table up to `sequence` needs `sequence <= 512`.
+    `check(binding)` returns None when the binding satisfies it, else what is wrong."""
+
+    __slots__ = ("lhs", "op", "rhs", "node")
+
+    def __init__(self, lhs: Dim, op: str, rhs: Dim, node: str):
+        if op not in ("<=", "=="):
+            raise SymbolicError(f"constraint operator must be <= or ==, got {op!r}")
+        self.lhs, self.op, self.rhs, self.node = lhs, op, rhs, node
+
+    def __str__(self) -> str:
+        return f"{self.lhs} {self.op} {self.rhs}"
+
+    def decided(self) -> bool | None:
+        """True or False where every binding (symbols >= 1) decides it alike, else None."""
+        d = self.lhs - self.rhs
+        if not isinstance(d, Sym):
+            return d <= 0 if self.op == "<=" else d == 0
+        lo, hi = d.bounds()
+        if (lo is not None and lo > 0) or (self.op == "==" and hi is not None and hi < 0):
+            return False
+        if self.op == "<=" and hi is not None and hi <= 0:
+            return True
+        return None
+
+    def check(self, binding: Mapping[str, int]) -> str | None:
+        a, b = evaluate(self.lhs, binding), evaluate(self.rhs, binding)
+        ok = a <= b if self.op == "<=" else a == b
+        return None if ok else f"{self} ({a} {self.op} {b} is false; needed by {self.node})"
+
+    def to_json(self) -> list:
+        return [str(self.lhs), self.op, str(self.rhs), self.node]

@@ -82,8 +82,11 @@ def broadcast_shapes(a: Sequence[int], b: Sequence[int]) -> tuple[int, ...] | No
 
 
 def shape_of(value: SSAValue) -> tuple[int, ...]:
+    """The shape of a tensor value: ints, and a `Sym` for each symbolic dim (dialects/sym.py)."""
     assert isinstance(value.type, TensorType)
-    return tuple(value.type.get_shape())
+    from ziggurat.dialects.sym import shape_of as type_shape
+
+    return type_shape(value.type)  # type: ignore[return-value]
 
 
 def ints_of(attr: DenseArrayBase | None) -> tuple[int, ...]:

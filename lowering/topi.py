@@ -521,3 +521,7 @@ COMPUTE_DEFS.update(BITCAST_COMPUTE_DEFS)
 from ziggurat.lowering.topi_winograd import WINOGRAD_COMPUTE_DEFS  # noqa: E402
 
 COMPUTE_DEFS.update(WINOGRAD_COMPUTE_DEFS)
+
+from ziggurat.lowering.topi_symbolic import SYMBOLIC_COMPUTE_DEFS  # noqa: E402
+
+COMPUTE_DEFS.update(SYMBOLIC_COMPUTE_DEFS)

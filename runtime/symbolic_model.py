@@ -24,7 +24,7 @@ import numpy as np
 from ziggurat.errors import CompileError, InputError
 from ziggurat.runtime.executor import CompiledModel, check_input, gather_inputs
 from ziggurat.signature import TensorSpec
-from ziggurat.symbolic import Sym, evaluate
+from ziggurat.symbolic import Constraint, Sym, evaluate
 
 
 def bind(specs: Sequence[TensorSpec], arrays: Sequence[np.ndarray]) -> dict[str, int]:
@@ -59,15 +59,34 @@ class SymbolicModel(CompiledModel):
     """A `CompiledModel` whose input and output specs hold `Sym` dims, run at any binding of its
     symbols (`symbols`: their order in the entry's argument slots)."""
 
-    def __init__(self, *args: Any, **kwargs: Any):
+    def __init__(self, *args: Any, constraints: Sequence[Constraint] = (), **kwargs: Any):
         super().__init__(*args, **kwargs)
+        self.constraints = list(constraints)
         for spec in self.inputs:
             for d in spec.shape:
                 if isinstance(d, Sym) and (len(d.symbols) != 1 or d != Sym.of(next(iter(d.symbols)))):
                     raise CompileError(f"input '{spec.name}' has the dim '{d}'; an input's dynamic dim must be "
                                        "one symbol")
-        if self.checks:
-            raise CompileError("a symbolic model with index checks or run-time extents is not supported yet")
+        if any(s.extent is not None for s in self.checks):
+            raise CompileError("a symbolic model with outputs sized at run time (NonZero, Unique, ...) is not "
+                               "supported yet")
+
+    def check(self, binding: Mapping[str, int]) -> None:
+        """Raises InputError naming the inputs and axes of the symbols when `binding` breaks one of
+        the model's constraints (what its nodes need of the shapes: `sequence <= 512`)."""
+        for c in self.constraints:
+            wrong = c.check(binding)
+            if wrong is not None:
+                names = sorted(Sym.lift(c.lhs).symbols | Sym.lift(c.rhs).symbols)
+                axes = "; ".join(f"'{n}' = {binding[n]} ({self._axis_of(n)})" for n in names)
+                raise InputError(f"the input shapes break the model's constraint {wrong}: {axes}")
+
+    def _axis_of(self, name: str) -> str:
+        for spec in self.inputs:
+            for axis, d in enumerate(spec.shape):
+                if isinstance(d, Sym) and name in d.symbols:
+                    return f"input '{spec.name}' axis {axis}"
+        return "no input"
 
     def shapes(self, binding: Mapping[str, int]) -> list[tuple[int, ...]]:
         """The outputs' shapes at this binding of the symbols."""
@@ -77,6 +96,7 @@ class SymbolicModel(CompiledModel):
         values = gather_inputs(self.input_names, args, kwargs)
         arrays = [np.asarray(v) for v in values]
         binding = bind(self.inputs, arrays)
+        self.check(binding)
         checked = [check_input(TensorSpec(s.name, a.shape, s.dtype), v, self.cast_inputs)
                    for s, a, v in zip(self.inputs, arrays, values)]
         outputs = [np.empty(shape, s.dtype) for shape, s in zip(self.shapes(binding), self.outputs)]
@@ -97,6 +117,8 @@ class SymbolicModel(CompiledModel):
             for k, name in enumerate(self.symbols):
                 call.args[self._sym_base + k] = int(binding[name])
             self._entry(call.ptr)
+            for spec, value in zip(self.checks, call.checks):  # run-time index checks (index_checks.py)
+                spec.check.verify(value.reshape(-1), binding)  # type: ignore[union-attr]
         finally:
             self._idle.append(call)
 

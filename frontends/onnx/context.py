@@ -99,6 +99,20 @@ class ConversionContext:
         self.producers: dict[str, onnx.NodeProto] = {}  # value name -> the node of the graph that makes it
         self.int8_dot = "none"  # the target's int8 dot product (vnni, avx2): QDQ MatMuls become int8 GEMMs
         self.extents: dict[str, Any] = {}  # value name -> RuntimeExtent (convert_data_dependent.py)
+        self.constraints: list[Any] = []  # symbolic.Constraint: what a symbolic import needs of the symbols
+
+    def require(self, lhs: Any, op: str, rhs: Any) -> None:
+        """Records that the current node needs `lhs <op> rhs` of the symbols (a symbolic import):
+        nothing where every binding satisfies it, a ShapeError where none does, else a
+        `Constraint` that each call checks (runtime/symbolic_model.py)."""
+        from ziggurat.symbolic import Constraint
+
+        c = Constraint(lhs, op, rhs, f"{self.node.op_type} node '{self.node_label}'" if self.node else "the graph")
+        decided = c.decided()
+        if decided is False:
+            raise self.shape_error(f"it needs {c}, which no shape satisfies")
+        if decided is None and all(str(c) != str(o) for o in self.constraints):
+            self.constraints.append(c)
 
     # -- bindings ------------------------------------------------------------
 
@@ -178,7 +192,16 @@ class ConversionContext:
         return op.results[0]
 
     def add_constant(self, array: np.ndarray, ref: str) -> SSAValue:
-        """Stores `array` under (a unique variant of) `ref` and emits its graph.constant."""
+        """Stores `array` under (a unique variant of) `ref` and emits its graph.constant; an array
+        of symbolic extents (a symbolic import's shape values) is a `graph.dims` instead."""
+        if array.dtype == object:
+            from ziggurat.dialects.graph_symbolic import DimsOp
+            from xdsl.dialects.builtin import i64
+
+            values = list(array.reshape(-1))
+            result = self.emit(DimsOp(values, tensor_type(array.shape, i64)))
+            result.name_hint = name_hint(ref)
+            return result
         elt = dtypes.from_numpy(array.dtype)
         if elt is None:
             message = (f"constant '{ref}' has dtype {array.dtype}; run-time tensors can be float16/32/64, "

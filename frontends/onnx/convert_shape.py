@@ -16,6 +16,7 @@ from onnx import numpy_helper
 
 from ziggurat.dialects import graph
 from ziggurat.frontends.onnx.context import ConversionContext, Value, attributes, like
+from ziggurat.symbolic import Sym
 
 
 def convert_constant(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
@@ -55,13 +56,14 @@ def convert_reshape(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Va
             "shapes computed at run time are not supported. Export with static shapes "
             "or constant-fold the model (e.g. onnxsim)"
         )
-    return [_reshape(ctx, node.input[0], _reshape_target(ctx, node, [int(d) for d in target.reshape(-1)]))]
+    dims = [d if isinstance(d, Sym) else int(d) for d in target.reshape(-1)]  # a symbolic import: Syms too
+    return [_reshape(ctx, node.input[0], _reshape_target(ctx, node, dims))]
 
 
 def _reshape_target(ctx: ConversionContext, node: onnx.NodeProto, target: list[int]) -> tuple[int, ...]:
     shape = ctx.shape(node.input[0])
     allowzero = attributes(node).get("allowzero", 0)
-    if any(d < -1 for d in target) or target.count(-1) > 1:
+    if any(not isinstance(d, Sym) and d < -1 for d in target) or target.count(-1) > 1:
         raise ctx.shape_error(f"target shape {target} may hold only dims >= 0 and a single -1")
     if allowzero and 0 in target and -1 in target:
         raise ctx.shape_error(f"target shape {target} mixes 0 and -1 with allowzero=1")
@@ -70,9 +72,12 @@ def _reshape_target(ctx: ConversionContext, node: onnx.NodeProto, target: list[i
     out = [shape[i] if d == 0 and not allowzero else d for i, d in enumerate(target)]
     total, known = math.prod(shape), math.prod(d for d in out if d != -1)
     if -1 in out:
-        if known == 0 or total % known:
-            raise ctx.shape_error(f"cannot infer the -1 of target shape {target} for input shape {shape}")
-        out[out.index(-1)] = total // known
+        if isinstance(total, Sym) or isinstance(known, Sym):  # exact, or SymbolicError
+            out[out.index(-1)] = Sym.lift(total) // known
+        else:
+            if known == 0 or total % known:
+                raise ctx.shape_error(f"cannot infer the -1 of target shape {target} for input shape {shape}")
+            out[out.index(-1)] = total // known
     if math.prod(out) != total:
         raise ctx.shape_error(f"cannot reshape {shape} ({total} elements) to {tuple(out)}")
     return tuple(out)

@@ -18,6 +18,7 @@ from ziggurat.dialects import graph
 import ziggurat.dtypes as dtypes
 from ziggurat.dialects.graph_dtype import CastOp, GatherOp
 from ziggurat.frontends.onnx.context import ConversionContext, Value, attributes, element_type, like, shape_of, tensor_type
+from ziggurat.symbolic import Sym, SymbolicError
 
 
 def _axis(ctx: ConversionContext, axis: int, rank: int, what: str = "axis") -> int:
@@ -192,6 +193,33 @@ def slice_window(n: int, start: int, end: int, step: int) -> tuple[int, int, int
     return (start if count else 0), step, count
 
 
+def _sym_window(ctx: ConversionContext, n, start, end, step: int) -> tuple[int, int, object]:
+    """`slice_window` where the dim or a bound is symbolic (a symbolic import): step 1 and a
+    constant start; the end is clamped to the dim by a constraint (`end <= n`) where no shape
+    decides it, and the window must not be empty (`start + 1 <= end`)."""
+    if step != 1 or isinstance(start, Sym):
+        raise SymbolicError(f"Slice node '{ctx.node_label}': a symbolic slice needs step 1 and a constant start")
+    start = start + n if start < 0 else start
+    if isinstance(end, int) and end >= (1 << 62):  # "to the end"
+        end = n
+    elif isinstance(end, int) and end < 0:
+        end = end + n
+    if isinstance(start, Sym):
+        raise SymbolicError(f"Slice node '{ctx.node_label}': a start relative to a symbolic dim")
+    ctx.require(end, "<=", n)
+    ctx.require(start + 1, "<=", end)
+    return start, 1, end - start
+
+
+def _const_dims(ctx: ConversionContext, node: onnx.NodeProto, index: int, what: str) -> list | None:
+    """`_const_ints`, where an entry may be a symbolic extent (a symbolic import)."""
+    name = ctx.input(node, index)
+    array = ctx.shape_parameter(name) if name is not None else None
+    if array is not None and array.dtype == object:
+        return [v if isinstance(v, Sym) else int(v) for v in array.reshape(-1)]
+    return _const_ints(ctx, node, index, what)
+
+
 def convert_slice(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
     """Slice: starts/ends/axes attributes before opset 10, inputs (with steps) from 10;
     negative axes, indices and steps, clamped like Python slicing."""
@@ -202,7 +230,7 @@ def convert_slice(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Valu
         starts, ends = list(attrs["starts"]), list(attrs["ends"])
         axes, steps = attrs.get("axes"), None
     else:
-        starts, ends = _const_ints(ctx, node, 1, "starts"), _const_ints(ctx, node, 2, "ends")
+        starts, ends = _const_dims(ctx, node, 1, "starts"), _const_dims(ctx, node, 2, "ends")
         axes, steps = _const_ints(ctx, node, 3, "axes"), _const_ints(ctx, node, 4, "steps")
     assert starts is not None and ends is not None
     axes = list(range(len(starts))) if axes is None else list(axes)
@@ -214,8 +242,10 @@ def convert_slice(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Valu
         if step == 0:
             raise ctx.shape_error("a step is 0")
         a = _axis(ctx, axis, rank, "axes entry")
-        first[a], step_of[a], sizes[a] = slice_window(shape[a], start, end, step)
-    if 0 in sizes:  # an empty result is known at import time: its shape and type are its value
+        symbolic = any(isinstance(v, Sym) for v in (shape[a], start, end))
+        window = _sym_window if symbolic else lambda _, *args: slice_window(*args)
+        first[a], step_of[a], sizes[a] = window(ctx, shape[a], start, end, step)  # type: ignore[operator]
+    if any(isinstance(s, int) and s == 0 for s in sizes):  # an empty result is known at import time: its shape and type are its value
         return [empty_like(ctx, node.input[0], sizes)]
     return [slice_value(ctx, ctx.value(node.input[0]), first, step_of, sizes)]
 
@@ -268,7 +298,7 @@ def convert_split(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Valu
 def convert_expand(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
     """Expand (opsets 8+): bidirectional broadcasting to a compile-time shape."""
     shape = ctx.shape(node.input[0])
-    target = _const_ints(ctx, node, 1, "shape")
+    target = _const_dims(ctx, node, 1, "shape")
     assert target is not None
     out = graph.broadcast_shapes(shape, target)
     if out is None:

@@ -29,6 +29,9 @@ from onnx import helper
 import ziggurat.dtypes as dtypes
 from ziggurat.errors import ShapeError, ZigguratError
 from ziggurat.frontends.onnx.context import ConversionContext, attributes
+from ziggurat.frontends.onnx.fold_symbolic import fold as fold_symbolic
+from ziggurat.frontends.onnx.fold_symbolic import fold_shape, is_symbolic_array
+from ziggurat.symbolic import prod
 
 NONDETERMINISTIC = frozenset(
     {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"}
@@ -70,10 +73,14 @@ def fold_node(ctx: ConversionContext, node: onnx.NodeProto,
         return None
     names = [name for name in node.input if name]
     if node.op_type in GENERATOR_OPS:
+        if any(is_symbolic_array(ctx.constant(n)) for n in names):  # a symbolic size: its converter
+            return None
         return _generate(ctx, node, names)
     arrays = [_known(ctx, name) for name in names]
     if any(a is None for a in arrays):
         return None
+    if any(is_symbolic_array(a) for a in arrays):  # shape arithmetic on symbolic extents
+        return fold_symbolic(ctx, node, arrays)  # type: ignore[arg-type]
     own = _OWN_FOLDS.get(node.op_type)
     if own is None and (node.op_type in REFERENCE_UNRELIABLE or not has_reference_impl(node.op_type, ctx.opset)):
         return None
@@ -93,12 +100,12 @@ def _shape_op(ctx: ConversionContext, node: onnx.NodeProto) -> np.ndarray:
     """Shape (start/end from opset 15) and Size of a value, constant or not."""
     shape = ctx.shape(node.input[0])
     if node.op_type == "Size":
-        return np.array(int(np.prod(shape)), np.int64)
+        return fold_shape([prod(shape)]).reshape(())
     attrs = attributes(node)
     rank = len(shape)
     start, end = attrs.get("start", 0), attrs.get("end", rank)
     start, end = [min(max(v + rank if v < 0 else v, 0), rank) for v in (start, end)]
-    return np.array(shape[start:end], np.int64)
+    return fold_shape(shape[start:end])  # symbolic dims: an object array (fold_symbolic.py)
 
 
 def _known(ctx: ConversionContext, name: str) -> np.ndarray | None:

@@ -101,6 +101,7 @@ from ziggurat.frontends.onnx.convert_index_runtime import RUNTIME_INDEX_CONVERTE
 from ziggurat.frontends.onnx.convert_quant import QUANT_CONVERTERS
 from ziggurat.frontends.onnx.convert_qdq import QDQ_CONVERTERS
 from ziggurat.frontends.onnx.convert_window import WINDOW_CONVERTERS
+from ziggurat.frontends.onnx.convert_symbolic import SYMBOLIC_CONVERTERS
 from ziggurat.frontends.onnx.convert_bitcast import BITCAST_CONVERTERS
 from ziggurat.frontends.onnx.convert_cumprod import CUMPROD_CONVERTERS
 from ziggurat.frontends.onnx.convert_col2im import COL2IM_CONVERTERS
@@ -198,6 +199,7 @@ CONVERTERS: dict[str, Converter] = {
     **STFT_CONVERTERS,
     **ONEHOT_CONVERTERS,
     **SEQUENCE_CONVERTERS,
+    **SYMBOLIC_CONVERTERS,
 }
 """ONNX op type (default domain) -> converter."""
 
@@ -241,6 +243,8 @@ class ImportedModel:
     extents: list[Extent] = field(default_factory=list)
     """Outputs sized at run time (convert_data_dependent.py): `main` returns their extents
     (tensor<1xi64>) after the index checks, in this order."""
+    constraints: list[Any] = field(default_factory=list)
+    """A symbolic import's `symbolic.Constraint`s: what the model needs of its symbols' values."""
 
 
 def import_onnx(model_or_path: ModelSource, memory_limit: int | str | None = None,
@@ -627,4 +631,5 @@ def _import_graph(graph: onnx.GraphProto, opset: int, inferred: dict[str, Shape]
         opset=opset,
         checks=[c for _, c in checks],
         extents=extents,
+        constraints=list(ctx.constraints),
     )

@@ -13,6 +13,7 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 
 from ziggurat.dialects import graph
+from ziggurat.dialects.sym import is_symbolic_type
 from ziggurat.weights import WeightStore
 from ziggurat.transforms.graph.graph_reference import evaluate, supports
 from ziggurat.transforms.graph.weight_binding import bodies_with_weights
@@ -22,8 +23,8 @@ def _foldable(op: Operation, max_elements: int) -> bool:
     if not supports(op) or len(op.results) != 1 or not op.operands:
         return False
     t = op.results[0].type
-    if not isinstance(t, TensorType) or t.element_count() > max_elements:
-        return False
+    if not isinstance(t, TensorType) or is_symbolic_type(t) or t.element_count() > max_elements:
+        return False  # a symbolic extent (dialects/sym.py): a run-time size, not a constant
     return all(isinstance(v.owner, graph.ConstantOp) for v in op.operands)
 
 
