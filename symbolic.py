@@ -56,11 +56,14 @@ class Sym:
     def bounds(self) -> tuple[int | None, int | None]:
         """The least and greatest values over every binding with each symbol >= 1 (None: no
         bound), from the signs of the coefficients (the polynomial is monotone in each symbol
-        where they share one sign)."""
-        at_one = sum(self.terms.values())
+        where they share one sign). A derived symbol (`{P}//k`, possibly 0) gives no bound."""
+        least = {s: _least(s) for s in self.symbols}
+        if any(v is None for v in least.values()):
+            return None, None
+        at_least = sum(c * reduce(lambda a, s: a * least[s], m, 1) for m, c in self.terms.items())  # type: ignore[misc]
         coefs = [c for m, c in self.terms.items() if m]
-        lo = at_one if all(c >= 0 for c in coefs) else None
-        hi = at_one if all(c <= 0 for c in coefs) else None
+        lo = at_least if all(c >= 0 for c in coefs) else None
+        hi = at_least if all(c <= 0 for c in coefs) else None
         return lo, hi
 
     def compare(self, other: int | Sym) -> int | None:
@@ -125,9 +128,25 @@ class Sym:
 
     __rmul__ = __mul__
 
+    def floordiv(self, k: int) -> int | Sym:
+        """floor(self / k): exact where it divides, else with a derived symbol (`floor_div`)."""
+        return floor_div(self, k)
+
     def __floordiv__(self, other: int | Sym) -> int | Sym:
-        """Exact division: by an int dividing every coefficient, or by a polynomial that is a factor
-        of every monomial with the quotient's coefficients exact (`batch*sequence // sequence`)."""
+        """Floor division: by a positive int (Python's `//`: a derived symbol where it does not
+        divide, `floor_div`), or exactly by a polynomial that divides every term (`exact_div`)."""
+        if isinstance(other, numbers.Integral) or (isinstance(other, Sym) and other.constant is not None):
+            k = int(other) if not isinstance(other, Sym) else other.constant
+            if k is not None and k > 0:
+                return floor_div(self, k)
+        return self.exact_div(other)
+
+    def __rfloordiv__(self, other: int) -> int | Sym:
+        return Sym.lift(other).exact_div(self)
+
+    def exact_div(self, other: int | Sym) -> int | Sym:
+        """`self / other` where it is exact for every binding: a constant dividing every
+        coefficient, or a monomial dividing every term; else SymbolicError."""
         if isinstance(other, numbers.Integral) or (isinstance(other, Sym) and other.constant is not None):
             d = int(other) if not isinstance(other, Sym) else other.constant
             if d and all(c % d == 0 for c in self.terms.values()):
@@ -150,8 +169,10 @@ class Sym:
                 return Sym(out).simplify()
         raise SymbolicError(f"'{self}' is not known to be divisible by '{other}'")
 
-    def __mod__(self, other: int | Sym) -> int:
-        self // other  # raises unless exact
+    def __mod__(self, other: int | Sym) -> int | Sym:
+        if isinstance(other, numbers.Integral) and int(other) > 0:
+            return self - floor_div(self, int(other)) * int(other)
+        self.exact_div(other)  # raises unless exact
         return 0
 
     def __eq__(self, other: object) -> bool:
@@ -181,10 +202,19 @@ class Sym:
         return bool(self.terms)
 
     def evaluate(self, binding: Mapping[str, int]) -> int:
-        missing = sorted(self.symbols - set(binding))
-        if missing:
-            raise SymbolicError(f"no value for symbol(s) {', '.join(missing)} in '{self}'")
-        return sum(c * reduce(lambda a, s: a * int(binding[s]), m, 1) for m, c in self.terms.items())
+        return sum(c * reduce(lambda a, s: a * _atom(s, binding), m, 1) for m, c in self.terms.items())
+
+    @property
+    def base_symbols(self) -> set[str]:
+        """The symbols an input binds that the value depends on (through derived ones too)."""
+        out: set[str] = set()
+        for s in self.symbols:
+            if is_derived(s):
+                inner = Sym.parse(s[1:s.rindex("}")])
+                out |= inner.base_symbols if isinstance(inner, Sym) else set()
+            else:
+                out.add(s)
+        return out
 
     def __str__(self) -> str:
         if not self.terms:
@@ -202,30 +232,107 @@ class Sym:
 
     @staticmethod
     def parse(text: str) -> int | Sym:
-        """The inverse of `str`: sums and differences of products of ints and symbol names."""
-        total: int | Sym = 0
+        """The inverse of `str`: sums and differences of products of ints, symbol names and
+        floor quotients `{P}//k`."""
         src = text.replace(" ", "")
         if not src:
             raise SymbolicError("an empty symbolic extent")
-        if not re.fullmatch(r"[+-]?[^+-]+([+-][^+-]+)*", src):
+        try:
+            value, end = _parse_sum(src, 0)
+        except (IndexError, ValueError):
+            end = -1
+        if end != len(src):
             raise SymbolicError(f"cannot read the symbolic extent '{text}'")
-        for sign, term in re.findall(r"([+-]?)([^+-]+)", src):
-            value: int | Sym = 1
-            for factor in term.split("*"):
-                if factor.isdigit():
-                    value = value * int(factor)
-                elif _NAME.fullmatch(factor):
-                    value = value * Sym.of(factor)
-                else:
-                    raise SymbolicError(f"cannot read the symbolic extent '{text}': '{factor}' is neither "
-                                        "an integer nor a symbol name")
-            total = total - value if sign == "-" else total + value
-        return total
+        return value
+
+
+def _parse_sum(src: str, i: int) -> tuple[int | Sym, int]:
+    total: int | Sym = 0
+    sign = 1
+    if src[i] in "+-":
+        sign, i = (-1 if src[i] == "-" else 1), i + 1
+    while True:
+        term, i = _parse_term(src, i)
+        total = total + term * sign
+        if i < len(src) and src[i] in "+-":
+            sign, i = (-1 if src[i] == "-" else 1), i + 1
+            continue
+        return total, i
+
+
+def _parse_term(src: str, i: int) -> tuple[int | Sym, int]:
+    value: int | Sym = 1
+    while True:
+        if src[i] == "{":
+            inner, i = _parse_sum(src, i + 1)
+            if src[i:i + 3] != "}//":
+                raise ValueError(src)
+            m = re.match(r"\d+", src[i + 3:])
+            if m is None:
+                raise ValueError(src)
+            factor = floor_div(inner, int(m.group()))
+            i += 3 + m.end()
+        else:
+            m = re.match(r"\d+|[A-Za-z_][A-Za-z0-9_.:]*", src[i:])
+            if m is None:
+                raise SymbolicError(f"cannot read the symbolic extent '{src}': '{src[i:]}' is neither an integer "
+                                    "nor a symbol name")
+            factor = int(m.group()) if m.group().isdigit() else Sym.of(m.group())
+            i += m.end()
+        value = value * factor
+        if i < len(src) and src[i] == "*":
+            i += 1
+            continue
+        return value, i
+
+
+def floor_div(p: int | Sym, k: int) -> int | Sym:
+    """floor(p / k) for a positive int k: exact parts divide, the rest is a derived symbol
+    `{rest}//k` whose value follows from the others' (`evaluate`)."""
+    if k <= 0:
+        raise SymbolicError(f"floor division by {k}")
+    if not isinstance(p, Sym):
+        return int(p) // k
+    exact = {m: c - c % k for m, c in p.terms.items()}
+    rest = Sym({m: c % k for m, c in p.terms.items()})
+    quotient = Sym({m: c // k for m, c in exact.items()}).simplify()
+    if not rest.terms:
+        return quotient
+    if rest.constant is not None:
+        return quotient + rest.constant // k
+    return quotient + Sym({("{" + str(rest) + "}//" + str(k),): 1})
+
+
+def is_derived(name: str) -> bool:
+    """A derived symbol (`{P}//k`) rather than one a model's input binds."""
+    return name.startswith("{")
 
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:]*")
 
 Dim = int | Sym
+
+
+def _least(name: str) -> int | None:
+    """The least value of a symbol: 1 for an input's, floor(least(P) / k) for a derived `{P}//k`
+    where that is known and not negative."""
+    if not is_derived(name):
+        return 1
+    close = name.rindex("}")
+    inner = Sym.parse(name[1:close])
+    lo = inner.bounds()[0] if isinstance(inner, Sym) else int(inner)
+    return lo // int(name[close + 3:]) if lo is not None and lo >= 0 else None
+
+
+def _atom(name: str, binding: Mapping[str, int]) -> int:
+    if name in binding:
+        return int(binding[name])
+    if is_derived(name):
+        close = name.rindex("}")
+        inner = Sym.parse(name[1:close])
+        k = int(name[close + 3:])
+        return (inner.evaluate(binding) if isinstance(inner, Sym) else int(inner)) // k
+    raise SymbolicError(f"no value for symbol '{name}'")
 
 
 def is_symbolic(shape: Iterable[Dim]) -> bool:
@@ -241,6 +348,22 @@ def prod(shape: Iterable[Dim]) -> Dim:
 
 def symbols_in(shape: Iterable[Dim]) -> set[str]:
     return {s for d in shape if isinstance(d, Sym) for s in d.symbols}
+
+
+def sampled_le(a: Dim, b: Dim, limit: int = 4096) -> bool | None:
+    """Whether `a <= b` at every value 1..limit of the one base symbol they depend on (None where
+    they depend on several, or it fails somewhere). A choice made this way is a guess beyond
+    `limit`: its caller records the inequality as a `Constraint`, which every call checks."""
+    names = (Sym.lift(a).base_symbols | Sym.lift(b).base_symbols)
+    if len(names) != 1:
+        return None
+    (name,) = names
+    return all(evaluate(a, {name: v}) <= evaluate(b, {name: v}) for v in range(1, limit + 1))
+
+
+def derived_values(names: Iterable[str], binding: Mapping[str, int]) -> dict[str, int]:
+    """The values of `names` (base or derived symbols) at a binding of the base ones."""
+    return {n: _atom(n, binding) for n in names}
 
 
 def evaluate(d: Dim, binding: Mapping[str, int]) -> int:

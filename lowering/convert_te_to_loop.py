@@ -175,9 +175,22 @@ class _BodyLowering:
         # stays in bounds, then select. A bare block variable whose extent fits
         # the dimension is in range already.
         shape = shape_of(buf.type)
+
+        def fits(i: SSAValue, size) -> bool:
+            extent = vars_.get(i)
+            if extent is None:
+                return False
+            if isinstance(extent, Sym) or isinstance(size, Sym):
+                return Sym.lift(extent) == size  # the loop runs exactly over the dim
+            return extent <= size
+
         if any(isinstance(d, Sym) for d in shape):
-            raise CompileError(f"convert-te-to-loop: a padded read of {buf.type} (symbolic dims) is not supported yet")
-        safe, inside = clamp_indices(b, idx, shape, lambda i, size: vars_.get(i, size + 1) <= size)
+            if self.extents is None:
+                raise CompileError(f"convert-te-to-loop: a padded read of {buf.type} outside a kernel over its symbols")
+            sizes = [self.extents(d) for d in shape]
+            safe, inside = clamp_indices(b, idx, sizes, lambda i, n: fits(i, shape[idx.index(i)] if i in idx else n))
+        else:
+            safe, inside = clamp_indices(b, idx, shape, fits)
         value = b.insert(loop.LoadOp(buf, safe)).result
         if inside is None:
             return value

@@ -61,6 +61,14 @@ class Expr:
             return self._add(te.SymOp(value))
         return self._add(arith.ConstantOp(IntegerAttr(value, IndexType())))
 
+    def extent(self, value: int | Sym) -> SSAValue:
+        """An extent as a value of the expression's element type (a float count for a mean): a
+        constant, or a symbolic extent's run-time value converted."""
+        if not isinstance(value, Sym):
+            return self.const(float(value))
+        wide = self._add(arith.IndexCastOp(self.idx(value), IntegerType(64)))
+        return self.cast(wide, self.elt)
+
     def iadd(self, a: SSAValue, b: SSAValue | int | Sym) -> SSAValue:
         if isinstance(b, (int, Sym)):
             if b == 0:

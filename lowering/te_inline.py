@@ -112,12 +112,13 @@ def inline_compute(producer: te.ComputeOp, read: te.ReadOp) -> None:
     block.erase_op(read)
 
 
-def clamp_indices(b: Builder, indices: Sequence[SSAValue], shape: Sequence[int],
+def clamp_indices(b: Builder, indices: Sequence[SSAValue], shape: Sequence[int | SSAValue],
                   fits: Callable[[SSAValue, int], bool]) -> tuple[list[SSAValue], SSAValue | None]:
     """The indices of a padded read clamped into `shape` (0 where out of range) and whether all were
     in range (None: no index needed a test), as ops inserted at `b`; an index for which
     `fits(index, size)` holds (a bare loop variable whose extent fits) is kept as it is. The clamp of
-    convert-te-to-loop's padded loads and of a body inlined at a padded read (`inline_compute`)."""
+    convert-te-to-loop's padded loads and of a body inlined at a padded read (`inline_compute`). A size
+    may be an `index` value (a symbolic extent's, in a kernel over symbols)."""
     zero = b.insert(arith.ConstantOp(IntegerAttr(0, IndexType()))).result
     inside: SSAValue | None = None
     safe: list[SSAValue] = []
@@ -126,7 +127,7 @@ def clamp_indices(b: Builder, indices: Sequence[SSAValue], shape: Sequence[int],
             safe.append(i)
             continue
         lo = b.insert(arith.CmpiOp(i, zero, "sge")).result
-        n = b.insert(arith.ConstantOp(IntegerAttr(size, IndexType()))).result
+        n = size if isinstance(size, SSAValue) else b.insert(arith.ConstantOp(IntegerAttr(size, IndexType()))).result
         hi = b.insert(arith.CmpiOp(i, n, "slt")).result
         ok = b.insert(arith.AndIOp(lo, hi)).result
         inside = ok if inside is None else b.insert(arith.AndIOp(inside, ok)).result

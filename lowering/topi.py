@@ -17,6 +17,7 @@ from xdsl.ir import Operation, SSAValue
 
 from ziggurat.dialects import graph
 from ziggurat.dialects.sym import tensor_of
+from ziggurat.symbolic import Sym
 from ziggurat.dialects.graph_dtype import BitAndOp, BitNotOp, BitOrOp, BitShiftOp, BitXorOp, CastOp, GatherOp, ModOp
 from ziggurat.dtypes import is_sub_byte, is_unsigned, scalar_type
 from ziggurat.lowering.te_builder import Expr, compute, reduce
@@ -225,6 +226,9 @@ def define_global_avg_pool(op: graph.GlobalAvgPoolOp, b: Builder, x: Lookup) -> 
         return e.read(inp, [i[0], i[1], *r])
 
     sums = reduce(b, "global_avg_pool_sum", "add", 0.0, out_type, spatial, body)
+    if isinstance(size, Sym):  # a symbolic map: times the reciprocal of its run-time size
+        return compute(b, "global_avg_pool", out_type,
+                       lambda e, i: e.mul(e.read(sums, i), e.div(e.const(1.0), e.extent(size))))
     return compute(b, "global_avg_pool", out_type, lambda e, i: e.mul(e.read(sums, i), e.const(1.0 / size)))
 
 

@@ -24,7 +24,7 @@ import numpy as np
 from ziggurat.errors import CompileError, InputError
 from ziggurat.runtime.executor import CompiledModel, check_input, gather_inputs
 from ziggurat.signature import TensorSpec
-from ziggurat.symbolic import Constraint, Sym, evaluate
+from ziggurat.symbolic import Constraint, Sym, derived_values, evaluate
 
 
 def bind(specs: Sequence[TensorSpec], arrays: Sequence[np.ndarray]) -> dict[str, int]:
@@ -114,8 +114,9 @@ class SymbolicModel(CompiledModel):
                 call.bind(i, a)
             for i, r in enumerate(outputs, self._out_base):
                 call.bind(i, r)
+            values = derived_values(self.symbols, binding)  # derived ones ({1 + height}//2) from the inputs'
             for k, name in enumerate(self.symbols):
-                call.args[self._sym_base + k] = int(binding[name])
+                call.args[self._sym_base + k] = values[name]
             self._entry(call.ptr)
             for spec, value in zip(self.checks, call.checks):  # run-time index checks (index_checks.py)
                 spec.check.verify(value.reshape(-1), binding)  # type: ignore[union-attr]

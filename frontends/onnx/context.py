@@ -101,6 +101,17 @@ class ConversionContext:
         self.extents: dict[str, Any] = {}  # value name -> RuntimeExtent (convert_data_dependent.py)
         self.constraints: list[Any] = []  # symbolic.Constraint: what a symbolic import needs of the symbols
 
+    def positive(self, extents: Sequence[Any], message: str) -> None:
+        """Output extents must be at least 1: a ShapeError for an int that is not, a constraint
+        (`require`) for a symbolic one."""
+        from ziggurat.symbolic import Sym
+
+        for n in extents:
+            if isinstance(n, Sym):
+                self.require(1, "<=", n)
+            elif n <= 0:
+                raise self.shape_error(message)
+
     def require(self, lhs: Any, op: str, rhs: Any) -> None:
         """Records that the current node needs `lhs <op> rhs` of the symbols (a symbolic import):
         nothing where every binding satisfies it, a ShapeError where none does, else a

@@ -13,6 +13,7 @@ from xdsl.dialects.builtin import BoolAttr
 from xdsl.ir import SSAValue
 
 from ziggurat.dialects import graph
+from ziggurat.symbolic import Sym, SymbolicError, sampled_le
 from ziggurat.frontends.onnx.context import (
     ConversionContext,
     element_type,
@@ -92,8 +93,7 @@ def convert_conv(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value
     strides, dilations = _pair(ctx, attrs, "strides"), _pair(ctx, attrs, "dilations")
     pads = _window_pads(ctx, attrs, xs[2:], ws[2:], strides, dilations)
     out = [(xs[2 + i] + pads[i] + pads[2 + i] - dilations[i] * (ws[2 + i] - 1) - 1) // strides[i] + 1 for i in (0, 1)]
-    if min(out) <= 0:
-        raise ctx.shape_error(f"the kernel {ws[2:]} does not fit the padded input {xs}")
+    ctx.positive(out, f"the kernel {ws[2:]} does not fit the padded input {xs}")
     y = ctx.emit(graph.Conv2dOp(x, w, tensor_type((xs[0], ws[0], *out)), strides, pads, dilations, group))
     bias = ctx.input(node, 2)
     if bias is None:
@@ -101,6 +101,22 @@ def convert_conv(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value
     if ctx.shape(bias) != (ws[0],):
         raise ctx.shape_error(f"bias shape {ctx.shape(bias)} should be ({ws[0]},)")
     return [ctx.emit(graph.AddOp(y, ctx.reshaped(bias, (ws[0], 1, 1)), y.type))]
+
+
+def _pool_extent(ctx: ConversionContext, size, k: int, s: int, p0: int, p1: int, d: int, ceil: bool):
+    """`graph.pool_output_size`; over a symbolic size in ceil mode, whose last-window rule depends
+    on the size's value, the smaller of the two candidates where sampling shows it always is, with
+    that recorded as a constraint the calls check."""
+    if not isinstance(size, Sym) or not ceil:
+        return graph.pool_output_size(size, k, s, p0, p1, d, ceil)
+    span = size + p0 + p1 - d * (k - 1) - 1
+    by_span, by_start = (span + s - 1) // s + 1, (size + p0 + s - 1) // s  # windows must start inside
+    for small, large in ((by_start, by_span), (by_span, by_start)):
+        if sampled_le(small, large):
+            ctx.require(small, "<=", large)
+            return small
+    raise SymbolicError(f"{ctx.node.op_type} node '{ctx.node_label}': its ceil-mode extent over '{size}' "  # type: ignore[union-attr]
+                        "depends on the size's value")
 
 
 def _convert_pool(
@@ -118,11 +134,10 @@ def _convert_pool(
     pads = _window_pads(ctx, attrs, xs[2:], kernel, strides, dilations)
     ceil = bool(attrs.get("ceil_mode", 0))
     out = [
-        graph.pool_output_size(xs[2 + i], kernel[i], strides[i], pads[i], pads[2 + i], dilations[i], ceil)
+        _pool_extent(ctx, xs[2 + i], kernel[i], strides[i], pads[i], pads[2 + i], dilations[i], ceil)
         for i in (0, 1)
     ]
-    if min(out) <= 0:
-        raise ctx.shape_error(f"the window {kernel} does not fit the padded input {xs}")
+    ctx.positive(out, f"the window {kernel} does not fit the padded input {xs}")
     props = {
         "kernel": graph.int_array(kernel),
         "strides": graph.int_array(strides),

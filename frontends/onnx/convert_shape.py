@@ -73,7 +73,7 @@ def _reshape_target(ctx: ConversionContext, node: onnx.NodeProto, target: list[i
     total, known = math.prod(shape), math.prod(d for d in out if d != -1)
     if -1 in out:
         if isinstance(total, Sym) or isinstance(known, Sym):  # exact, or SymbolicError
-            out[out.index(-1)] = Sym.lift(total) // known
+            out[out.index(-1)] = Sym.lift(total).exact_div(known)
         else:
             if known == 0 or total % known:
                 raise ctx.shape_error(f"cannot infer the -1 of target shape {target} for input shape {shape}")

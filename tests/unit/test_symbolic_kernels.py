@@ -44,6 +44,16 @@ def test_sym_arithmetic_matches_ints(b: int, s: int, c: int, k: int):
             assert Sym.parse(str(expr)) == expr
 
 
+@given(st.integers(1, 400), st.integers(1, 7), st.integers(-9, 9), st.integers(1, 3))
+def test_floor_division_derives_a_symbol(h: int, k: int, c: int, s: int):
+    H = Sym.of("height")
+    q = (H * s + c) // k  # a conv's output extent: (h + 2p - kernel) // stride + 1
+    assert Sym.lift(q).evaluate({"height": h}) == (h * s + c) // k
+    assert Sym.lift((q + 1) // 2).evaluate({"height": h}) == ((h * s + c) // k + 1) // 2
+    if isinstance(q, Sym):
+        assert Sym.parse(str(q)) == q and q.base_symbols <= {"height"}
+
+
 def test_sym_needs_a_value_where_the_answer_depends_on_it():
     n = Sym.of("n")
     with pytest.raises(SymbolicError, match="no value at compile time"):
@@ -51,7 +61,7 @@ def test_sym_needs_a_value_where_the_answer_depends_on_it():
     with pytest.raises(SymbolicError, match="needs its value"):
         n < 4  # noqa: B015
     with pytest.raises(SymbolicError, match="divisible"):
-        (n * 4) // 3
+        (n * 4).exact_div(3)
     with pytest.raises(SymbolicError):
         [1, 2][n]  # type: ignore[index]
     assert n * 0 == 0 and n - n == 0 and n != 4 and prod([n, 3, n]) == Sym.parse("3*n*n")
