@@ -191,7 +191,7 @@ def compile(  # noqa: A001 - the public name, as in TVM's relay.build / torch.co
     memory_limit: int | str | None = None,
     check_indices: bool = True,
     shapes: dict[str, Any] | None = None,
-    on_new_shape: str = "compile",
+    on_new_shape: str = "generic",
     example_inputs: Any = None,
     dynamic_shapes: Any = None,
 ):
@@ -223,10 +223,12 @@ def compile(  # noqa: A001 - the public name, as in TVM's relay.build / torch.co
     data-dependent indices (an index out of range then reads the nearest
     element instead of raising `InputError`; frontends/onnx/index_checks.py).
     Returns a `ziggurat.runtime.executor.CompiledModel`; for a model whose
-    inputs have dynamic axes, a `ziggurat.runtime.dynamic.DynamicModel`, which
-    compiles one variant per binding of the axes' symbols: those of `shapes`
-    (symbol -> value or list of values) now, others at the first call that
-    brings them (`on_new_shape="compile"`) or never (`"error"`). A
+    inputs have dynamic axes, a `ziggurat.runtime.dynamic.DynamicModel`: one
+    generic compile whose kernels take the axes' symbols at run time (every
+    shape, no further compile: `on_new_shape="generic"`), plus static variants
+    for the bindings of `shapes` (symbol -> value or list of values); without
+    a generic form, or with `on_new_shape="compile"`, other bindings compile a
+    variant at the first call that brings them (`"error"`: never). A
     `torch.nn.Module` is exported to ONNX on `example_inputs` (also taken as
     the second positional argument) with torch.export's `dynamic_shapes`, and
     the result is a `frontends.torch.TorchModel` that takes and returns tensors.
@@ -301,7 +303,9 @@ def compile(  # noqa: A001 - the public name, as in TVM's relay.build / torch.co
                 from ziggurat.runtime.dynamic import DynamicModel
 
                 # the ModelProto the importer loaded (after bind=): each variant compiles it at one shape
-                return DynamicModel(err.model, lambda data: compile(data, **same), shapes, on_new_shape)
+                return DynamicModel(err.model, lambda data: compile(data, **same), shapes, on_new_shape,
+                                    lambda proto: compile_symbolic(proto, target, opt_level, cast_inputs, memory_limit,
+                                                                   check_indices))
             if shapes:
                 raise InputError(f"shapes= gives values for {', '.join(map(repr, shapes))}, but the model's "
                                  f"inputs have no dynamic axes ({', '.join(s.name + str(list(s.shape)) for s in inputs)})")

@@ -292,11 +292,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     compile_s = time.perf_counter() - start
     inputs = _load_npz(args.inputs)
     start = time.perf_counter()
+    before = getattr(model, "compiles", 0)
     outputs = model(*_positional_inputs(inputs, model.input_names, args.inputs))
-    if hasattr(model, "symbols"):  # a DynamicModel: the call compiled the variant of its shape
+    if hasattr(model, "symbols") and model.compiles > before:  # a DynamicModel compiled the variant of its shape
         shape = ", ".join(f"{k}={v}" for k, v in model.info["variants"][-1].items())
         compile_s += time.perf_counter() - start
         print(f"compiled in {compile_s:.2f} s (dynamic axes: the variant for {shape}, at the call)")
+    elif hasattr(model, "symbols"):
+        how = "one generic compile for every shape" if model.generic is not None else "a variant compiled up front"
+        print(f"compiled in {compile_s:.2f} s (dynamic axes: {how})")
     else:
         print(f"compiled in {compile_s:.2f} s")
     if not args.check:

@@ -380,6 +380,9 @@ def define_reduce(op: graph.ReduceOp, b: Builder, x: Lookup) -> SSAValue:
     count = 1
     for n in extents:
         count *= n
+    if isinstance(count, Sym):  # over a symbolic extent: times the reciprocal of its run-time count
+        return compute(b, "reduce_mean", out_type,
+                       lambda e, i: e.mul(e.read(acc, i), e.div(e.const(1.0), e.extent(count))))
     return compute(b, "reduce_mean", out_type, lambda e, i: e.mul(e.read(acc, i), e.const(1.0 / count)))
 
 

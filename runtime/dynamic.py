@@ -1,30 +1,37 @@
-"""Models with dynamic axes: one compiled variant per shape, picked at call time.
+"""Models with dynamic axes: one compile for every shape, plus static variants where asked.
 
 `ziggurat.compile` of a model whose inputs have dynamic axes (`dim_param`
 `batch`, `sequence`, or unknown dims) returns a `DynamicModel`. Each dynamic
 axis is a symbol (frontends/onnx/symbols.py); a call binds the symbols from
 its arrays' shapes, checks them (a static axis of another extent, or one
 symbol with two values, is an `InputError` naming the input, the axis and the
-symbol) and runs the variant compiled for that binding:
+symbol) and runs:
 
-* `shapes={"batch": [1, 8], "sequence": [64, 128, 512]}` compiles the
+* the variant compiled for that binding, where there is one:
+  `shapes={"batch": [1, 8], "sequence": [64, 128, 512]}` compiles the
   variants of every combination up front (a bucket list per symbol; every
-  symbol must be given);
-* a call with a binding not compiled yet compiles it then
-  (`on_new_shape="compile"`, the default; such variants are kept up to
-  `CACHE_SIZE`, least recently used out, the up-front ones always) or is
-  refused (`on_new_shape="error"`), naming the shapes compiled.
+  symbol must be given): static kernels specialized to those shapes;
+* otherwise, by `on_new_shape`:
+  - `"generic"` (the default): the *generic model*, compiled once when the
+    `DynamicModel` is made, whose kernels take the symbols' values at run time
+    (runtime/symbolic_model.py; it checks the constraints the model's nodes put
+    on the shapes, `sequence <= 512`). A model some part of which needs a
+    symbol's value at compile time has no generic form: `generic_error` says
+    which node and why, and new shapes then compile as with `"compile"`;
+  - `"compile"`: a static variant compiled at the first call with that binding
+    (kept up to `CACHE_SIZE`, least recently used out, the up-front ones always);
+  - `"error"`: refused, naming the shapes compiled.
 
 Every variant is a static compile of the model at that shape (the same
 kernels, arena and speed as compiling the fixed-shape model, and the disk
 cache holds each), so what a variant costs is its compile time. Weights
 that several variants hold alike (the same bytes after the graph passes) are
-kept once. What this is not yet: kernels generic in a symbol, so that one
-compile covers every shape (issue 22).
+kept once.
 
     m = ziggurat.compile("distilbert_dynamic/model.onnx", shapes={"batch": [1], "sequence": [128]})
-    m(input_ids=ids, attention_mask=mask)        # (1, 128): compiled above; (4, 37): compiled now
-    m.variants                                   # {(1, 128): CompiledModel, (4, 37): CompiledModel}
+    m(input_ids=ids, attention_mask=mask)        # (1, 128): the variant compiled above
+    m(input_ids=ids2, attention_mask=mask2)      # (4, 37): the generic model, no compile
+    m.variants                                   # {(1, 128): CompiledModel}
 """
 
 from __future__ import annotations
@@ -43,7 +50,7 @@ from ziggurat.frontends.onnx.symbols import SymbolicInput, bind_symbols, static_
 from ziggurat.runtime.executor import gather_inputs
 
 CACHE_SIZE = 16
-ON_NEW_SHAPE = ("compile", "error")
+ON_NEW_SHAPE = ("generic", "compile", "error")
 
 
 class DynamicModel:
@@ -54,7 +61,8 @@ class DynamicModel:
     or one mapping) and return its list of outputs."""
 
     def __init__(self, model: onnx.ModelProto, compile_static: Callable[[bytes], Any],
-                 shapes: Mapping[str, int | Sequence[int]] | None = None, on_new_shape: str = "compile"):
+                 shapes: Mapping[str, int | Sequence[int]] | None = None, on_new_shape: str = "generic",
+                 compile_generic: Callable[[onnx.ModelProto], Any] | None = None):
         if on_new_shape not in ON_NEW_SHAPE:
             raise InputError(f"on_new_shape must be one of {', '.join(ON_NEW_SHAPE)}, got '{on_new_shape}'")
         self.model = model
@@ -68,6 +76,20 @@ class DynamicModel:
         self._weights: dict[tuple, np.ndarray] = {}  # (shape, dtype, digest) -> the one array kept
         self._lock = threading.Lock()
         self.compiles = 0
+        self.generic: Any = None  # the SymbolicModel (runtime/symbolic_model.py)
+        self.generic_error: str | None = None  # why there is none, where on_new_shape="generic"
+        if on_new_shape == "generic":
+            if compile_generic is None:
+                self.generic_error = "no generic compile was given"
+            else:
+                try:
+                    self.generic = compile_generic(model)
+                except ZigguratError as err:
+                    self.generic_error = str(err).splitlines()[0] if str(err) else type(err).__name__
+                except Exception as err:  # noqa: BLE001 - a gap in the symbolic path: the variants still work
+                    where = getattr(err, "ziggurat_pass", None)
+                    self.generic_error = (f"internal error in the generic compile{f' (pass {where})' if where else ''}: "
+                                          f"{type(err).__name__}: {err}")
         for binding in buckets(self.symbols, shapes):
             self._pinned.add(self._key(binding))
             self.variant(binding)
@@ -84,7 +106,8 @@ class DynamicModel:
     @property
     def info(self) -> dict[str, Any]:
         return {"symbols": list(self.symbols), "inputs": {i.name: list(i.dims) for i in self.inputs},
-                "variants": [dict(zip(self.symbols, k)) for k in self._variants], "compiles": self.compiles}
+                "variants": [dict(zip(self.symbols, k)) for k in self._variants], "compiles": self.compiles,
+                "generic": self.generic is not None, "generic_error": self.generic_error}
 
     def _key(self, binding: Mapping[str, int]) -> tuple[int, ...]:
         return tuple(int(binding[s]) for s in self.symbols)
@@ -117,7 +140,8 @@ class DynamicModel:
             if found is not None:
                 self._variants.move_to_end(key)
                 return found
-            if self.on_new_shape == "error" and key not in self._pinned:
+            if (self.on_new_shape == "error" or (self.on_new_shape == "generic" and self.generic is not None)) \
+                    and key not in self._pinned:
                 compiled = "; ".join(self._shown(k) for k in self._variants) or "none"
                 raise InputError(f"no variant compiled for {self._shown(key)} (compiled: {compiled}); add it to "
                                  "shapes= or compile with on_new_shape='compile'")
@@ -142,6 +166,9 @@ class DynamicModel:
     def __call__(self, *args: Any, **kwargs: Any) -> list[np.ndarray]:
         values = gather_inputs(self.input_names, args, kwargs)
         binding = self.bind({i.name: np.shape(v) for i, v in zip(self.inputs, values)})
+        if self.generic is not None:
+            found = self._variants.get(self._key(binding))
+            return found(*values) if found is not None else self.generic(*values)
         return self.variant(binding)(*values)
 
     def export(self, path: Any) -> Any:

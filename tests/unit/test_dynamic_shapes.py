@@ -1,5 +1,6 @@
-"""Models with dynamic axes (runtime/dynamic.py, frontends/onnx/symbols.py): one compile call,
-a variant per shape, checked against onnxruntime; the symbols' checks and their errors."""
+"""Models with dynamic axes (runtime/dynamic.py, frontends/onnx/symbols.py): one compile call, the
+generic model for every shape (runtime/symbolic_model.py) or a variant per shape, checked against
+onnxruntime; the symbols' checks and their errors."""
 
 from __future__ import annotations
 
@@ -84,7 +85,7 @@ def test_up_front_buckets_are_compiled_and_calls_at_them_compile_nothing(compile
 
 
 def test_a_new_shape_compiles_a_variant_that_shares_the_weights(model, reference):
-    m = ziggurat.compile(model)
+    m = ziggurat.compile(model, on_new_shape="compile")
     for b, s in [(1, 3), (4, 7), (1, 3)]:
         f = feeds(b, s)
         np.testing.assert_allclose(m(f["x"], f["m"])[0], reference(f), rtol=1e-5, atol=1e-6)
@@ -98,6 +99,11 @@ def test_a_new_shape_compiles_a_variant_that_shares_the_weights(model, reference
 
 @pytest.fixture(scope="module")
 def on_demand(model) -> DynamicModel:
+    return ziggurat.compile(model, on_new_shape="compile")
+
+
+@pytest.fixture(scope="module")
+def generic(model) -> DynamicModel:
     return ziggurat.compile(model)
 
 
@@ -107,6 +113,26 @@ def test_random_batch_and_sequence_lengths_match_onnxruntime(b, s, on_demand, re
     b = min(b, max(1, 65536 // s))  # at most 64 Ki rows
     f = feeds(b, s, seed=b * 1000 + s)
     np.testing.assert_allclose(on_demand(**f)[0], reference(f), rtol=1e-5, atol=1e-6)
+
+
+@settings(max_examples=40, deadline=None)
+@given(b=st.integers(1, 512), s=st.integers(1, 512))
+def test_one_generic_compile_runs_random_batch_and_sequence_lengths(b, s, generic, reference):
+    """The default: one compile whose kernels take the symbols at run time; no call compiles."""
+    assert generic.generic is not None, generic.generic_error
+    b = min(b, max(1, 65536 // s))
+    f = feeds(b, s, seed=b * 1000 + s)
+    np.testing.assert_allclose(generic(**f)[0], reference(f), rtol=1e-5, atol=1e-6)
+    assert generic.compiles == 0 and generic.variants == {}
+
+
+def test_buckets_take_precedence_over_the_generic_model(model, reference):
+    m = ziggurat.compile(model, shapes={"batch": 2, "sequence": 5})
+    assert m.generic is not None and m.compiles == 1
+    for b, s in [(2, 5), (3, 9)]:
+        f = feeds(b, s)
+        np.testing.assert_allclose(m(**f)[0], reference(f), rtol=1e-5, atol=1e-6)
+    assert m.compiles == 1 and m.info["generic"] is True
 
 
 @pytest.mark.parametrize("shapes, message", [
@@ -165,7 +191,7 @@ def test_cli_runs_any_shape_and_compiles_one_with_shapes(model, reference, tmp_p
     np.savez(tmp_path / "out.npz", y=reference(f))
     assert main(["run", str(path), "--inputs", str(tmp_path / "in.npz"), "--check", str(tmp_path / "out.npz")]) == 0
     out = capsys.readouterr().out
-    assert "(dynamic axes: the variant for batch=3, sequence=6, at the call)" in out and out.strip().endswith("PASS")
+    assert "(dynamic axes: one generic compile for every shape)" in out and out.strip().endswith("PASS")
     assert main(["compile", str(path), "--shapes", "batch=2,sequence=4"]) == 0
     assert "kernels" in capsys.readouterr().err
     assert main(["compile", str(path)]) == 1
