@@ -292,13 +292,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     compile_s = time.perf_counter() - start
     inputs = _load_npz(args.inputs)
     start = time.perf_counter()
-    before = getattr(model, "compiles", 0)
+    from ziggurat.runtime.dynamic import DynamicModel
+
+    dynamic = isinstance(model, DynamicModel)
+    before = model.compiles if dynamic else 0
     outputs = model(*_positional_inputs(inputs, model.input_names, args.inputs))
-    if hasattr(model, "symbols") and model.compiles > before:  # a DynamicModel compiled the variant of its shape
+    if dynamic and model.compiles > before:  # the call compiled the variant of its shape
         shape = ", ".join(f"{k}={v}" for k, v in model.info["variants"][-1].items())
         compile_s += time.perf_counter() - start
         print(f"compiled in {compile_s:.2f} s (dynamic axes: the variant for {shape}, at the call)")
-    elif hasattr(model, "symbols"):
+    elif dynamic:
         how = "one generic compile for every shape" if model.generic is not None else "a variant compiled up front"
         print(f"compiled in {compile_s:.2f} s (dynamic axes: {how})")
     else:

@@ -231,10 +231,10 @@ class CompiledModel(ArrayCalls, ModelSignature):
         keepalive: Any = None,
         info: Mapping[str, Any] | None = None,
         cast_inputs: bool = False,
-        symbols: Sequence[str] = (),
+        symbol_slots: Sequence[str] = (),
     ):
         super().__init__(inputs, outputs, info)
-        self.symbols = list(symbols)  # their values follow the outputs' slots (runtime/symbolic_model.py)
+        self.symbol_slots = list(symbol_slots)  # their values follow the outputs' slots (runtime/symbolic_model.py)
         self.cast_inputs = cast_inputs
         self._keepalive = keepalive
         self._entry = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(entry_address)
@@ -245,7 +245,7 @@ class CompiledModel(ArrayCalls, ModelSignature):
         self._out_base = len(self.inputs)
         self._check_base = self._out_base + len(self.outputs)
         self._sym_base = self._check_base + len(self.checks)
-        base = self._sym_base + len(self.symbols)
+        base = self._sym_base + len(self.symbol_slots)
         n = base + len(self._constants) + (1 if arena_bytes > 0 else 0)
         self._new_call = lambda: _Call(n, self._constants, base, arena_bytes, self.checks, self._check_base)
         self._idle: list[_Call] = [self._new_call()]  # list.pop/append are atomic: a lock-free pool

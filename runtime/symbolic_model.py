@@ -77,7 +77,7 @@ class SymbolicModel(CompiledModel):
         for c in self.constraints:
             wrong = c.check(binding)
             if wrong is not None:
-                names = sorted(Sym.lift(c.lhs).symbols | Sym.lift(c.rhs).symbols)
+                names = sorted(Sym.lift(c.lhs).base_symbols | Sym.lift(c.rhs).base_symbols)
                 axes = "; ".join(f"'{n}' = {binding[n]} ({self._axis_of(n)})" for n in names)
                 raise InputError(f"the input shapes break the model's constraint {wrong}: {axes}")
 
@@ -114,8 +114,8 @@ class SymbolicModel(CompiledModel):
                 call.bind(i, a)
             for i, r in enumerate(outputs, self._out_base):
                 call.bind(i, r)
-            values = derived_values(self.symbols, binding)  # derived ones ({1 + height}//2) from the inputs'
-            for k, name in enumerate(self.symbols):
+            values = derived_values(self.symbol_slots, binding)  # derived ones ({1 + height}//2) from the inputs'
+            for k, name in enumerate(self.symbol_slots):
                 call.args[self._sym_base + k] = values[name]
             self._entry(call.ptr)
             for spec, value in zip(self.checks, call.checks):  # run-time index checks (index_checks.py)

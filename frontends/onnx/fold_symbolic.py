@@ -89,13 +89,26 @@ def _concat(ctx, node, *arrays):
 
 
 def _slice(ctx, node, data, *params):
-    """A slice of a symbolic array at constant positions; a slice at symbolic positions (of a
-    constant table: position ids up to `sequence`) is the converter's, at run time."""
-    from ziggurat.frontends.onnx.fold import _slice as slice_constant
+    """A slice of a symbolic array at constant positions (opset 10+: inputs; before: attributes),
+    clamped as ONNX says; a slice at symbolic positions (of a constant table: position ids up to
+    `sequence`) is the converter's, at run time."""
+    from ziggurat.frontends.onnx.convert_tensor import slice_window
 
     if any(is_symbolic_array(p) for p in params):
         return None
-    return slice_constant(ctx, node, data)
+    if ctx.opset < 10:
+        attrs = attributes(node)
+        starts, ends, axes, steps = list(attrs["starts"]), list(attrs["ends"]), attrs.get("axes"), None
+    else:
+        starts, ends, axes, steps = (_ints(ctx, node, i) for i in (1, 2, 3, 4))
+    axes = list(range(len(starts))) if axes is None else list(axes)  # type: ignore[arg-type]
+    steps = steps or [1] * len(starts)  # type: ignore[arg-type]
+    index = [slice(None)] * data.ndim
+    for start, end, axis, step in zip(starts, ends, axes, steps):  # type: ignore[arg-type]
+        first, step, count = slice_window(data.shape[axis], start, end, step)
+        stop = first + step * count
+        index[axis % data.ndim] = slice(first, stop if stop >= 0 else None, step)
+    return [data[tuple(index)]]
 
 
 def _cast(ctx, node, data):

@@ -243,6 +243,7 @@ def test_every_converter_has_a_single_op_case():
     tested_elsewhere |= {"RoiAlign"}  # integer batch indices: tests/unit/test_onnx_roi_align.py
     tested_elsewhere |= {"BitCast"}  # every element type pair: tests/unit/test_onnx_bitcast.py
     tested_elsewhere |= {"NonZero", "Unique", "NonMaxSuppression"}  # sized at run time: test_data_dependent.py
+    tested_elsewhere |= {"Range", "ConstantOfShape"}  # converters over symbolic extents: test_symbolic_import.py
     # integer inputs: tests/unit/test_onnx_dtypes.py
     tested_elsewhere |= {"BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot", "Mod", "BitShift"}
     # 8-bit inputs against onnxruntime: tests/unit/test_onnx_quant.py
