@@ -364,7 +364,8 @@ def compile_symbolic(model: Any, target: str | Target = "llvm", opt_level: int =
     with _fewer_collections():
         work, inputs, outputs = _import_model(model, None, memory_limit, check_indices, stats, symbolic=True)
         constraints = work.constraints
-        built = _build(work, spec, options, stats, None)
+        # one process: fork_build splits the module by kernel, and a row driver calls its block kernels
+        built = _build(work, spec, options, stats, None, fork=False)
     return SymbolicModel(built.jit.address(built.entry_symbol), inputs, outputs, built.constants, built.arena_size,
                          keepalive=built.jit, cast_inputs=cast_inputs, symbol_slots=built.jit.info.symbols,
                          constraints=constraints,
@@ -489,7 +490,8 @@ def _fewer_collections():
                 gc.set_threshold(*_gc_state[1])
 
 
-def _build(work: _Work, spec: str, options: Any, stats: CompileStats, after_pass: PassCallback | None) -> _Built:
+def _build(work: _Work, spec: str, options: Any, stats: CompileStats, after_pass: PassCallback | None,
+           fork: bool = True) -> _Built:
     """Passes, translation and JIT: the uncached part of `compile`.
 
     Memory: what LLVM does not need is let go before it optimizes and generates code. After
@@ -503,7 +505,7 @@ def _build(work: _Work, spec: str, options: Any, stats: CompileStats, after_pass
     from ziggurat.backends.llvm.codegen_pool import compile_jobs
     from ziggurat.backends.llvm.jit import jit_compile
 
-    low = _lower(work, spec, options, stats, after_pass, fork=after_pass is None and not options.profile)
+    low = _lower(work, spec, options, stats, after_pass, fork=fork and after_pass is None and not options.profile)
     t0 = time.perf_counter()
     if low.objects is not None:  # compiled in two processes (fork_build.py)
         from ziggurat.backends.llvm.jit import declared_externals, load_objects

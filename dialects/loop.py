@@ -438,6 +438,39 @@ class CopyOp(IRDLOperation):
         _require(a.element_type == b.element_type, self, "element types differ")  # type: ignore[attr-defined]
 
 
-LOOP_OPS = [ForOp, BlockOp, LoadOp, StoreOp, AllocOp, ConstBufferOp, CopyOp]
+@irdl_op_definition
+class RowsOp(IRDLOperation):
+    """A block of rows of a buffer whose leading dims are symbolic, as a static buffer.
+
+    The source's symbolic leading dims are read as one flat row index; the result is `rows`
+    of them from row `start` on (the result's first dim), the trailing dims unchanged. What a
+    kernel over symbolic rows (dialects/sym.py) hands to a static kernel of a fixed row count
+    (transforms/te/te_row_blocks.py): no copy, an address.
+
+    ```mlir
+    %v = loop.rows %x[%r] : memref<?x?x768xf32, #sym.dims<"batch", "seq">> -> memref<64x768xf32>
+    ```
+    """
+
+    name = "loop.rows"
+    source = operand_def(MemRefType)
+    start = operand_def(IndexType)
+    result = result_def(MemRefType)
+    assembly_format = "$source `[` $start `]` attr-dict `:` type($source) `->` type($result)"
+
+    def __init__(self, source: SSAValue, start: SSAValue, result_type: MemRefType):
+        super().__init__(operands=[source, start], result_types=[result_type])
+
+    def verify_(self) -> None:
+        src, dst = self.source.type.get_shape(), self.result.type.get_shape()  # type: ignore[attr-defined]
+        lead = next((k for k, d in enumerate(src) if d >= 0), len(src))
+        _require(lead >= 1 and all(d >= 0 for d in src[lead:]), self,
+                 "the source's symbolic dims must lead and its other dims be static")
+        _require(tuple(src[lead:]) == tuple(dst[1:]) and len(dst) >= 1 and dst[0] >= 1, self,
+                 f"the result must be [rows] + the source's static dims {tuple(src[lead:])}")
+        _require(self.source.type.element_type == self.result.type.element_type, self, "element types differ")  # type: ignore[attr-defined]
+
+
+LOOP_OPS = [ForOp, BlockOp, LoadOp, StoreOp, AllocOp, ConstBufferOp, CopyOp, RowsOp]
 
 Loop = Dialect("loop", LOOP_OPS, [])

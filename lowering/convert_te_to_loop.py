@@ -8,17 +8,19 @@ from dataclasses import dataclass
 from xdsl.builder import Builder
 from xdsl.context import Context
 from xdsl.dialects import arith, builtin, func
-from xdsl.dialects.builtin import ArrayAttr, IndexType, IntegerAttr, IntegerType, MemRefType, StringAttr, TensorType
+from xdsl.dialects.builtin import ArrayAttr, IndexType, IntegerAttr, IntegerType, MemRefType, StringAttr, TensorType, UnitAttr
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint
 
 from ziggurat.dialects import graph, loop, te
-from ziggurat.dialects.sym import SYMBOLS_ATTR, memref_of_shape, shape_of, type_symbols
+from ziggurat.dialects.sym import SYMBOLS_ATTR, is_symbolic_type, memref_of_shape, shape_of, type_symbols
 from ziggurat.dtypes import scalar_type
 from ziggurat.errors import CompileError, ZigguratError
 from ziggurat.lowering.locations import SOURCE_NODES, name_source
 from ziggurat.lowering.te_inline import clamp_indices
+from ziggurat.transforms.schedule.mark import SCHEDULED
+from ziggurat.transforms.te.te_row_blocks import blocks_of
 from ziggurat.symbolic import Dim, Sym
 
 COMBINE = {
@@ -223,6 +225,43 @@ def lower_reduce(b: Builder, op: te.ReduceOp, out: SSAValue, lowering: _BodyLowe
     bb.insert(loop.StoreOp(combined, out, spatial))
 
 
+def _lower_driver(kernel: func.FuncOp, block: Block, ins, outs, extents: _Extents, sizes) -> None:
+    """The body of a kernel over symbolic rows that te-row-blocks gave static block kernels
+    (transforms/te/te_row_blocks.py): its rows in blocks of the largest size (a parallel loop),
+    the rest by the smaller sizes in turn, each block a `loop.rows` view of every row buffer
+    passed to `<kernel>_rows<R>`."""
+    from ziggurat.transforms.te.te_row_blocks import block_name
+
+    buffers = [*ins, *outs]
+    first = next(v for v in buffers if is_symbolic_type(v.type))
+    shape = shape_of(first.type)
+    p = next(k for k, d in enumerate(shape) if not isinstance(d, Sym))
+    total: Dim = 1
+    for d in shape[:p]:
+        total = total * d
+    rows = extents(total)
+    b = Builder(InsertPoint.at_end(block))
+    pos: SSAValue = b.insert(arith.ConstantOp(IntegerAttr(0, IndexType()))).result
+    for k, size in enumerate(sizes):
+        step = b.insert(arith.ConstantOp(IntegerAttr(size, IndexType()))).result
+        left = b.insert(arith.SubiOp(rows, pos)).result  # type: ignore[arg-type]
+        span = b.insert(arith.MuliOp(b.insert(arith.DivUIOp(left, step)).result, step)).result
+        end = b.insert(arith.AddiOp(pos, span)).result
+        f = b.insert(loop.ForOp(pos, end, size, "parallel" if k == 0 else "serial"))
+        f.iv.name_hint = f"rows{size}"
+        fb = Builder(InsertPoint.at_end(f.body.block))
+        args = []
+        for v in buffers:
+            if is_symbolic_type(v.type):
+                vs = shape_of(v.type)
+                view_type = memref_of_shape(v.type.element_type, [size, *vs[p:]])  # type: ignore[attr-defined]
+                args.append(fb.insert(loop.RowsOp(v, f.iv, view_type)).result)
+            else:
+                args.append(v)
+        fb.insert(func.CallOp(block_name(kernel.sym_name.data, size), args, []))
+        pos = end
+
+
 def lower_kernel(kernel: func.FuncOp) -> func.FuncOp:
     """te function over tensors -> loop function over buffers (outputs last)."""
     ret = kernel.body.block.last_op
@@ -243,7 +282,10 @@ def lower_kernel(kernel: func.FuncOp) -> func.FuncOp:
         destination.setdefault(v, o)
     b = Builder(InsertPoint.at_end(block))
     lowering = _BodyLowering(buffers, _Extents(block, syms) if names else None)
-    for op in kernel.body.block.ops:
+    sizes = blocks_of(kernel)
+    if sizes:
+        _lower_driver(kernel, block, ins, outs, lowering.extents, sizes)  # type: ignore[arg-type]
+    for op in kernel.body.block.ops if not sizes else ():
         if isinstance(op, (te.ComputeOp, te.ReduceOp)):
             out = destination.get(op.result)
             if out is None:
@@ -263,6 +305,8 @@ def lower_kernel(kernel: func.FuncOp) -> func.FuncOp:
         new.attributes[SOURCE_NODES] = kernel.attributes[SOURCE_NODES]
     if names:
         new.attributes[SYMBOLS_ATTR] = _symbols_attr(names)
+    if sizes:  # a driver: its schedule is the block loops above
+        new.attributes[SCHEDULED] = UnitAttr()
     return new
 
 

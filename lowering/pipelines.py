@@ -105,6 +105,7 @@ HW: dict[int, tuple[str, ...]] = {0: (), 1: ("convert-loop-to-hw",), 2: ("conver
 # cost-guided fusion yet: they plan for static extents), then the kernels over symbols take
 # loop-dynamic-schedule and the static ones the usual default schedule.
 SYMBOLIC_GRAPH: tuple[str, ...] = ("simplify-graph", "fold-constants", "cse", "dce", "fuse-ops")
+SYMBOLIC_TE: tuple[str, ...] = ("te-row-blocks",)  # kernels over symbolic rows: static block kernels
 SYMBOLIC_SCHEDULE: tuple[str, ...] = ("loop-dynamic-schedule", "loop-default-schedule", "loop-parallelize-outer",
                                       "loop-vectorize-innermost")
 
@@ -246,7 +247,8 @@ def symbolic_pipeline(opt_level: int = 3, target: Target | str | None = None) ->
     _check_level(opt_level)
     tgt = _target(target)
     graph = _stage(SYMBOLIC_GRAPH, tgt, 2)  # fuse-ops without cost guidance
-    return join(graph, lowering_stage(opt_level), _stage(SYMBOLIC_SCHEDULE, tgt, opt_level), hw_stage(opt_level, tgt))
+    lowering = join(TO_LOOP[0], *TE_MODULE[opt_level], *SYMBOLIC_TE, *TO_LOOP[1:], *MODULE[opt_level])
+    return join(graph, lowering, _stage(SYMBOLIC_SCHEDULE, tgt, opt_level), hw_stage(opt_level, tgt))
 
 
 def cuda_pipeline(opt_level: int = 3, target: Target | str | None = "cuda", graph: str | None = None,

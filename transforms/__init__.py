@@ -158,6 +158,12 @@ def _loop_simplify_index() -> type[ModulePass]:
     return LoopSimplifyIndexPass
 
 
+def _te_row_blocks() -> type[ModulePass]:
+    from ziggurat.transforms.te.te_row_blocks import TeRowBlocksPass
+
+    return TeRowBlocksPass
+
+
 def _loop_dynamic_schedule() -> type[ModulePass]:
     from ziggurat.transforms.schedule.loop_dynamic_schedule import LoopDynamicSchedulePass
 
@@ -273,6 +279,7 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "loop-default-schedule": _loop_default_schedule,
         "loop-parallelize-outer": _loop_parallelize_outer,
         "loop-dynamic-schedule": _loop_dynamic_schedule,
+        "te-row-blocks": _te_row_blocks,
         "gpu-split-stages": _gpu_split_stages,
         "gpu-rfactor": _gpu_rfactor,
         "gpu-fold-casts": _gpu_fold_casts,

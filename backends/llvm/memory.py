@@ -261,12 +261,26 @@ def _copy(t: Translator, f: FuncState, op: Operation) -> None:
     b.call(memcpy, [b.bitcast(f.get(dst), I8P), b.bitcast(f.get(src), I8P), symbols.value(t, f, nbytes), I1(0)])
 
 
+def _rows(t: Translator, f: FuncState, op: Operation) -> None:
+    """loop.rows: the source's address plus `start` rows of its static trailing dims."""
+    src, start = op.operands
+    shape = src.type.get_shape()  # type: ignore[attr-defined]
+    row = 1
+    for d in shape:
+        row = row * d if d >= 0 else 1  # the static trailing dims (the symbolic ones lead)
+    b = f.b
+    offset = f.get(start) if row == 1 else b.mul(f.get(start), I64(row), flags=("nsw",))
+    p = b.gep(f.get(src), [offset], inbounds=True)
+    f.vals[op.results[0]] = b.bitcast(p, t.ty(op.results[0].type))
+
+
 MEMORY_HANDLERS = {
     "loop.load": _load,
     "loop.store": _store,
     "loop.alloc": _alloc,
     "loop.const_buffer": _const_buffer,
     "loop.copy": _copy,
+    "loop.rows": _rows,
     "hw.vload": _vload,
     "hw.vstore": _vstore,
     "hw.vmaskload": _vmaskload,

@@ -29,7 +29,7 @@ FLOORS = {
     "ziggurat.registry": 2, "ziggurat.plugins": 2,
     "ziggurat.frontends": 3, "ziggurat.lowering": 3, "ziggurat.backends": 3,
     "ziggurat.transforms.graph": 3, "ziggurat.transforms.loop": 3, "ziggurat.transforms.schedule": 3,
-    "ziggurat.transforms.costs": 3, "ziggurat.transforms.gpu": 3,
+    "ziggurat.transforms.costs": 3, "ziggurat.transforms.gpu": 3, "ziggurat.transforms.te": 3,
     "ziggurat": 4, "ziggurat.compiler": 4, "ziggurat.runtime": 4,
     "ziggurat.autotune": 5,
     "ziggurat.cli": 6, "ziggurat.benchmarks": 6,

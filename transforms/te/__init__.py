@@ -1,0 +1,1 @@
+"""Passes on the te level (tensor expressions) that stay within it."""
