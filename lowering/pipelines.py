@@ -103,8 +103,9 @@ HW: dict[int, tuple[str, ...]] = {0: (), 1: ("convert-loop-to-hw",), 2: ("conver
 # A model compiled once for every shape of its dynamic axes (symbolic extents, dialects/sym.py):
 # the graph passes that read symbolic shapes (no table lookups, Winograd, blocked layouts or
 # cost-guided fusion yet: they plan for static extents), then the kernels over symbols take
-# loop-dynamic-schedule and the static ones the usual default schedule.
-SYMBOLIC_GRAPH: tuple[str, ...] = ("simplify-graph", "fold-constants", "cse", "dce", "fuse-ops")
+# loop-dynamic-schedule and the static ones the usual default schedule. Constant matmul weights go
+# to column panels unpriced (pack-weight-panels: the choice cost-guided fuse-ops makes by pricing).
+SYMBOLIC_GRAPH: tuple[str, ...] = ("simplify-graph", "fold-constants", "cse", "dce", "pack-weight-panels", "fuse-ops")
 SYMBOLIC_TE: tuple[str, ...] = ("te-row-blocks",)  # kernels over symbolic rows: static block kernels
 SYMBOLIC_SCHEDULE: tuple[str, ...] = ("loop-dynamic-schedule", "loop-default-schedule", "loop-parallelize-outer",
                                       "loop-vectorize-innermost")
@@ -133,6 +134,7 @@ def _registers(t: Target) -> dict[str, object]:
 # key is a registered pass and every option one of its fields.
 TARGET_OPTIONS: dict[str, Callable[[Target, int], dict[str, object]]] = {
     "convert-layout": lambda t, level: {"block": t.vector_width},
+    "pack-weight-panels": lambda t, level: {"width": t.vector_width},
     "fuse-ops": lambda t, level: {"cost-guided": level >= 3, "vector-width": t.vector_width},
     "loop-default-schedule": lambda t, level: {**_width(t), **_registers(t),
                                                "int8-dot": t.int8_dot},

@@ -158,6 +158,12 @@ def _loop_simplify_index() -> type[ModulePass]:
     return LoopSimplifyIndexPass
 
 
+def _pack_weight_panels() -> type[ModulePass]:
+    from ziggurat.transforms.graph.pack_weight_panels import PackWeightPanelsPass
+
+    return PackWeightPanelsPass
+
+
 def _te_row_blocks() -> type[ModulePass]:
     from ziggurat.transforms.te.te_row_blocks import TeRowBlocksPass
 
@@ -280,6 +286,7 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "loop-parallelize-outer": _loop_parallelize_outer,
         "loop-dynamic-schedule": _loop_dynamic_schedule,
         "te-row-blocks": _te_row_blocks,
+        "pack-weight-panels": _pack_weight_panels,
         "gpu-split-stages": _gpu_split_stages,
         "gpu-rfactor": _gpu_rfactor,
         "gpu-fold-casts": _gpu_fold_casts,

@@ -86,7 +86,7 @@ def bodies_with_weights(module: ModuleOp) -> list[tuple[func.FuncOp, WeightStore
 
 # Passes that read the values of constants and, without a store, would silently do nothing or less
 # (a plugin pass says so with a class attribute `needs_weights = True`).
-NEEDS_VALUES = frozenset({"fold-constants", "simplify-graph", "winograd-conv", "quantized-lookup"})
+NEEDS_VALUES = frozenset({"fold-constants", "simplify-graph", "winograd-conv", "quantized-lookup", "pack-weight-panels"})
 
 
 def needs_values(pass_: object) -> bool:

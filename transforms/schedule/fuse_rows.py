@@ -34,6 +34,10 @@ so a matmul or conv, whose register-block schedule needs its own nest, never fus
 when every buffer that one of the nests writes and another accesses is indexed in its first `d`
 dimensions by exactly the row loops' variables: a row then reads only what earlier stages wrote
 for the same row.
+
+A kernel over symbolic extents (dialects/sym.py) fuses the same way: loops with the same run-time
+bounds are the same rows, a run-time trip count counts as several, and its buffers as large; a
+row buffer of a symbolic length is allocated once per call (per thread) by the backend.
 """
 
 from __future__ import annotations
@@ -41,10 +45,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.dialects import arith, func
-from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType
+from xdsl.dialects.builtin import IndexType, IntegerAttr
 from xdsl.ir import SSAValue
 
 from ziggurat.dialects import loop
+from ziggurat.dialects.sym import is_symbolic_type, memref_of_shape, shape_of
 from ziggurat.transforms.loop.plan_memory import memref_nbytes
 from ziggurat.transforms.schedule.nest import chain
 
@@ -54,11 +59,27 @@ core, about): below, the intermediates stay in cache and the nests' own schedule
 blocks of several rows for the reductions) keep them faster."""
 
 
+def _trips(f: loop.ForOp) -> int | None:
+    """The loop's trip count; None for run-time bounds (a kernel over symbolic extents: taken
+    as many trips)."""
+    return None if f.is_dynamic else f.trip_count
+
+
+def _several(f: loop.ForOp) -> bool:
+    n = _trips(f)
+    return n is None or n > 1
+
+
+def _same_bounds(a: loop.ForOp, b: loop.ForOp) -> bool:
+    """Equal constants, or the same run-time values (convert-te-to-loop builds one value per extent)."""
+    return a.lower == b.lower and a.upper == b.upper and a.step.value.data == b.step.value.data
+
+
 def _common_depth(nests: Sequence[list[loop.ForOp]]) -> int:
     d = 0
     while all(len(p) > d for p in nests):
         first = nests[0][d]
-        if first.kind.data != "serial" or any(p[d].bounds != first.bounds or p[d].kind.data != "serial" for p in nests):
+        if first.kind.data != "serial" or any(not _same_bounds(p[d], first) or p[d].kind.data != "serial" for p in nests):
             break
         d += 1
     # keep each nest's own work below the row loops
@@ -80,7 +101,7 @@ def _row_reduction(prefix: list[loop.ForOp], d: int) -> bool | None:
             for kind, v in zip(b.iter_kinds.data, b.bindings):
                 if v is f.iv:
                     kinds.add(kind)
-        if "S" in kinds and f.trip_count > 1:
+        if "S" in kinds and _several(f):
             return None
     return True
 
@@ -91,7 +112,7 @@ def _accesses(top: loop.ForOp, d: int) -> tuple[set[SSAValue], set[SSAValue], se
     any index there (a broadcast read indexes such a dim by 0)."""
     prefix = chain(top)[:d]
     rows = [f.iv for f in prefix]
-    single = [f.trip_count == 1 for f in prefix]
+    single = [_trips(f) == 1 for f in prefix]
     reads, writes, other = set(), set(), set()
     for blk in (o for o in top.walk() if isinstance(o, loop.BlockOp)):
         var_of = dict(zip(blk.vars, blk.bindings))
@@ -121,14 +142,15 @@ def fuse_rows(fn: func.FuncOp, min_bytes: int | None = None) -> bool:
         return False
     # every stage walks a row below the row loops (an epilogue over the same points as a matmul's
     # result has none: the matmul then keeps its nest)
-    if any(not any(f.trip_count > 1 for f in p[d - 1].body.walk() if isinstance(f, loop.ForOp) and f is not p[d - 1])
+    if any(not any(_several(f) for f in p[d - 1].body.walk() if isinstance(f, loop.ForOp) and f is not p[d - 1])
            for p in prefixes):
         return False
-    if all(f.trip_count == 1 for f in prefixes[0][:d]):  # one row in all: nothing to gain
+    if all(_trips(f) == 1 for f in prefixes[0][:d]):  # one row in all: nothing to gain
         return False
     access = [_accesses(t, d) for t in tops]
     touched = {b for r, w, _ in access for b in r | w}
-    if max((memref_nbytes(b.type) for b in touched), default=0) < min_bytes:  # type: ignore[arg-type]
+    symbolic = any(is_symbolic_type(b.type) for b in touched)  # its size is the shapes': taken as large
+    if not symbolic and max((memref_nbytes(b.type) for b in touched), default=0) < min_bytes:  # type: ignore[arg-type]
         return False
     shared = set()
     for i, (_, w, _) in enumerate(access):
@@ -177,8 +199,8 @@ def _shrink_locals(fn: func.FuncOp, top: loop.ForOp, d: int, shared: set[SSAValu
         buf = alloc.results[0]
         if buf not in shared or any(not isinstance(u.operation, (loop.LoadOp, loop.StoreOp)) for u in buf.uses):
             continue
-        shape = list(buf.type.get_shape())  # type: ignore[attr-defined]
-        row = loop.AllocOp(MemRefType(buf.type.element_type, [1] * d + shape[d:]), alloc.scope.data)  # type: ignore[attr-defined]
+        shape = list(shape_of(buf.type))
+        row = loop.AllocOp(memref_of_shape(buf.type.element_type, [1] * d + shape[d:]), alloc.scope.data)  # type: ignore[attr-defined]
         row.result.name_hint = buf.name_hint
         if host.first_op is not None:
             host.insert_op_before(row, host.first_op)

@@ -12,6 +12,7 @@ from xdsl.passes import ModulePass
 
 from ziggurat.dialects import loop
 from ziggurat.dialects.sym import SYMBOLS_ATTR
+from ziggurat.transforms.schedule.fuse_rows import fuse_rows
 from ziggurat.transforms.schedule.loop_parallelize_outer import _spatial_only
 from ziggurat.transforms.schedule.mark import SCHEDULED, is_scheduled
 
@@ -53,6 +54,21 @@ def _along_last(f: loop.ForOp, kinds: tuple[type, ...]) -> bool | None:
     return moved if moved else None
 
 
+def _vector_loops(top: loop.ForOp) -> list[loop.ForOp]:
+    """`_vector_loop` of the nest, or of each nest below its loops where they hold several (the
+    stages fuse_rows put under one row loop)."""
+    f = top
+    while True:
+        inner = _loops(f)
+        if len(inner) != 1:
+            break
+        f = inner[0]
+    if len(inner) > 1:
+        return [v for nest in inner for v in _vector_loops(nest)]
+    vec = _vector_loop(top)
+    return [vec] if vec is not None else []
+
+
 def _vector_loop(top: loop.ForOp) -> loop.ForOp | None:
     """The loop to vectorize in a nest: the innermost spatial loop along which every store moves
     in its last index and every read in its last index or not at all (an elementwise loop, or a
@@ -66,6 +82,8 @@ def _vector_loop(top: loop.ForOp) -> loop.ForOp | None:
             break
         f = inner[0]
     for f in reversed(chain):
+        if not f.is_dynamic and f.trip_count < 2:  # one trip: nothing to spread over lanes
+            continue
         if (f.step.value.data == 1 and _spatial_only(f) and _along_last(f, (loop.StoreOp,))
                 and _along_last(f, (loop.LoadOp,)) is not False):
             return f
@@ -83,7 +101,9 @@ class LoopDynamicSchedulePass(ModulePass):
     to a kernel over `#sym.dims` buffers) have loops with run-time bounds, which the static
     schedules refuse.
 
-    **Output:** in each such kernel, each top-level nest gets its outermost spatial loop
+    **Output:** in each such kernel, the stages of a row reduction (softmax, layer norm) first
+    run under one row loop with row-sized locals (transforms/schedule/fuse_rows.py); then each
+    top-level nest (or each nest under the fused row loop) gets its outermost spatial loop
     `parallel` (its run-time trip count is split over the threads) and one loop `vectorized`:
     the innermost spatial loop along which every store moves in its last index (an elementwise
     loop; a matmul's column loop around its reduction loop, which convert-loop-to-hw vectorizes
@@ -117,12 +137,13 @@ class LoopDynamicSchedulePass(ModulePass):
                 continue
             if SYMBOLS_ATTR not in fn.attributes or is_scheduled(fn):
                 continue
+            fuse_rows(fn, min_bytes=0)  # softmax, layer norm: stages at the row loop, one row of locals
             for top in [o for o in fn.body.block.ops if isinstance(o, loop.ForOp)]:
-                vec = _vector_loop(top)
-                if vec is not None:
+                vecs = _vector_loops(top)
+                for vec in vecs:
                     vec.properties["kind"] = StringAttr("vectorized")
                 f = top
-                while f is not vec and _spatial_only(f):
+                while f not in vecs and _spatial_only(f):
                     if f.is_dynamic or f.trip_count >= 2:
                         f.properties["kind"] = StringAttr("parallel")
                         break
