@@ -135,6 +135,7 @@ def _registers(t: Target) -> dict[str, object]:
 TARGET_OPTIONS: dict[str, Callable[[Target, int], dict[str, object]]] = {
     "convert-layout": lambda t, level: {"block": t.vector_width},
     "pack-weight-panels": lambda t, level: {"width": t.vector_width},
+    "loop-dynamic-schedule": lambda t, level: _width(t),
     "fuse-ops": lambda t, level: {"cost-guided": level >= 3, "vector-width": t.vector_width},
     "loop-default-schedule": lambda t, level: {**_width(t), **_registers(t),
                                                "int8-dot": t.int8_dot},

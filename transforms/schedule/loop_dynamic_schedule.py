@@ -12,7 +12,9 @@ from xdsl.passes import ModulePass
 
 from ziggurat.dialects import loop
 from ziggurat.dialects.sym import SYMBOLS_ATTR
+from ziggurat.transforms.schedule import dynamic_block
 from ziggurat.transforms.schedule.fuse_rows import fuse_rows
+from ziggurat.transforms.schedule.nest import chain
 from ziggurat.transforms.schedule.loop_parallelize_outer import _spatial_only
 from ziggurat.transforms.schedule.mark import SCHEDULED, is_scheduled
 
@@ -54,9 +56,57 @@ def _along_last(f: loop.ForOp, kinds: tuple[type, ...]) -> bool | None:
     return moved if moved else None
 
 
+def _interchange_reduction(top: loop.ForOp) -> bool:
+    """A matmul-like nest `for .. j { init; for k { update } }` whose column loop `j` runs along
+    the last index of the output store and of every read that depends on it becomes
+    `for .. { for j { init } ; for k { for j { update } } }`: the column loop innermost, so its
+    vectors are independent FMAs into the output row (one dependency chain per k otherwise, when
+    convert-loop-to-hw vectorizes `j` around the reduction). Returns whether it did."""
+    j = chain(top)[-1]
+    ops = list(j.body.block.ops)
+    if len(ops) != 2 or not isinstance(ops[0], loop.BlockOp) or not isinstance(ops[1], loop.ForOp):
+        return False
+    init, k = ops
+    k_ops = list(k.body.block.ops)
+    if len(k_ops) != 1 or not isinstance(k_ops[0], loop.BlockOp) or "R" not in k_ops[0].iter_kinds.data:
+        return False
+    update = k_ops[0]
+    if j.step.value.data != 1 or (not j.is_dynamic and j.trip_count < 2) or not _spatial_only(j):
+        return False
+    if not _along_last(j, (loop.StoreOp,)) or _along_last(j, (loop.LoadOp,)) is False:
+        return False
+    parent = j.parent_block()
+    assert parent is not None
+    # for j { init }
+    j_init = loop.ForOp(j.lower, j.upper, 1, "serial")
+    j_init.iv.name_hint = j.iv.name_hint
+    parent.insert_op_before(j_init, j)
+    init.detach()
+    j_init.body.block.add_op(init)
+    # for k { for j { update } }
+    k_new = loop.ForOp(k.lower, k.upper, k.step.value.data, "serial")
+    k_new.iv.name_hint = k.iv.name_hint
+    parent.insert_op_before(k_new, j)
+    j_upd = loop.ForOp(j.lower, j.upper, 1, "serial")
+    j_upd.iv.name_hint = j.iv.name_hint
+    k_new.body.block.add_op(j_upd)
+    update.detach()
+    j_upd.body.block.add_op(update)
+    j.iv.replace_all_uses_with(j_init.iv)
+    for use in list(j_init.iv.uses):
+        if j_upd.is_ancestor(use.operation):
+            use.operation.operands[use.index] = j_upd.iv
+    k.iv.replace_all_uses_with(k_new.iv)
+    j.detach()
+    j.erase()
+    return True
+
+
 def _vector_loops(top: loop.ForOp) -> list[loop.ForOp]:
     """`_vector_loop` of the nest, or of each nest below its loops where they hold several (the
-    stages fuse_rows put under one row loop)."""
+    stages fuse_rows put under one row loop); a row block (dynamic_block.py) has its own."""
+    if dynamic_block.BLOCKED in top.attributes:
+        return []
     f = top
     while True:
         inner = _loops(f)
@@ -102,7 +152,11 @@ class LoopDynamicSchedulePass(ModulePass):
     schedules refuse.
 
     **Output:** in each such kernel, the stages of a row reduction (softmax, layer norm) first
-    run under one row loop with row-sized locals (transforms/schedule/fuse_rows.py); then each
+    run under one row loop with row-sized locals (transforms/schedule/fuse_rows.py), and a
+    matmul-like nest gets a register block of 8 rows (4 at 8 lanes) by one vector of columns
+    with its accumulators in a local buffer (transforms/schedule/dynamic_block.py), the rows
+    left over their column loop inside the reduction loop (`_interchange_reduction`:
+    independent vector FMAs into the output row); then each
     top-level nest (or each nest under the fused row loop) gets its outermost spatial loop
     `parallel` (its run-time trip count is split over the threads) and one loop `vectorized`:
     the innermost spatial loop along which every store moves in its last index (an elementwise
@@ -112,8 +166,11 @@ class LoopDynamicSchedulePass(ModulePass):
     marked `loop.scheduled`, so loop-default-schedule, loop-parallelize-outer and
     loop-vectorize-innermost leave it alone. Static kernels are untouched.
 
-    This is the generic schedule: no register blocking or packing yet (those plan for static
-    extents, transforms/schedule/plan.py), so it trades speed for one compile.
+    This is the generic schedule: no packing and no epilogue fusion (those plan for static
+    extents, transforms/schedule/plan.py); kernels over symbolic rows alone run static block
+    kernels instead (transforms/te/te_row_blocks.py).
+
+    **Options:** `vector-width` (the target's f32 lanes, default 16: the register block's rows).
 
     Example:
     ```mlir
@@ -130,6 +187,7 @@ class LoopDynamicSchedulePass(ModulePass):
     """
 
     name = "loop-dynamic-schedule"
+    vector_width: int = 16
 
     def apply(self, ctx: Context, op: builtin.ModuleOp) -> None:
         for fn in op.ops:
@@ -139,6 +197,10 @@ class LoopDynamicSchedulePass(ModulePass):
                 continue
             fuse_rows(fn, min_bytes=0)  # softmax, layer norm: stages at the row loop, one row of locals
             for top in [o for o in fn.body.block.ops if isinstance(o, loop.ForOp)]:
+                nest = dynamic_block.match(top)
+                if nest is not None:  # a matmul: rows x one vector of accumulators (dynamic_block.py)
+                    dynamic_block.build(nest, dynamic_block.block_rows(self.vector_width), self.vector_width)
+                _interchange_reduction(top)
                 vecs = _vector_loops(top)
                 for vec in vecs:
                     vec.properties["kind"] = StringAttr("vectorized")

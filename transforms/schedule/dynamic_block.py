@@ -1,0 +1,212 @@
+"""A register block for matmul-like nests over run-time extents (loop-dynamic-schedule).
+
+The static schedules plan a register block from the extents (transforms/schedule/plan.py); over
+symbolic rows and columns (an attention matmul: `sequence` rows and columns) this builds the
+block that needs no extent at compile time: `U` rows at a time, the column loop cut into
+vectors, each vector's `U` accumulators in a local `[U, W]` buffer (LLVM keeps them in registers
+across the reduction loop), the rows left over by the generic schedule.
+
+```mlir
+loop.for %i = 0 to %n serial {
+  loop.for %j = 0 to %m serial {
+    loop.block "matmul_init" [S %a = %i, S %b = %j] {...out[%a, %b]...}
+    loop.for %k = 0 to %K serial { loop.block "matmul" [S %a = %i, S %b = %j, R %c = %k] {...} }
+  }
+}
+```
+becomes (U = 8, W = 16)
+```mlir
+loop.for %io = 0 to %main step 8 serial {
+  %acc = loop.alloc "local" : memref<8x16xf32>
+  loop.for %jo = 0 to %m step 16 serial {
+    loop.for %jl = 0 to min(%m - %jo, 16) vectorized {
+      loop.block "matmul_init" [..] {...acc[u, jl]...}           // x8
+      loop.for %k = 0 to %K serial { loop.block "matmul" [..] {...acc[u, jl]...} }   // x8
+      loop.block "matmul_store" [..] {...out[io + u, jo + jl] = acc[u, jl]...}       // x8
+    }
+  }
+}
+loop.for %i = %main to %n serial { <the original rows' nest> }
+```
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.builder import Builder
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import IndexType, IntegerAttr, StringAttr
+from xdsl.ir import Block, SSAValue
+from xdsl.rewriter import InsertPoint
+
+from ziggurat.dialects import loop
+from ziggurat.dialects.sym import memref_of_shape
+from ziggurat.transforms.schedule.nest import chain
+
+BLOCKED = "dyn.blocked"  # attribute of a row-block loop this module built: scheduled already
+
+
+@dataclass
+class _Nest:
+    i: loop.ForOp
+    j: loop.ForOp
+    init: loop.BlockOp
+    k: loop.ForOp
+    update: loop.BlockOp
+    out: SSAValue
+
+
+def _index(b: Builder, v: int | SSAValue) -> SSAValue:
+    if isinstance(v, SSAValue):
+        return v
+    return b.insert(arith.ConstantOp(IntegerAttr(v, IndexType()))).result
+
+
+def _own_point_accesses(blk: loop.BlockOp, out: SSAValue, i_var: SSAValue, j_var: SSAValue) -> list:
+    """The block's loads and stores of `out`, if each indexes it at the block's own point with
+    `i_var`, `j_var` last (else None)."""
+    found = []
+    for op in blk.body.walk():
+        if isinstance(op, (loop.LoadOp, loop.StoreOp)) and op.buffer is out:
+            idx = list(op.indices)
+            if len(idx) < 2 or idx[-2] is not i_var or idx[-1] is not j_var:
+                return None  # type: ignore[return-value]
+            found.append(op)
+    return found
+
+
+def _var(blk: loop.BlockOp, iv: SSAValue) -> SSAValue | None:
+    for var, bound in zip(blk.vars, blk.bindings):
+        if bound is iv:
+            return var
+    return None
+
+
+def match(top: loop.ForOp) -> _Nest | None:
+    """The matmul-like nest under `top`: perfectly nested spatial loops ending in rows `i` and
+    columns `j`, whose body is an init block and one reduction loop around an update block, both
+    accessing their output at their own point only."""
+    loops = chain(top)
+    if len(loops) < 2:
+        return None
+    i, j = loops[-2], loops[-1]
+    ops = list(j.body.block.ops)
+    if len(ops) != 2 or not isinstance(ops[0], loop.BlockOp) or not isinstance(ops[1], loop.ForOp):
+        return None
+    init, k = ops
+    k_ops = list(k.body.block.ops)
+    if len(k_ops) != 1 or not isinstance(k_ops[0], loop.BlockOp):
+        return None
+    update = k_ops[0]
+    if i.step.value.data != 1 or j.step.value.data != 1 or not (i.is_dynamic or j.is_dynamic or k.is_dynamic):
+        return None
+    stores = [o for o in init.body.walk() if isinstance(o, loop.StoreOp)]
+    if len(stores) != 1:
+        return None
+    out = stores[0].buffer
+    for blk, kinds in ((init, None), (update, "R")):
+        iv, jv = _var(blk, i.iv), _var(blk, j.iv)
+        if iv is None or jv is None or _own_point_accesses(blk, out, iv, jv) is None:
+            return None
+        for kind, bound in zip(blk.iter_kinds.data, blk.bindings):
+            if bound in (i.iv, j.iv) and kind != "S":
+                return None
+    if [o.buffer for o in update.body.walk() if isinstance(o, loop.StoreOp)] != [out]:
+        return None
+    if out.type.element_type != stores[0].value.type:  # type: ignore[attr-defined]
+        return None
+    return _Nest(i, j, init, k, update, out)
+
+
+def _copy_block(blk: loop.BlockOp, bindings: dict[SSAValue, SSAValue], extra: SSAValue, acc: SSAValue,
+                out: SSAValue, u: int) -> loop.BlockOp:
+    """`blk` bound to new values (`bindings` by old bound value) plus one extra spatial variable
+    bound to `extra`, its accesses of `out` going to `acc[u, <extra>]`."""
+    new = loop.BlockOp(blk.block_name.data, blk.iter_kinds.data + "S",
+                       [bindings.get(v, v) for v in blk.bindings] + [extra])
+    new.attributes |= blk.attributes
+    body = new.body.block
+    mapping: dict[SSAValue, SSAValue] = dict(zip(blk.vars, new.vars))
+    lane = new.vars[-1]
+    b = Builder(InsertPoint.at_end(body))
+    row = b.insert(arith.ConstantOp(IntegerAttr(u, IndexType()))).result
+    for op in blk.body.block.ops:
+        if isinstance(op, loop.LoadOp) and op.buffer is out:
+            mapping[op.result] = b.insert(loop.LoadOp(acc, [row, lane])).result
+        elif isinstance(op, loop.StoreOp) and op.buffer is out:
+            b.insert(loop.StoreOp(mapping.get(op.value, op.value), acc, [row, lane]))
+        else:
+            c = b.insert(op.clone(value_mapper=mapping))
+            for r_old, r_new in zip(op.results, c.results):
+                mapping[r_old] = r_new
+    return new
+
+
+def build(nest: _Nest, rows: int, width: int) -> None:
+    """Rewrites `nest` into the row block of the module docstring (`rows` = U, `width` = W)."""
+    i, j, k = nest.i, nest.j, nest.k
+    parent = i.parent_block()
+    assert parent is not None
+    b = Builder(InsertPoint.before(i))
+    lo, hi = _index(b, i.lower), _index(b, i.upper)
+    n = b.insert(arith.SubiOp(hi, lo)).result
+    main = b.insert(arith.SubiOp(hi, b.insert(arith.RemSIOp(n, _index(b, rows))).result)).result
+    io = b.insert(loop.ForOp(lo, main, rows, "serial"))
+    io.iv.name_hint = "io"
+    io.attributes[BLOCKED] = StringAttr(f"{rows}x{width}")
+    ib = Builder(InsertPoint.at_end(io.body.block))
+    elt = nest.out.type.element_type  # type: ignore[attr-defined]
+    acc = ib.insert(loop.AllocOp(memref_of_shape(elt, [rows, width]), "local")).result
+    acc.name_hint = "acc"
+    jo = ib.insert(loop.ForOp(j.lower, j.upper, width, "serial"))
+    jo.iv.name_hint = "jo"
+    jb = Builder(InsertPoint.at_end(jo.body.block))
+    w = _index(jb, width)
+    left = jb.insert(arith.SubiOp(_index(jb, j.upper), jo.iv)).result
+    lanes = jb.insert(arith.MinSIOp(left, w)).result
+    jl = jb.insert(loop.ForOp(0, lanes, 1, "vectorized"))
+    jl.iv.name_hint = "jl"
+    lb = Builder(InsertPoint.at_end(jl.body.block))
+    col = lb.insert(arith.AddiOp(jo.iv, jl.iv)).result
+    row_of = [lb.insert(arith.AddiOp(io.iv, _index(lb, u))).result if u else io.iv for u in range(rows)]
+    for u in range(rows):
+        jl.body.block.add_op(_copy_block(nest.init, {i.iv: row_of[u], j.iv: col}, jl.iv, acc, nest.out, u))
+    kk = loop.ForOp(k.lower, k.upper, k.step.value.data, "serial")
+    kk.iv.name_hint = k.iv.name_hint
+    jl.body.block.add_op(kk)
+    for u in range(rows):
+        kk.body.block.add_op(_copy_block(nest.update, {i.iv: row_of[u], j.iv: col, k.iv: kk.iv}, jl.iv, acc,
+                                         nest.out, u))
+    for u in range(rows):
+        jl.body.block.add_op(_store_block(nest, {i.iv: row_of[u], j.iv: col}, jl.iv, acc, u))
+    # the rows left over: the original nest from `main` on
+    rest = loop.ForOp(main, i.upper, 1, "serial", i.body.clone())
+    rest.iv.name_hint = i.iv.name_hint
+    rest.attributes |= i.attributes
+    parent.insert_op_before(rest, i)
+    i.detach()
+    i.erase()
+
+
+def _store_block(nest: _Nest, bindings: dict[SSAValue, SSAValue], lane: SSAValue, acc: SSAValue, u: int) -> loop.BlockOp:
+    """`<init name>_store`: out at the init block's point (rebound) = acc[u, lane]."""
+    init = nest.init
+    store = next(o for o in init.body.walk() if isinstance(o, loop.StoreOp))
+    blk = loop.BlockOp(f"{init.block_name.data.removesuffix('_init')}_store", "S" * (len(init.bindings) + 1),
+                       [bindings.get(v, v) for v in init.bindings] + [lane])
+    var = dict(zip(init.vars, blk.vars))
+    b = Builder(InsertPoint.at_end(blk.body.block))
+    row = b.insert(arith.ConstantOp(IntegerAttr(u, IndexType()))).result
+    v = b.insert(loop.LoadOp(acc, [row, blk.vars[-1]])).result
+    b.insert(loop.StoreOp(v, nest.out, [var.get(x, x) for x in store.indices]))
+    return blk
+
+
+def block_rows(width: int) -> int:
+    """Rows of the block: accumulators plus the broadcast rows and one column vector fit the
+    registers (32 at 16 lanes, 16 at 8 or fewer)."""
+    return 8 if width >= 16 else 4
+
+
+__all__ = ["BLOCKED", "Block", "block_rows", "build", "match"]
