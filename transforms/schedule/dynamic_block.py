@@ -143,6 +143,12 @@ def _copy_block(blk: loop.BlockOp, bindings: dict[SSAValue, SSAValue], extra: SS
     return new
 
 
+def fits(nest: _Nest, width: int) -> bool:
+    """A static column count must hold one vector (a narrower output keeps the generic nest)."""
+    j = nest.j
+    return j.is_dynamic or j.trip_count >= width
+
+
 def build(nest: _Nest, rows: int, width: int) -> None:
     """Rewrites `nest` into the row block of the module docstring (`rows` = U, `width` = W)."""
     i, j, k = nest.i, nest.j, nest.k
