@@ -49,10 +49,10 @@ BLOCKED = "dyn.blocked"  # attribute of a row-block loop this module built: sche
 
 @dataclass
 class _Nest:
-    i: loop.ForOp
-    j: loop.ForOp
+    i: loop.ForOp  # the rows of the block: accumulators per row
+    j: loop.ForOp  # the columns: one vector
     init: loop.BlockOp
-    k: loop.ForOp
+    reduction: list[loop.ForOp]  # perfectly nested, the update block innermost
     update: loop.BlockOp
     out: SSAValue
 
@@ -63,19 +63,6 @@ def _index(b: Builder, v: int | SSAValue) -> SSAValue:
     return b.insert(arith.ConstantOp(IntegerAttr(v, IndexType()))).result
 
 
-def _own_point_accesses(blk: loop.BlockOp, out: SSAValue, i_var: SSAValue, j_var: SSAValue) -> list:
-    """The block's loads and stores of `out`, if each indexes it at the block's own point with
-    `i_var`, `j_var` last (else None)."""
-    found = []
-    for op in blk.body.walk():
-        if isinstance(op, (loop.LoadOp, loop.StoreOp)) and op.buffer is out:
-            idx = list(op.indices)
-            if len(idx) < 2 or idx[-2] is not i_var or idx[-1] is not j_var:
-                return None  # type: ignore[return-value]
-            found.append(op)
-    return found
-
-
 def _var(blk: loop.BlockOp, iv: SSAValue) -> SSAValue | None:
     for var, bound in zip(blk.vars, blk.bindings):
         if bound is iv:
@@ -83,40 +70,112 @@ def _var(blk: loop.BlockOp, iv: SSAValue) -> SSAValue | None:
     return None
 
 
-def match(top: loop.ForOp) -> _Nest | None:
-    """The matmul-like nest under `top`: perfectly nested spatial loops ending in rows `i` and
-    columns `j`, whose body is an init block and one reduction loop around an update block, both
-    accessing their output at their own point only."""
+def _depends(v: SSAValue, on: SSAValue, memo: dict) -> bool:
+    if v is on:
+        return True
+    if v not in memo:
+        memo[v] = False
+        owner = v.owner
+        memo[v] = not isinstance(owner, Block) and any(_depends(o, on, memo) for o in owner.operands)  # type: ignore[union-attr]
+    return memo[v]
+
+
+def _own_point(blk: loop.BlockOp, out: SSAValue, i_var: SSAValue, j_var: SSAValue) -> bool:
+    """Every access of `out` in the block is at one index list that holds `i_var` and ends in `j_var`."""
+    lists = {tuple(op.indices) for op in blk.body.walk() if isinstance(op, (loop.LoadOp, loop.StoreOp)) and op.buffer is out}
+    if len(lists) != 1:
+        return False
+    (idx,) = lists
+    return bool(idx) and idx[-1] is j_var and i_var in idx[:-1]
+
+
+def _rows_loop(loops: list[loop.ForOp], update: loop.BlockOp, width_rows: int, out: SSAValue) -> loop.ForOp | None:
+    """The spatial loop to block by rows: one the update's column-varying reads do not use (so
+    each vector it loads serves every row of the block) and its output does, static with at
+    least `width_rows` trips where there is one, else a run-time one."""
+    j = loops[-1]
+    jv = _var(update, j.iv)
+    memo: dict = {}
+    vector_reads = [op for op in update.body.walk() if isinstance(op, loop.LoadOp) and op.buffer is not out
+                    and any(_depends(x, jv, memo) for x in op.indices)] if jv is not None else []
+    best = None
+    for f in loops[:-1]:
+        fv = _var(update, f.iv)
+        if fv is None or f.step.value.data != 1:
+            continue
+        memo2: dict = {}
+        if any(_depends(x, fv, memo2) for op in vector_reads for x in op.indices):
+            continue
+        if not f.is_dynamic and f.trip_count >= width_rows:
+            best = f  # the innermost such static loop
+        elif f.is_dynamic and (best is None or best.is_dynamic):
+            best = f
+    return best
+
+
+def match(top: loop.ForOp, rows: int = 8) -> _Nest | None:
+    """The matmul-like nest under `top`: perfectly nested spatial loops, the last the columns
+    `j`, whose body is an init block and perfectly nested reduction loops around an update block,
+    both accessing their output at their own point only; the rows `i` one of the other loops
+    (`_rows_loop`). At least one loop has run-time bounds."""
     loops = chain(top)
     if len(loops) < 2:
         return None
-    i, j = loops[-2], loops[-1]
+    j = loops[-1]
     ops = list(j.body.block.ops)
     if len(ops) != 2 or not isinstance(ops[0], loop.BlockOp) or not isinstance(ops[1], loop.ForOp):
         return None
-    init, k = ops
-    k_ops = list(k.body.block.ops)
+    init = ops[0]
+    reduction = chain(ops[1])
+    k_ops = list(reduction[-1].body.block.ops)
     if len(k_ops) != 1 or not isinstance(k_ops[0], loop.BlockOp):
         return None
     update = k_ops[0]
-    if i.step.value.data != 1 or j.step.value.data != 1 or not (i.is_dynamic or j.is_dynamic or k.is_dynamic):
+    if j.step.value.data != 1 or not any(f.is_dynamic for f in [*loops, *reduction]):
         return None
     stores = [o for o in init.body.walk() if isinstance(o, loop.StoreOp)]
     if len(stores) != 1:
         return None
     out = stores[0].buffer
-    for blk, kinds in ((init, None), (update, "R")):
+    i = _rows_loop(loops, update, rows, out)
+    if i is None:
+        return None
+    for blk in (init, update):
         iv, jv = _var(blk, i.iv), _var(blk, j.iv)
-        if iv is None or jv is None or _own_point_accesses(blk, out, iv, jv) is None:
+        if iv is None or jv is None or not _own_point(blk, out, iv, jv):
             return None
-        for kind, bound in zip(blk.iter_kinds.data, blk.bindings):
-            if bound in (i.iv, j.iv) and kind != "S":
-                return None
+        if any(bound in (i.iv, j.iv) and kind != "S" for kind, bound in zip(blk.iter_kinds.data, blk.bindings)):
+            return None
     if [o.buffer for o in update.body.walk() if isinstance(o, loop.StoreOp)] != [out]:
         return None
-    if out.type.element_type != stores[0].value.type:  # type: ignore[attr-defined]
-        return None
-    return _Nest(i, j, init, k, update, out)
+    return _Nest(i, j, init, reduction, update, out)
+
+
+def _sink(i: loop.ForOp, j: loop.ForOp) -> loop.ForOp:
+    """Swaps `i` inward past the spatial loops between it and `j` (perfectly nested: legal);
+    returns the loop that now plays `i`'s role, just above `j`."""
+    while True:
+        inner = list(i.body.block.ops)[0]
+        assert isinstance(inner, loop.ForOp)
+        if inner is j:
+            return i
+        # i { inner { body } } -> inner' { i' { body } }
+        outer_new = loop.ForOp(inner.lower, inner.upper, inner.step.value.data, inner.kind.data)
+        outer_new.iv.name_hint = inner.iv.name_hint
+        i_new = loop.ForOp(i.lower, i.upper, i.step.value.data, i.kind.data)
+        i_new.iv.name_hint = i.iv.name_hint
+        outer_new.body.block.add_op(i_new)
+        for op in list(inner.body.block.ops):
+            op.detach()
+            i_new.body.block.add_op(op)
+        inner.iv.replace_all_uses_with(outer_new.iv)
+        i.iv.replace_all_uses_with(i_new.iv)
+        parent = i.parent_block()
+        assert parent is not None
+        parent.insert_op_before(outer_new, i)
+        i.detach()
+        i.erase()
+        i = i_new
 
 
 def _copy_block(blk: loop.BlockOp, bindings: dict[SSAValue, SSAValue], extra: SSAValue, acc: SSAValue,
@@ -151,7 +210,8 @@ def fits(nest: _Nest, width: int) -> bool:
 
 def build(nest: _Nest, rows: int, width: int) -> None:
     """Rewrites `nest` into the row block of the module docstring (`rows` = U, `width` = W)."""
-    i, j, k = nest.i, nest.j, nest.k
+    i = _sink(nest.i, nest.j)
+    j = nest.j
     parent = i.parent_block()
     assert parent is not None
     b = Builder(InsertPoint.before(i))
@@ -178,12 +238,15 @@ def build(nest: _Nest, rows: int, width: int) -> None:
     row_of = [lb.insert(arith.AddiOp(io.iv, _index(lb, u))).result if u else io.iv for u in range(rows)]
     for u in range(rows):
         jl.body.block.add_op(_copy_block(nest.init, {i.iv: row_of[u], j.iv: col}, jl.iv, acc, nest.out, u))
-    kk = loop.ForOp(k.lower, k.upper, k.step.value.data, "serial")
-    kk.iv.name_hint = k.iv.name_hint
-    jl.body.block.add_op(kk)
+    host, rebound = jl.body.block, {}
+    for k in nest.reduction:  # the reduction loops, rebuilt inside the column vector
+        kk = loop.ForOp(k.lower, k.upper, k.step.value.data, "serial")
+        kk.iv.name_hint = k.iv.name_hint
+        host.add_op(kk)
+        rebound[k.iv] = kk.iv
+        host = kk.body.block
     for u in range(rows):
-        kk.body.block.add_op(_copy_block(nest.update, {i.iv: row_of[u], j.iv: col, k.iv: kk.iv}, jl.iv, acc,
-                                         nest.out, u))
+        host.add_op(_copy_block(nest.update, {i.iv: row_of[u], j.iv: col, **rebound}, jl.iv, acc, nest.out, u))
     for u in range(rows):
         jl.body.block.add_op(_store_block(nest, {i.iv: row_of[u], j.iv: col}, jl.iv, acc, u))
     # the rows left over: the original nest from `main` on
@@ -215,4 +278,4 @@ def block_rows(width: int) -> int:
     return 8 if width >= 16 else 4
 
 
-__all__ = ["BLOCKED", "Block", "block_rows", "build", "match"]
+__all__ = ["BLOCKED", "block_rows", "build", "fits", "match"]

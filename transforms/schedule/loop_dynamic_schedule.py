@@ -197,9 +197,10 @@ class LoopDynamicSchedulePass(ModulePass):
                 continue
             fuse_rows(fn, min_bytes=0)  # softmax, layer norm: stages at the row loop, one row of locals
             for top in [o for o in fn.body.block.ops if isinstance(o, loop.ForOp)]:
-                nest = dynamic_block.match(top)
+                rows = dynamic_block.block_rows(self.vector_width)
+                nest = dynamic_block.match(top, rows)
                 if nest is not None and dynamic_block.fits(nest, self.vector_width):  # a matmul: rows x one vector of accumulators (dynamic_block.py)
-                    dynamic_block.build(nest, dynamic_block.block_rows(self.vector_width), self.vector_width)
+                    dynamic_block.build(nest, rows, self.vector_width)
                 _interchange_reduction(top)
                 vecs = _vector_loops(top)
                 for vec in vecs:
