@@ -196,11 +196,12 @@ class LoopDynamicSchedulePass(ModulePass):
             if SYMBOLS_ATTR not in fn.attributes or is_scheduled(fn):
                 continue
             fuse_rows(fn, min_bytes=0)  # softmax, layer norm: stages at the row loop, one row of locals
+            rows = dynamic_block.block_rows(self.vector_width)
             for top in [o for o in fn.body.block.ops if isinstance(o, loop.ForOp)]:
-                rows = dynamic_block.block_rows(self.vector_width)
-                nest = dynamic_block.match(top, rows)
-                if nest is not None and dynamic_block.fits(nest, self.vector_width):  # a matmul: rows x one vector of accumulators (dynamic_block.py)
-                    dynamic_block.build(nest, rows, self.vector_width)
+                nest = dynamic_block.match(top, rows)  # a matmul: rows x one vector of accumulators
+                if nest is not None and dynamic_block.fits(nest, self.vector_width):
+                    dynamic_block.build(nest, rows, self.vector_width)  # may replace `top` by two nests
+            for top in [o for o in fn.body.block.ops if isinstance(o, loop.ForOp)]:
                 _interchange_reduction(top)
                 vecs = _vector_loops(top)
                 for vec in vecs:
