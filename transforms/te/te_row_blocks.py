@@ -151,8 +151,17 @@ class TeRowBlocksPass(ModulePass):
 
     **Options:** `sizes` (default 64,16,4,1: descending, the last 1).
 
-    Example: `@k(%x: tensor<?x768xf32, #sym.dims<"n">>) -> tensor<?x768xf32, #sym.dims<"n">>` gets
-    `@k_rows64(%x: tensor<64x768xf32>) -> tensor<64x768xf32>`, `@k_rows16`, `@k_rows4`, `@k_rows1`.
+    Example:
+    ```mlir
+    func.func @k(%x: tensor<?x768xf32, #sym.dims<"n">>) -> tensor<?x768xf32, #sym.dims<"n">> {...}
+    ```
+    becomes
+    ```mlir
+    func.func @k(%x: tensor<?x768xf32, #sym.dims<"n">>) -> ... attributes {te.row_blocks = array<i64: 64, 16, 4, 1>} {...}
+    func.func @k_rows1(%x: tensor<1x768xf32>) -> tensor<1x768xf32> {...}
+    func.func @k_rows4(...)   func.func @k_rows16(...)
+    func.func @k_rows64(%x: tensor<64x768xf32>) -> tensor<64x768xf32> {...}
+    ```
     """
 
     name = "te-row-blocks"
