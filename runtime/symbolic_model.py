@@ -27,6 +27,16 @@ from ziggurat.signature import TensorSpec
 from ziggurat.symbolic import Constraint, Sym, derived_values, evaluate
 
 
+BOUND_CACHE = 64  # distinct input shapes whose binding a SymbolicModel keeps
+
+
+class _Shaped:
+    """Stands for an array of `shape` where `bind` reads shapes only."""
+
+    def __init__(self, shape: tuple):
+        self.shape, self.ndim = shape, len(shape)
+
+
 def bind(specs: Sequence[TensorSpec], arrays: Sequence[np.ndarray]) -> dict[str, int]:
     """The symbols' values from the arrays' shapes: each input dim is an int (checked) or a
     symbol; one symbol must have one value wherever it appears (else an InputError naming the
@@ -62,6 +72,7 @@ class SymbolicModel(CompiledModel):
     def __init__(self, *args: Any, constraints: Sequence[Constraint] = (), **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.constraints = list(constraints)
+        self._by_shapes: dict[tuple, tuple] = {}
         for spec in self.inputs:
             for d in spec.shape:
                 if isinstance(d, Sym) and (len(d.symbols) != 1 or d != Sym.of(next(iter(d.symbols)))):
@@ -92,31 +103,51 @@ class SymbolicModel(CompiledModel):
         """The outputs' shapes at this binding of the symbols."""
         return [tuple(evaluate(d, binding) for d in s.shape) for s in self.outputs]
 
+    def _bound(self, shapes: tuple) -> tuple[dict[str, int], list[tuple[int, ...]], list[int]]:
+        """(binding, output shapes, the entry's symbol slot values) for inputs of these shapes,
+        checked once per distinct shapes (kept for the last `BOUND_CACHE` of them)."""
+        hit = self._by_shapes.get(shapes)
+        if hit is None:
+            binding = bind(self.inputs, [_Shaped(s) for s in shapes])  # type: ignore[misc]
+            self.check(binding)
+            values = derived_values(self.symbol_slots, binding)  # derived ones ({1 + height}//2) from the inputs'
+            hit = (binding, self.shapes(binding), [values[n] for n in self.symbol_slots])
+            if len(self._by_shapes) >= BOUND_CACHE:
+                self._by_shapes.pop(next(iter(self._by_shapes)))
+            self._by_shapes[shapes] = hit
+        return hit
+
     def __call__(self, *args: Any, **kwargs: Any) -> list[np.ndarray]:  # type: ignore[override]
-        values = gather_inputs(self.input_names, args, kwargs)
-        arrays = [np.asarray(v) for v in values]
-        binding = bind(self.inputs, arrays)
-        self.check(binding)
-        checked = [check_input(TensorSpec(s.name, a.shape, s.dtype), v, self.cast_inputs)
+        values = args if not kwargs and len(args) == len(self.inputs) else gather_inputs(self.input_names, args, kwargs)
+        arrays = [v if type(v) is np.ndarray else np.asarray(v) for v in values]
+        binding, out_shapes, slots = self._bound(tuple(a.shape for a in arrays))
+        checked = [a if a.dtype == s.dtype and a.flags.c_contiguous else
+                   check_input(TensorSpec(s.name, a.shape, s.dtype), v, self.cast_inputs)
                    for s, a, v in zip(self.inputs, arrays, values)]
-        outputs = [np.empty(shape, s.dtype) for shape, s in zip(self.shapes(binding), self.outputs)]
-        self.run_bound(checked, outputs, binding)
+        outputs = [np.empty(shape, s.dtype) for shape, s in zip(out_shapes, self.outputs)]
+        self._run(checked, outputs, binding, slots)
         return outputs
 
     def run_bound(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray], binding: Mapping[str, int]) -> None:
         """One native call on prepared arrays at `binding` (unchecked: `__call__` checks)."""
+        values = derived_values(self.symbol_slots, binding)
+        self._run(inputs, outputs, binding, [values[n] for n in self.symbol_slots])
+
+    def _run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray], binding: Mapping[str, int],
+             slots: Sequence[int]) -> None:
         try:
             call = self._idle.pop()
         except IndexError:
             call = self._new_call()
         try:
+            bound = call.bound
             for i, a in enumerate(inputs):
-                call.bind(i, a)
+                if bound[i] is not a:
+                    call.bind(i, a)
             for i, r in enumerate(outputs, self._out_base):
                 call.bind(i, r)
-            values = derived_values(self.symbol_slots, binding)  # derived ones ({1 + height}//2) from the inputs'
-            for k, name in enumerate(self.symbol_slots):
-                call.args[self._sym_base + k] = values[name]
+            for k, value in enumerate(slots):
+                call.args[self._sym_base + k] = value
             self._entry(call.ptr)
             for spec, value in zip(self.checks, call.checks):  # run-time index checks (index_checks.py)
                 spec.check.verify(value.reshape(-1), binding)  # type: ignore[union-attr]
