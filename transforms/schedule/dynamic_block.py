@@ -208,17 +208,11 @@ def fits(nest: _Nest, width: int) -> bool:
     return j.is_dynamic or j.trip_count >= width
 
 
-def build(nest: _Nest, rows: int, width: int) -> None:
-    """Rewrites `nest` into the row block of the module docstring (`rows` = U, `width` = W)."""
-    i = _sink(nest.i, nest.j)
+def _emit(nest: _Nest, i: loop.ForOp, lo: SSAValue, hi: SSAValue, rows: int, width: int) -> list[loop.BlockOp]:
+    """The block over rows [lo, hi) (a multiple of `rows` of them), before `i`; its store blocks."""
     j = nest.j
-    parent = i.parent_block()
-    assert parent is not None
     b = Builder(InsertPoint.before(i))
-    lo, hi = _index(b, i.lower), _index(b, i.upper)
-    n = b.insert(arith.SubiOp(hi, lo)).result
-    main = b.insert(arith.SubiOp(hi, b.insert(arith.RemSIOp(n, _index(b, rows))).result)).result
-    io = b.insert(loop.ForOp(lo, main, rows, "serial"))
+    io = b.insert(loop.ForOp(lo, hi, rows, "serial"))
     io.iv.name_hint = "io"
     io.attributes[BLOCKED] = StringAttr(f"{rows}x{width}")
     ib = Builder(InsertPoint.at_end(io.body.block))
@@ -247,15 +241,101 @@ def build(nest: _Nest, rows: int, width: int) -> None:
         host = kk.body.block
     for u in range(rows):
         host.add_op(_copy_block(nest.update, {i.iv: row_of[u], j.iv: col, **rebound}, jl.iv, acc, nest.out, u))
-    for u in range(rows):
-        jl.body.block.add_op(_store_block(nest, {i.iv: row_of[u], j.iv: col}, jl.iv, acc, u))
-    # the rows left over: the original nest from `main` on
-    rest = loop.ForOp(main, i.upper, 1, "serial", i.body.clone())
-    rest.iv.name_hint = i.iv.name_hint
-    rest.attributes |= i.attributes
-    parent.insert_op_before(rest, i)
+    stores = [_store_block(nest, {i.iv: row_of[u], j.iv: col}, jl.iv, acc, u) for u in range(rows)]
+    for blk in stores:
+        jl.body.block.add_op(blk)
+    return stores
+
+
+def build(nest: _Nest, rows: int, width: int) -> None:
+    """Rewrites `nest` into the row block of the module docstring (`rows` = U, `width` = W): the
+    rows in blocks of U, the rows left over in blocks of one; then the elementwise stage that
+    reads the product, if there is one, runs in the store blocks (`_fuse_epilogue`)."""
+    i = _sink(nest.i, nest.j)
+    uppers = {f.iv: f.upper for f in _enclosing(i)}
+    uppers[i.iv], uppers[nest.j.iv] = i.upper, nest.j.upper
+    b = Builder(InsertPoint.before(i))
+    lo, hi = _index(b, i.lower), _index(b, i.upper)
+    n = b.insert(arith.SubiOp(hi, lo)).result
+    main = b.insert(arith.SubiOp(hi, b.insert(arith.RemSIOp(n, _index(b, rows))).result)).result
+    stores = _emit(nest, i, lo, main, rows, width) + _emit(nest, i, main, hi, 1, width)
     i.detach()
     i.erase()
+    _fuse_epilogue(nest, stores, uppers)
+
+
+def _enclosing(f: loop.ForOp) -> list[loop.ForOp]:
+    out = []
+    p = f.parent_op()
+    while isinstance(p, loop.ForOp):
+        out.append(p)
+        p = p.parent_op()
+    return out
+
+
+def _fuse_epilogue(nest: _Nest, stores: list[loop.BlockOp], uppers: dict) -> bool:
+    """Where the product is a kernel-local buffer that one elementwise stage alone reads (a perfect
+    nest over its shape: one spatial block reading it and writing another buffer at its own
+    indices, as attention's scale-and-mask or a conv's bias and ReLU), the stage's ops run in the
+    store blocks on the accumulator and the stage and the buffer go (epilogue.py does this for
+    the static register blocks)."""
+    out = nest.out
+    alloc = out.owner
+    if not isinstance(alloc, loop.AllocOp) or alloc.scope.data != "local":
+        return False
+    fn_block = alloc.parent_block()
+    store_ops = {o for blk in stores for o in blk.body.walk() if isinstance(o, loop.StoreOp) and o.buffer is out}
+    readers = {u.operation for u in out.uses} - store_ops
+    tops = set()
+    for r in readers:
+        t = r
+        while t.parent_block() is not fn_block:
+            t = t.parent_op()
+        tops.add(t)
+    if len(tops) != 1:
+        return False
+    (top,) = tops
+    loops = chain(top)  # type: ignore[arg-type]
+    body = list(loops[-1].body.block.ops)
+    if len(body) != 1 or not isinstance(body[0], loop.BlockOp):
+        return False
+    stage = body[0]
+    if set(stage.iter_kinds.data) != {"S"} or list(stage.bindings) != [f.iv for f in loops]:
+        return False
+    init_store = next(o for o in nest.init.body.walk() if isinstance(o, loop.StoreOp))
+    dims = [uppers.get(dict(zip(nest.init.vars, nest.init.bindings)).get(x)) for x in init_store.indices]
+    if len(loops) != len(dims) or any(f.lower != 0 or f.step.value.data != 1 or f.upper != d for f, d in zip(loops, dims)):
+        return False
+    ops = list(stage.body.block.ops)
+    last = ops[-1]
+    if not isinstance(last, loop.StoreOp) or last.buffer is out or list(last.indices) != list(stage.vars):
+        return False
+    for op in stage.body.walk():
+        if isinstance(op, loop.LoadOp) and op.buffer is out and list(op.indices) != list(stage.vars):
+            return False
+        if isinstance(op, loop.StoreOp) and op is not last:
+            return False
+        if op.regions and op is not stage:
+            return False
+    for blk in stores:
+        st = next(o for o in blk.body.walk() if isinstance(o, loop.StoreOp) and o.buffer is out)
+        mapping: dict[SSAValue, SSAValue] = dict(zip(stage.vars, st.indices))
+        b = Builder(InsertPoint.before(st))
+        for op in ops[:-1]:
+            if isinstance(op, loop.LoadOp) and op.buffer is out:
+                mapping[op.result] = st.value
+                continue
+            c = b.insert(op.clone(value_mapper=mapping))
+            for r_old, r_new in zip(op.results, c.results):
+                mapping[r_old] = r_new
+        b.insert(loop.StoreOp(mapping.get(last.value, last.value), last.buffer, list(st.indices)))
+        st.detach()
+        st.erase()
+    top.detach()
+    top.erase()
+    alloc.detach()
+    alloc.erase()
+    return True
 
 
 def _store_block(nest: _Nest, bindings: dict[SSAValue, SSAValue], lane: SSAValue, acc: SSAValue, u: int) -> loop.BlockOp:

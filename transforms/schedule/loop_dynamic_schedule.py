@@ -207,6 +207,9 @@ class LoopDynamicSchedulePass(ModulePass):
                 for vec in vecs:
                     vec.properties["kind"] = StringAttr("vectorized")
                 f = top
+                leftover = top.attributes.get(dynamic_block.BLOCKED)
+                if leftover is not None and leftover.data.startswith("1x"):  # type: ignore[attr-defined]
+                    continue  # a register block's leftover rows (fewer than its rows): serial
                 while f not in vecs and _spatial_only(f):
                     if f.is_dynamic or f.trip_count >= 2:
                         f.properties["kind"] = StringAttr("parallel")

@@ -1,9 +1,9 @@
 // RUN: ziggurat-opt %s -p 'convert-te-to-loop,loop-dynamic-schedule' | filecheck %s
 // RUN: ziggurat-opt %s -p 'convert-te-to-loop,loop-dynamic-schedule,convert-loop-to-hw' | filecheck %s --check-prefix=HW
 
-// A matmul over `m` rows and `n` columns (an attention product): a register block of 8 rows by
-// one vector of columns with its accumulators in a local [8, 16] buffer, the rows left over by
-// the generic nest with its column loop inside the reduction loop.
+// A matmul over `m` rows and `n` columns (an attention product) and its scaling: a register block
+// of 8 rows by one vector of columns with its accumulators in a local [8, 16] buffer, the rows
+// left over in blocks of one; the scaling runs in the store blocks (the product's buffer goes).
 func.func @mm(%a: tensor<?x32xf32, #sym.dims<"m">>, %b: tensor<32x?xf32, #sym.dims<"n">>) -> tensor<?x?xf32, #sym.dims<"m", "n">> {
   %y = te.reduce "matmul" add init 0.0 : f32 (%i, %j) reduce (%k : 32) : tensor<?x?xf32, #sym.dims<"m", "n">> {
     %x = te.read %a[%i, %k] : tensor<?x32xf32, #sym.dims<"m">>
@@ -11,7 +11,13 @@ func.func @mm(%a: tensor<?x32xf32, #sym.dims<"m">>, %b: tensor<32x?xf32, #sym.di
     %p = arith.mulf %x, %w : f32
     te.yield %p : f32
   }
-  func.return %y : tensor<?x?xf32, #sym.dims<"m", "n">>
+  %z = te.compute "scale" (%i, %j) : tensor<?x?xf32, #sym.dims<"m", "n">> {
+    %v = te.read %y[%i, %j] : tensor<?x?xf32, #sym.dims<"m", "n">>
+    %c = arith.constant 0.125 : f32
+    %s = arith.mulf %v, %c : f32
+    te.yield %s : f32
+  }
+  func.return %z : tensor<?x?xf32, #sym.dims<"m", "n">>
 }
 
 // CHECK-LABEL: func.func @mm(
@@ -24,14 +30,14 @@ func.func @mm(%a: tensor<?x32xf32, #sym.dims<"m">>, %b: tensor<32x?xf32, #sym.di
 // CHECK:               loop.for %{{.*}} = 0 to 32 serial {
 // CHECK-COUNT-8:         loop.block "matmul" [
 // CHECK:               }
-// CHECK-COUNT-8:       loop.block "matmul_store"
+// CHECK:             loop.block "matmul_store"
+// CHECK:               arith.mulf
+// CHECK-NEXT:          loop.store %{{.*}}, %out0
 // CHECK:         } {dyn.blocked = "8x16"}
-// CHECK-NEXT:    loop.for %{{.*}} = %{{.*}} to %m parallel {
-// CHECK:           loop.for %{{.*}} = 0 to %n vectorized {
-// CHECK:             loop.block "matmul_init"
-// CHECK:           loop.for %{{.*}} = 0 to 32 serial {
-// CHECK-NEXT:        loop.for %{{.*}} = 0 to %n vectorized {
-// CHECK-NEXT:          loop.block "matmul" [
+// CHECK-NEXT:    loop.for %io_1 = %{{.*}} to %m serial {
+// CHECK-NEXT:      %acc_1 = loop.alloc "local" : memref<1x16xf32>
+// CHECK:         } {dyn.blocked = "1x16"}
+// CHECK-NOT:     loop.block "scale"
 
 // The block's column vector: accumulators loaded and stored at [u, lane], B a vector, A broadcast,
 // a masked tail where the columns run out.
