@@ -105,7 +105,8 @@ HW: dict[int, tuple[str, ...]] = {0: (), 1: ("convert-loop-to-hw",), 2: ("conver
 # cost-guided fusion yet: they plan for static extents), then the kernels over symbols take
 # loop-dynamic-schedule and the static ones the usual default schedule. Constant matmul weights go
 # to column panels unpriced (pack-weight-panels: the choice cost-guided fuse-ops makes by pricing).
-SYMBOLIC_GRAPH: tuple[str, ...] = ("simplify-graph", "fold-constants", "cse", "dce", "pack-weight-panels", "fuse-ops")
+SYMBOLIC_GRAPH: tuple[str, ...] = ("simplify-graph", "fold-constants", "cse", "dce", "pack-weight-panels", "convert-layout",
+                                   "fuse-ops")
 SYMBOLIC_TE: tuple[str, ...] = ("te-row-blocks",)  # kernels over symbolic rows: static block kernels
 SYMBOLIC_SCHEDULE: tuple[str, ...] = ("loop-dynamic-schedule", "loop-default-schedule", "loop-parallelize-outer",
                                       "loop-vectorize-innermost")

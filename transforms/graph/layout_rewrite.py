@@ -28,6 +28,7 @@ from ziggurat.dialects.graph_layout import (
     blocked_shape,
     padded_blocked_shape,
 )
+from ziggurat.dialects.sym import shape_of, tensor_of
 from ziggurat.lowering.locations import carry
 from ziggurat.weights import WeightStore
 
@@ -39,7 +40,8 @@ _ELEMENTWISE = (graph.UnaryOp, CastOp, graph.CompareOp, graph.WhereOp, *_BINARY)
 
 
 def _shape(v: SSAValue) -> tuple[int, ...]:
-    return tuple(v.type.get_shape())  # type: ignore[attr-defined]
+    """The value's shape, a `Sym` for each symbolic dim (a model compiled for every shape)."""
+    return shape_of(v.type)  # type: ignore[return-value]
 
 
 def _ints(attr) -> tuple[int, ...]:
@@ -47,7 +49,7 @@ def _ints(attr) -> tuple[int, ...]:
 
 
 def _tensor(like: SSAValue, shape) -> TensorType:
-    return TensorType(like.type.element_type, list(shape))  # type: ignore[attr-defined]
+    return tensor_of(like.type.element_type, list(shape))  # type: ignore[attr-defined]
 
 
 def input_block(channels: int, block: int) -> int:
