@@ -368,7 +368,7 @@ def compile_symbolic(model: Any, target: str | Target = "llvm", opt_level: int =
         built = _build(work, spec, options, stats, None, fork=False)
     return SymbolicModel(built.jit.address(built.entry_symbol), inputs, outputs, built.constants, built.arena_size,
                          keepalive=built.jit, cast_inputs=cast_inputs, symbol_slots=built.jit.info.symbols,
-                         constraints=constraints,
+                         constraints=constraints, dynamic_buffers=built.jit.info.dynamic_buffers,
                          info={"stats": stats, "target": str(tgt), "num_threads": tgt.num_threads, "pipeline": spec,
                                "llvm_ir": built.jit.llvm_ir, "entry_symbol": built.entry_symbol})
 

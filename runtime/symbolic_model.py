@@ -16,13 +16,14 @@ entry's argument slots. No shape ever compiles again.
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from ziggurat.errors import CompileError, InputError
-from ziggurat.runtime.executor import CompiledModel, check_input, gather_inputs
+from ziggurat.runtime.executor import CompiledModel, aligned_empty, check_input, gather_inputs
 from ziggurat.signature import TensorSpec
 from ziggurat.symbolic import Constraint, Sym, derived_values, evaluate
 
@@ -69,10 +70,32 @@ class SymbolicModel(CompiledModel):
     """A `CompiledModel` whose input and output specs hold `Sym` dims, run at any binding of its
     symbols (`symbols`: their order in the entry's argument slots)."""
 
-    def __init__(self, *args: Any, constraints: Sequence[Constraint] = (), **kwargs: Any):
+    def __init__(self, *args: Any, constraints: Sequence[Constraint] = (), dynamic_buffers: Sequence[str] = (),
+                 **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.constraints = list(constraints)
         self._by_shapes: dict[tuple, tuple] = {}
+        # The entry's buffers of symbolic size share one arena the call passes in a last slot, sized
+        # here per binding (the sum of their sizes rounded up to 64 bytes) and kept per call in flight.
+        self.dynamic_buffers = [Sym.lift(Sym.parse(e)) for e in dynamic_buffers]
+        if self.dynamic_buffers:
+            make = self._new_call
+            self._dyn_slot = make().args._length_  # type: ignore[attr-defined]
+
+            def new_call() -> Any:
+                call = make()
+                grown = (ctypes.c_void_p * (self._dyn_slot + 1))()
+                ctypes.memmove(grown, call.args, ctypes.sizeof(call.args))
+                call.args, call.ptr = grown, ctypes.cast(grown, ctypes.c_void_p)
+                return call
+
+            self._new_call = new_call
+            self._idle = [new_call()]
+            self._dyn_arenas: dict[int, np.ndarray] = {}  # id(call) -> its arena
+
+    def dynamic_bytes(self, binding: Mapping[str, int]) -> int:
+        """Bytes of the arena of the entry's buffers of symbolic size at `binding`."""
+        return sum(-(-e.evaluate(binding) // 64) * 64 for e in self.dynamic_buffers)
         for spec in self.inputs:
             for d in spec.shape:
                 if isinstance(d, Sym) and (len(d.symbols) != 1 or d != Sym.of(next(iter(d.symbols)))):
@@ -111,7 +134,7 @@ class SymbolicModel(CompiledModel):
             binding = bind(self.inputs, [_Shaped(s) for s in shapes])  # type: ignore[misc]
             self.check(binding)
             values = derived_values(self.symbol_slots, binding)  # derived ones ({1 + height}//2) from the inputs'
-            hit = (binding, self.shapes(binding), [values[n] for n in self.symbol_slots])
+            hit = (binding, self.shapes(binding), [values[n] for n in self.symbol_slots], self.dynamic_bytes(binding))
             if len(self._by_shapes) >= BOUND_CACHE:
                 self._by_shapes.pop(next(iter(self._by_shapes)))
             self._by_shapes[shapes] = hit
@@ -120,21 +143,21 @@ class SymbolicModel(CompiledModel):
     def __call__(self, *args: Any, **kwargs: Any) -> list[np.ndarray]:  # type: ignore[override]
         values = args if not kwargs and len(args) == len(self.inputs) else gather_inputs(self.input_names, args, kwargs)
         arrays = [v if type(v) is np.ndarray else np.asarray(v) for v in values]
-        binding, out_shapes, slots = self._bound(tuple(a.shape for a in arrays))
+        binding, out_shapes, slots, dyn = self._bound(tuple(a.shape for a in arrays))
         checked = [a if a.dtype == s.dtype and a.flags.c_contiguous else
                    check_input(TensorSpec(s.name, a.shape, s.dtype), v, self.cast_inputs)
                    for s, a, v in zip(self.inputs, arrays, values)]
         outputs = [np.empty(shape, s.dtype) for shape, s in zip(out_shapes, self.outputs)]
-        self._run(checked, outputs, binding, slots)
+        self._run(checked, outputs, binding, slots, dyn)
         return outputs
 
     def run_bound(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray], binding: Mapping[str, int]) -> None:
         """One native call on prepared arrays at `binding` (unchecked: `__call__` checks)."""
         values = derived_values(self.symbol_slots, binding)
-        self._run(inputs, outputs, binding, [values[n] for n in self.symbol_slots])
+        self._run(inputs, outputs, binding, [values[n] for n in self.symbol_slots], self.dynamic_bytes(binding))
 
     def _run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray], binding: Mapping[str, int],
-             slots: Sequence[int]) -> None:
+             slots: Sequence[int], dyn: int) -> None:
         try:
             call = self._idle.pop()
         except IndexError:
@@ -148,6 +171,11 @@ class SymbolicModel(CompiledModel):
                 call.bind(i, r)
             for k, value in enumerate(slots):
                 call.args[self._sym_base + k] = value
+            if self.dynamic_buffers:  # grow-only: the largest binding so far
+                arena = self._dyn_arenas.get(id(call))
+                if arena is None or arena.nbytes < dyn:
+                    arena = self._dyn_arenas[id(call)] = aligned_empty(max(dyn, 64))
+                    call.args[self._dyn_slot] = arena.ctypes.data
             self._entry(call.ptr)
             for spec, value in zip(self.checks, call.checks):  # run-time index checks (index_checks.py)
                 spec.check.verify(value.reshape(-1), binding)  # type: ignore[union-attr]

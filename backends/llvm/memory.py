@@ -221,11 +221,27 @@ def _alloc(t: Translator, f: FuncState, op: Operation) -> None:
 
 
 def _dynamic_alloc(t: Translator, f: FuncState, res: SSAValue, nbytes: Sym) -> None:
-    """A buffer sized by symbols: `aligned_alloc` at the function's entry (the symbols are its
-    arguments, so the size is known there), freed before it returns; in the entry function too,
-    since the static arena has no slot of a run-time size."""
+    """A buffer sized by symbols. In the entry function: the next 64-byte aligned slot of the arena
+    the caller passes for them (`ModuleInfo.dynamic_buffers` lists the sizes as expressions; the
+    executor sizes and keeps that arena per binding); in a kernel: `aligned_alloc` at the
+    function's entry (the symbols are its arguments, so the size is known there), freed before
+    it returns."""
     if t.options.target.arch == "wasm32":
         raise CompileError("llvm backend: a buffer of symbolic size on wasm32 is not supported yet")
+    root = f.root
+    if f is root and root.dyn_arg is not None:  # the entry's: the next 64-byte slot of the caller's arena
+        eb, saved = root.entry_b, root.b
+        root.b = eb
+        try:
+            size = symbols.value(t, root, nbytes)
+        finally:
+            root.b = saved
+        off = root.dyn_off if root.dyn_off is not None else I64(0)
+        p = eb.gep(root.dyn_arg, [off], inbounds=True)
+        root.dyn_off = eb.and_(eb.add(eb.add(off, size), I64(63)), I64(~63))
+        t.info.dynamic_buffers.append(str(nbytes))
+        root.vals[res] = eb.bitcast(p, t.ty(res.type))
+        return
     eb, saved = f.entry_b, f.b
     f.b = eb
     try:

@@ -121,6 +121,9 @@ class ModuleInfo:
     uses_openmp: bool = False
     profile_sites: list[str] = field(default_factory=list)  # with LLVMOptions.profile: the callee of each timed site
     symbols: list[str] = field(default_factory=list)  # the entry's sym.symbols, in slot order
+    dynamic_buffers: list[str] = field(default_factory=list)  # byte sizes (Sym expressions) of the entry's
+    # buffers of symbolic size, in order: each takes its size rounded up to 64 bytes of the arena the caller
+    # passes in the slot after the static arena's
 
     @property
     def arena_bytes(self) -> int:
@@ -130,4 +133,4 @@ class ModuleInfo:
     @property
     def num_slots(self) -> int:
         """Length of the packed `void*` argument array of the entry wrapper."""
-        return self.num_args + len(self.const_names) + (1 if self.arena_size > 0 else 0)
+        return self.num_args + len(self.const_names) + (1 if self.arena_size > 0 else 0) + (1 if self.dynamic_buffers else 0)

@@ -74,7 +74,7 @@ class FuncState:
     """
 
     __slots__ = ("fn", "b", "entry_b", "start", "vals", "parent", "root", "captures", "cap_size",
-                 "frees", "is_entry", "consts_arg", "arena_arg", "buffers", "accesses")
+                 "frees", "is_entry", "consts_arg", "arena_arg", "buffers", "accesses", "dyn_arg", "dyn_off")
 
     def __init__(self, fn: ir.Function, parent: FuncState | None = None):
         self.fn = fn
@@ -95,6 +95,9 @@ class FuncState:
         self.is_entry = False
         self.consts_arg: ir.Value | None = None
         self.arena_arg: ir.Value | None = None
+        # the entry's arena of buffers of symbolic size (backends/llvm/memory.py `_dynamic_alloc`)
+        self.dyn_arg: ir.Value | None = None
+        self.dyn_off: ir.Value | None = None
 
     def get(self, v: SSAValue) -> ir.Value:
         """The LLVM value of an xDSL SSA value, capturing it from the parent if needed."""
@@ -196,6 +199,8 @@ class Translator(EntrySlots):
                 raise CompileError(f"llvm backend: entry @{name} must take only memrefs (and the index "
                                    f"arguments of its {SYMBOLS_ATTR}) and return nothing")
             args += [I8P.as_pointer(), I8P]  # const-buffer slots, arena
+            if _symbolic_allocs(fop):
+                args.append(I8P)  # the arena of the buffers of symbolic size, sized by the caller
         fn = ir.Function(self.module, ir.FunctionType(ret, args), name)
         fn.attributes.add("nounwind")
         if defined:
@@ -221,6 +226,8 @@ class Translator(EntrySlots):
         if self._entry is not None and self._entry[0] is fop:
             n = len(block.args)
             f.is_entry, f.consts_arg, f.arena_arg = True, fn.args[n], fn.args[n + 1]
+            if len(fn.args) > n + 2:
+                f.dyn_arg = fn.args[n + 2]
         self.block(f, block)
         if not f.b.block.is_terminated:
             self.ret(f, None)
@@ -244,8 +251,12 @@ class Translator(EntrySlots):
             arena = b.load(b.gep(packed, [I64(n + len(self._const_slots))], inbounds=True), align=8)
         else:
             arena = ir.Constant(I8P, None)
+        extra = []
+        if len(fn.args) > n + 2:  # the symbolic buffers' arena: the slot after the static arena's
+            at = n + len(self._const_slots) + (1 if self._arena_end > 0 else 0)
+            extra.append(b.load(b.gep(packed, [I64(at)], inbounds=True), align=8))
         saved = self.flush_denormals(b)
-        b.call(fn, vals + [consts, arena])
+        b.call(fn, vals + [consts, arena] + extra)
         self.restore_mxcsr(b, saved)
         b.ret_void()
         self.info.entry_symbol = name
@@ -485,6 +496,11 @@ class Translator(EntrySlots):
         for instr, k in g.accesses:
             instr.set_metadata("alias.scope", own[k])
             instr.set_metadata("noalias", others[k])
+
+
+def _symbolic_allocs(fop: func.FuncOp) -> bool:
+    """Whether the entry allocates buffers of symbolic size (they share one caller-given arena)."""
+    return any(op.name == "loop.alloc" and is_symbolic_type(op.results[0].type) for op in fop.body.block.ops)
 
 
 def _distinct_buffer(v: SSAValue) -> bool:

@@ -133,8 +133,8 @@ def test_symbolic_kernel_runs_every_size_from_one_compile(threads: int):
         np.testing.assert_allclose(y, x * 2 + b, rtol=1e-6)
 
 
-# The entry ABI: a symbol's value travels in its slot of the packed array; a global buffer of
-# symbolic size is allocated per call (the static arena has no slot for it).
+# The entry ABI: a symbol's value travels in its slot of the packed array; the global buffers of
+# symbolic size share an arena the caller sizes from ModuleInfo.dynamic_buffers and passes last.
 ENTRY = """
 func.func @double(%x: memref<?xf32, #sym.dims<"n">>, %y: memref<?xf32, #sym.dims<"n">>, %n: index)
     attributes {sym.symbols = ["n"]} {
@@ -168,12 +168,14 @@ def test_entry_takes_symbols_in_packed_slots(n: int):
     if jm is None:
         o = LLVMOptions()
         lm, info = translate_module(parse(ENTRY), o)
-        assert info.num_args == 3 and info.arena_size == 0
+        assert info.num_args == 3 and info.arena_size == 0 and info.dynamic_buffers == ["12*n", "12*n"]
+        assert info.num_slots == 4
         jm = _ENTRY_JIT["jm"] = jit_compile(lm, o, info)
     call = jm.cfunc("ziggurat_entry", None, P)
     x = RNG.standard_normal((n, 3)).astype(np.float32)
     y = np.full_like(x, np.nan)
-    packed = (P * 3)(x.ctypes.data, y.ctypes.data, n)
+    arena = np.full(2 * (-(-12 * n // 64) * 64) // 4 + 16, np.nan, np.float32)
+    packed = (P * 4)(x.ctypes.data, y.ctypes.data, n, arena.ctypes.data)
     call(packed)
     np.testing.assert_array_equal(y, x + x)
 
