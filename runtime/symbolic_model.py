@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from ziggurat.arena import Slot, assign_offsets
 from ziggurat.errors import CompileError, InputError
 from ziggurat.runtime.executor import CompiledModel, aligned_empty, check_input, gather_inputs
 from ziggurat.signature import TensorSpec
@@ -75,9 +76,10 @@ class SymbolicModel(CompiledModel):
         super().__init__(*args, **kwargs)
         self.constraints = list(constraints)
         self._by_shapes: dict[tuple, tuple] = {}
-        # The entry's buffers of symbolic size share one arena the call passes in a last slot, sized
-        # here per binding (the sum of their sizes rounded up to 64 bytes) and kept per call in flight.
-        self.dynamic_buffers = [Sym.lift(Sym.parse(e)) for e in dynamic_buffers]
+        # The entry's buffers of symbolic size share one arena the call passes in a last slot: placed
+        # here per binding by their live ranges (arena.py, as plan-memory places the static ones), their
+        # offsets in a table at its start, kept per call in flight.
+        self.dynamic_buffers = [(Sym.lift(Sym.parse(e)), int(a), int(b)) for e, a, b in dynamic_buffers]
         if self.dynamic_buffers:
             make = self._new_call
             self._dyn_slot = make().args._length_  # type: ignore[attr-defined]
@@ -93,9 +95,19 @@ class SymbolicModel(CompiledModel):
             self._idle = [new_call()]
             self._dyn_arenas: dict[int, np.ndarray] = {}  # id(call) -> its arena
 
+    def dynamic_plan(self, binding: Mapping[str, int]) -> tuple[int, np.ndarray]:
+        """(bytes, the offsets table) of the arena of the entry's buffers of symbolic size at
+        `binding`: the table first, then the buffers placed by their live ranges."""
+        slots = [Slot(-(-e.evaluate(binding) // 64) * 64, a, b) for e, a, b in self.dynamic_buffers]
+        total = assign_offsets(slots)
+        table = -(-8 * len(slots) // 64) * 64
+        return table + total, np.array([table + s.offset for s in slots], np.int64)
+
     def dynamic_bytes(self, binding: Mapping[str, int]) -> int:
-        """Bytes of the arena of the entry's buffers of symbolic size at `binding`."""
-        return sum(-(-e.evaluate(binding) // 64) * 64 for e in self.dynamic_buffers)
+        """Bytes of the entry's buffers of symbolic size at `binding`, placed by live ranges (without
+        the offsets table before them: 8 bytes a buffer, rounded up to 64)."""
+        nbytes, offsets = self.dynamic_plan(binding)
+        return nbytes - (-(-8 * len(offsets) // 64) * 64)
         for spec in self.inputs:
             for d in spec.shape:
                 if isinstance(d, Sym) and (len(d.symbols) != 1 or d != Sym.of(next(iter(d.symbols)))):
@@ -134,7 +146,7 @@ class SymbolicModel(CompiledModel):
             binding = bind(self.inputs, [_Shaped(s) for s in shapes])  # type: ignore[misc]
             self.check(binding)
             values = derived_values(self.symbol_slots, binding)  # derived ones ({1 + height}//2) from the inputs'
-            hit = (binding, self.shapes(binding), [values[n] for n in self.symbol_slots], self.dynamic_bytes(binding))
+            hit = (binding, self.shapes(binding), [values[n] for n in self.symbol_slots], self.dynamic_plan(binding))
             if len(self._by_shapes) >= BOUND_CACHE:
                 self._by_shapes.pop(next(iter(self._by_shapes)))
             self._by_shapes[shapes] = hit
@@ -154,10 +166,10 @@ class SymbolicModel(CompiledModel):
     def run_bound(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray], binding: Mapping[str, int]) -> None:
         """One native call on prepared arrays at `binding` (unchecked: `__call__` checks)."""
         values = derived_values(self.symbol_slots, binding)
-        self._run(inputs, outputs, binding, [values[n] for n in self.symbol_slots], self.dynamic_bytes(binding))
+        self._run(inputs, outputs, binding, [values[n] for n in self.symbol_slots], self.dynamic_plan(binding))
 
     def _run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray], binding: Mapping[str, int],
-             slots: Sequence[int], dyn: int) -> None:
+             slots: Sequence[int], dyn: tuple[int, np.ndarray]) -> None:
         try:
             call = self._idle.pop()
         except IndexError:
@@ -172,10 +184,12 @@ class SymbolicModel(CompiledModel):
             for k, value in enumerate(slots):
                 call.args[self._sym_base + k] = value
             if self.dynamic_buffers:  # grow-only: the largest binding so far
+                nbytes, offsets = dyn
                 arena = self._dyn_arenas.get(id(call))
-                if arena is None or arena.nbytes < dyn:
-                    arena = self._dyn_arenas[id(call)] = aligned_empty(max(dyn, 64))
+                if arena is None or arena.nbytes < nbytes:
+                    arena = self._dyn_arenas[id(call)] = aligned_empty(max(nbytes, 64))
                     call.args[self._dyn_slot] = arena.ctypes.data
+                arena[:8 * len(offsets)].view(np.int64)[:] = offsets
             self._entry(call.ptr)
             for spec, value in zip(self.checks, call.checks):  # run-time index checks (index_checks.py)
                 spec.check.verify(value.reshape(-1), binding)  # type: ignore[union-attr]

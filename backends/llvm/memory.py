@@ -221,25 +221,24 @@ def _alloc(t: Translator, f: FuncState, op: Operation) -> None:
 
 
 def _dynamic_alloc(t: Translator, f: FuncState, res: SSAValue, nbytes: Sym) -> None:
-    """A buffer sized by symbols. In the entry function: the next 64-byte aligned slot of the arena
-    the caller passes for them (`ModuleInfo.dynamic_buffers` lists the sizes as expressions; the
-    executor sizes and keeps that arena per binding); in a kernel: `aligned_alloc` at the
-    function's entry (the symbols are its arguments, so the size is known there), freed before
-    it returns."""
+    """A buffer sized by symbols. In the entry function: in the arena the caller passes for them,
+    at the offset its table (the arena's first 8 bytes per buffer) gives: `ModuleInfo.dynamic_buffers`
+    lists each buffer's size (an expression) and live range (plan-memory's `dyn_live`), and the
+    executor places them per binding (arena.py) as plan-memory places static ones. In a kernel:
+    `aligned_alloc` at the function's entry (the symbols are its arguments, so the size is known
+    there), freed before it returns."""
     if t.options.target.arch == "wasm32":
         raise CompileError("llvm backend: a buffer of symbolic size on wasm32 is not supported yet")
     root = f.root
-    if f is root and root.dyn_arg is not None:  # the entry's: the next 64-byte slot of the caller's arena
-        eb, saved = root.entry_b, root.b
-        root.b = eb
-        try:
-            size = symbols.value(t, root, nbytes)
-        finally:
-            root.b = saved
-        off = root.dyn_off if root.dyn_off is not None else I64(0)
+    if f is root and root.dyn_arg is not None:  # the entry's: at the offset the caller's table gives it
+        eb = root.entry_b
+        k = len(t.info.dynamic_buffers)
+        table = eb.bitcast(root.dyn_arg, I64.as_pointer())
+        off = eb.load(eb.gep(table, [I64(k)], inbounds=True), align=8)
         p = eb.gep(root.dyn_arg, [off], inbounds=True)
-        root.dyn_off = eb.and_(eb.add(eb.add(off, size), I64(63)), I64(~63))
-        t.info.dynamic_buffers.append(str(nbytes))
+        live = res.owner.attributes.get("dyn_live")  # type: ignore[union-attr]  # plan-memory's live range
+        start, end = live.get_values() if live is not None else (0, 1 << 30)  # type: ignore[union-attr]
+        t.info.dynamic_buffers.append([str(nbytes), int(start), int(end)])
         root.vals[res] = eb.bitcast(p, t.ty(res.type))
         return
     eb, saved = f.entry_b, f.b

@@ -121,9 +121,9 @@ class ModuleInfo:
     uses_openmp: bool = False
     profile_sites: list[str] = field(default_factory=list)  # with LLVMOptions.profile: the callee of each timed site
     symbols: list[str] = field(default_factory=list)  # the entry's sym.symbols, in slot order
-    dynamic_buffers: list[str] = field(default_factory=list)  # byte sizes (Sym expressions) of the entry's
-    # buffers of symbolic size, in order: each takes its size rounded up to 64 bytes of the arena the caller
-    # passes in the slot after the static arena's
+    dynamic_buffers: list = field(default_factory=list)  # [byte size (a Sym expression), live start, end] of
+    # each of the entry's buffers of symbolic size, in order: the caller places them in the arena it passes in
+    # the slot after the static arena's, whose first 8 bytes per buffer hold their offsets
 
     @property
     def arena_bytes(self) -> int:

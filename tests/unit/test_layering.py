@@ -23,7 +23,7 @@ SKIP = {"tests", ".venv", "docs", ".git", ".ci"}
 FLOORS = {
     "ziggurat.errors": 1, "ziggurat.dtypes": 1, "ziggurat.target": 1, "ziggurat.weights": 1,
     "ziggurat.database": 1, "ziggurat.limits": 1, "ziggurat.signature": 1,
-    "ziggurat.components": 1, "ziggurat.symbolic": 1,
+    "ziggurat.components": 1, "ziggurat.symbolic": 1, "ziggurat.arena": 1,
     "ziggurat.runtime.cuda_program": 1,  # a GPU program as data (stdlib only): the CUDA backend writes it
     "ziggurat.dialects": 2, "ziggurat.transforms": 2,  # transforms/__init__.py: the lazy list of our passes
     "ziggurat.registry": 2, "ziggurat.plugins": 2,

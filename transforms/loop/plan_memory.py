@@ -6,10 +6,11 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import builtin, func
-from xdsl.dialects.builtin import IntegerAttr, MemRefType, i64
+from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, MemRefType, i64
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
+from ziggurat.arena import assign_offsets
 from ziggurat.dialects import loop
 from ziggurat.dialects.sym import is_symbolic_type
 from ziggurat.errors import CompileError
@@ -63,7 +64,10 @@ def live_intervals(entry: func.FuncOp) -> list[Interval]:
     for op in block.ops:
         if not isinstance(op, loop.AllocOp) or op.scope.data != "global":
             continue
-        if is_symbolic_type(op.result.type):  # sized at run time: the backend allocates it per call
+        if is_symbolic_type(op.result.type):  # sized at run time: placed per binding (runtime/symbolic_model.py)
+            uses = [top(u.operation) for u in op.result.uses]
+            live = (min(uses), max(uses)) if uses else (position[op], position[op])
+            op.attributes["dyn_live"] = DenseArrayBase.from_list(i64, list(live))
             continue
         value: SSAValue = op.result
         uses = [top(u.operation) for u in value.uses]
@@ -154,22 +158,6 @@ def share_inplace(entry: func.FuncOp, intervals: list[Interval], kernels: dict[s
     return taken
 
 
-def assign_offsets(intervals: list[Interval]) -> int:
-    """Greedy best fit, largest buffers first: the lowest offset clear of every
-    live-overlapping buffer already placed. Returns the arena size in bytes."""
-    placed: list[Interval] = []
-    for iv in sorted(intervals, key=lambda i: (-i.size, i.start)):
-        busy = sorted((p.offset, p.offset + p.size) for p in placed if p.overlaps(iv))
-        offset = 0
-        for lo, hi in busy:
-            if offset + iv.size <= lo:
-                break
-            offset = max(offset, hi)
-        iv.offset = offset
-        placed.append(iv)
-    return max((i.offset + i.size for i in intervals), default=0)
-
-
 @dataclass(frozen=True)
 class PlanMemoryPass(ModulePass):
     """Assigns every intermediate of the model function an offset in one arena.
@@ -186,8 +174,10 @@ class PlanMemoryPass(ModulePass):
     (the sum of all intermediates, what one slot each would take). A module
     without the entry function is left alone; allocs that already have an
     offset are an error (the pass ran twice). A buffer of symbolic size (a
-    model compiled for every shape, dialects/sym.py) is not planned: the LLVM
-    backend allocates it when the entry function starts and frees it at return.
+    model compiled for every shape, dialects/sym.py) gets its live range
+    (`dyn_live`) instead: the executor places such buffers at each new binding
+    of the symbols, once their sizes are known, with the same best fit
+    (arena.py), in an arena it passes to the entry.
 
     In-place: when a call's kernel is elementwise from an input to an output
     of the same type (`inplace_pairs`: every access at the variables of one
