@@ -102,6 +102,23 @@ def _interchange_reduction(top: loop.ForOp) -> bool:
     return True
 
 
+def _parallel_loop(top: loop.ForOp, vecs: list[loop.ForOp]) -> loop.ForOp | None:
+    """The loop of the nest to run on threads: along its outer spatial loops, the first static one
+    of two or more trips (heads, channel blocks: there whatever the batch), else the first with
+    run-time bounds (the batch or the rows: one, perhaps)."""
+    chain_, f = [], top
+    while f not in vecs and _spatial_only(f):
+        chain_.append(f)
+        inner = _loops(f)
+        if len(inner) != 1 or len(list(f.body.block.ops)) != 1:
+            break
+        f = inner[0]
+    static = [g for g in chain_ if not g.is_dynamic and g.trip_count >= 2]
+    if static:
+        return static[0]
+    return next((g for g in chain_ if g.is_dynamic), None)
+
+
 def _vector_loops(top: loop.ForOp) -> list[loop.ForOp]:
     """`_vector_loop` of the nest, or of each nest below its loops where they hold several (the
     stages fuse_rows put under one row loop); a row block (dynamic_block.py) has its own."""
@@ -206,16 +223,10 @@ class LoopDynamicSchedulePass(ModulePass):
                 vecs = _vector_loops(top)
                 for vec in vecs:
                     vec.properties["kind"] = StringAttr("vectorized")
-                f = top
                 leftover = top.attributes.get(dynamic_block.BLOCKED)
                 if leftover is not None and leftover.data.startswith("1x"):  # type: ignore[attr-defined]
                     continue  # a register block's leftover rows (fewer than its rows): serial
-                while f not in vecs and _spatial_only(f):
-                    if f.is_dynamic or f.trip_count >= 2:
-                        f.properties["kind"] = StringAttr("parallel")
-                        break
-                    inner = _loops(f)
-                    if len(inner) != 1:
-                        break
-                    f = inner[0]
+                target = _parallel_loop(top, vecs)
+                if target is not None:
+                    target.properties["kind"] = StringAttr("parallel")
             fn.attributes[SCHEDULED] = UnitAttr()
