@@ -531,11 +531,22 @@ def _dynamic_for(t: Translator, f: FuncState, op: ForOp) -> None:
     step = op.step.value.data
     body = op.regions[0].block
     kind = op.kind.data
-    if kind == "parallel" and t.options.num_threads > 1 and f.parent is None:
-        t.parallel_loop(f, body, op.lower, step, 0, ub=op.upper)
-        return
     lo = f.get(op.dyn_lb) if op.dyn_lb is not None else I64(op.lb.value.data)
     hi = f.get(op.dyn_ub) if op.dyn_ub is not None else I64(op.ub.value.data)
+    if kind == "parallel" and t.options.num_threads > 1 and f.parent is None:
+        # Threads only for two or more iterations: one (a batch of 1, a single block of rows) runs
+        # here, without the cost of a parallel region. The body is emitted for both paths.
+        b = f.b
+        par, ser, done = (f.fn.append_basic_block(n) for n in ("par", "ser", "par.done"))
+        b.cbranch(b.icmp_signed(">", b.sub(hi, lo), I64(step)), par, ser)
+        b.position_at_end(par)
+        t.parallel_loop(f, body, op.lower, step, 0, ub=op.upper)
+        f.b.branch(done)
+        f.b.position_at_end(ser)
+        t.serial_loop(f, lo, hi, step, body, guard=True)
+        f.b.branch(done)
+        f.b.position_at_end(done)
+        return
     t.serial_loop(f, lo, hi, step, body, guard=True, kind=kind if kind in ("vectorized", "unrolled") else "serial")
 
 
