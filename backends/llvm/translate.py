@@ -45,12 +45,11 @@ from ziggurat.backends.llvm.lltypes import (
     I1, I8, I8P, I32, I64, VOID, Declarations, byte_size, element_size, llvm_type, memref_strides,
 )
 from ziggurat.backends.llvm.math_ops import MATH_HANDLERS
+from ziggurat.backends.llvm.loops import for_handler, smin
 from ziggurat.backends.llvm.memory import MEMORY_HANDLERS
 from ziggurat.backends.llvm.x86_ops import X86_HANDLERS
 from ziggurat.backends.llvm.options import LLVMOptions, ModuleInfo
 from ziggurat.backends.entry_slots import EntrySlots
-from ziggurat.dialects.loop import GPU_LOOP_KINDS as GPU_KINDS
-from ziggurat.dialects.loop import ForOp
 from ziggurat.dialects.sym import SYMBOLS_ATTR, is_symbolic_type
 from ziggurat.errors import CompileError
 
@@ -452,8 +451,8 @@ class Translator(EntrySlots):
             n = b.sdiv(b.add(b.sub(hi_v, lo_v), I64(step - 1)), I64(step))
             n = b.select(b.icmp_signed("<", n, I64(0)), I64(0), n)
         chunk = b.sdiv(b.add(nt, b.sub(n, I64(1))), nt)
-        lo = _smin(b, b.mul(tid, chunk), n)
-        hi = _smin(b, b.add(lo, chunk), n)
+        lo = smin(b, b.mul(tid, chunk), n)
+        hi = smin(b, b.add(lo, chunk), n)
         if step != 1:
             lo, hi = b.mul(lo, I64(step)), b.mul(hi, I64(step))
         if isinstance(lb, SSAValue):
@@ -518,65 +517,7 @@ def _op_name(op: Operation) -> str:
     return op.op_name.data if isinstance(op, UnregisteredOp) else op.name
 
 
-def _smin(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
-    return b.select(b.icmp_signed("<", x, y), x, y)
-
-
 # -- structural op handlers ------------------------------------------------------
-
-
-def _dynamic_for(t: Translator, f: FuncState, op: ForOp) -> None:
-    """A loop with a run-time bound: guarded (it may run no iteration); a parallel one splits its
-    run-time trip count over the threads."""
-    step = op.step.value.data
-    body = op.regions[0].block
-    kind = op.kind.data
-    lo = f.get(op.dyn_lb) if op.dyn_lb is not None else I64(op.lb.value.data)
-    hi = f.get(op.dyn_ub) if op.dyn_ub is not None else I64(op.ub.value.data)
-    if kind == "parallel" and t.options.num_threads > 1 and f.parent is None:
-        # Threads only for two or more iterations: one (a batch of 1, a single block of rows) runs
-        # here, without the cost of a parallel region. The body is emitted for both paths.
-        b = f.b
-        par, ser, done = (f.fn.append_basic_block(n) for n in ("par", "ser", "par.done"))
-        b.cbranch(b.icmp_signed(">", b.sub(hi, lo), I64(step)), par, ser)
-        b.position_at_end(par)
-        t.parallel_loop(f, body, op.lower, step, 0, ub=op.upper)
-        f.b.branch(done)
-        f.b.position_at_end(ser)
-        t.serial_loop(f, lo, hi, step, body, guard=True)
-        f.b.branch(done)
-        f.b.position_at_end(done)
-        return
-    t.serial_loop(f, lo, hi, step, body, guard=True, kind=kind if kind in ("vectorized", "unrolled") else "serial")
-
-
-def _for(t: Translator, f: FuncState, op: Operation) -> None:
-    if op.is_dynamic:  # type: ignore[attr-defined]
-        _dynamic_for(t, f, op)  # type: ignore[arg-type]
-        return
-    p = op.properties
-    lb, ub, step = p["lb"].value.data, p["ub"].value.data, p["step"].value.data  # type: ignore[attr-defined]
-    trips = max(0, (ub - lb + step - 1) // step)
-    body = op.regions[0].block
-    if trips == 0:
-        return
-    if trips == 1:
-        f.vals[body.args[0]] = I64(lb)
-        t.block(f, body)
-        return
-    if p["kind"].data in GPU_KINDS:  # a GPU schedule emulated on the CPU: each block, then each thread, in turn
-        hi: ir.Value = I64(ub)
-        outer = op.parent_op()
-        limit = outer.attributes.get("gpu.limit") if isinstance(outer, ForOp) else None
-        if p["kind"].data == GPU_KINDS[1] and limit is not None:  # the tail guard of bind_threads
-            rest = f.b.sub(I64(limit.value.data), f.b.mul(f.get(outer.regions[0].block.args[0]), I64(ub)))
-            hi = _smin(f.b, hi, rest)
-        t.serial_loop(f, I64(lb), hi, step, body, guard=True)
-        return
-    if p["kind"].data == "parallel" and t.options.num_threads > 1 and f.parent is None:  # type: ignore[attr-defined]
-        t.parallel_loop(f, body, lb, step, trips)
-        return
-    t.serial_loop(f, I64(lb), I64(ub), step, body, guard=False, kind=p["kind"].data)  # type: ignore[attr-defined]
 
 
 def _block(t: Translator, f: FuncState, op: Operation) -> None:
@@ -606,7 +547,7 @@ def _return(t: Translator, f: FuncState, op: Operation) -> None:
 
 
 STRUCTURE_HANDLERS = {
-    "loop.for": _for,
+    "loop.for": for_handler,
     "loop.block": _block,
     "func.call": _call,
     "func.return": _return,
