@@ -272,19 +272,25 @@ class CompiledModel(ArrayCalls, ModelSignature):
         objects as the last call cost no address lookups). Raises `InputError` when an index
         check fails. Returns the run-time extents (output index -> its entries along the
         `Extent`'s axis; the buffers have the upper bound): empty for a model without them."""
+        call = self._take_call(inputs, outputs)
         try:
-            call = self._idle.pop()
-        except IndexError:
-            call = self._new_call()
-        try:
-            bound = call.bound
-            for i, a in enumerate(inputs):
-                if bound[i] is not a:
-                    call.bind(i, a)
-            for i, r in enumerate(outputs, self._out_base):
-                if bound[i] is not r:
-                    call.bind(i, r)
             self._entry(call.ptr)
             return finish_outputs(self.checks, call.checks) if call.checks else {}
         finally:
             self._idle.append(call)
+
+    def _take_call(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> _Call:
+        """An idle call (a new one when all are busy) with `inputs` and `outputs` bound; the caller
+        puts it back in `_idle` after the native call."""
+        try:
+            call = self._idle.pop()
+        except IndexError:
+            call = self._new_call()
+        bound = call.bound
+        for i, a in enumerate(inputs):
+            if bound[i] is not a:
+                call.bind(i, a)
+        for i, r in enumerate(outputs, self._out_base):
+            if bound[i] is not r:
+                call.bind(i, r)
+        return call

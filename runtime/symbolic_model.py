@@ -170,17 +170,8 @@ class SymbolicModel(CompiledModel):
 
     def _run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray], binding: Mapping[str, int],
              slots: Sequence[int], dyn: tuple[int, np.ndarray]) -> None:
+        call = self._take_call(inputs, outputs)
         try:
-            call = self._idle.pop()
-        except IndexError:
-            call = self._new_call()
-        try:
-            bound = call.bound
-            for i, a in enumerate(inputs):
-                if bound[i] is not a:
-                    call.bind(i, a)
-            for i, r in enumerate(outputs, self._out_base):
-                call.bind(i, r)
             for k, value in enumerate(slots):
                 call.args[self._sym_base + k] = value
             if self.dynamic_buffers:  # grow-only: the largest binding so far

@@ -10,7 +10,7 @@ from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, MemRefType, i64
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
-from ziggurat.arena import assign_offsets
+from ziggurat.arena import Slot, assign_offsets
 from ziggurat.dialects import loop
 from ziggurat.dialects.sym import is_symbolic_type
 from ziggurat.errors import CompileError
@@ -28,18 +28,12 @@ def _aligned(n: int) -> int:
     return -(-n // ALIGN) * ALIGN
 
 
-@dataclass
-class Interval:
-    """One arena buffer: its size and the top-level op positions where it is live."""
+class Interval(Slot):
+    """One arena buffer (arena.py `Slot`: size, live positions, offset) and its `loop.alloc`."""
 
-    alloc: loop.AllocOp
-    size: int
-    start: int
-    end: int
-    offset: int = -1
-
-    def overlaps(self, other: Interval) -> bool:
-        return self.start <= other.end and other.start <= self.end
+    def __init__(self, alloc: loop.AllocOp, size: int, start: int, end: int, offset: int = -1):
+        super().__init__(size, start, end, offset)
+        self.alloc = alloc
 
 
 def live_intervals(entry: func.FuncOp) -> list[Interval]:

@@ -37,12 +37,12 @@ from dataclasses import dataclass
 from xdsl.builder import Builder
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import IndexType, IntegerAttr, StringAttr
-from xdsl.ir import Block, SSAValue
+from xdsl.ir import SSAValue
 from xdsl.rewriter import InsertPoint
 
 from ziggurat.dialects import loop
 from ziggurat.dialects.sym import memref_of_shape
-from ziggurat.transforms.schedule.nest import chain
+from ziggurat.transforms.schedule.nest import chain, depends
 
 BLOCKED = "dyn.blocked"  # attribute of a row-block loop this module built: scheduled already
 
@@ -70,16 +70,6 @@ def _var(blk: loop.BlockOp, iv: SSAValue) -> SSAValue | None:
     return None
 
 
-def _depends(v: SSAValue, on: SSAValue, memo: dict) -> bool:
-    if v is on:
-        return True
-    if v not in memo:
-        memo[v] = False
-        owner = v.owner
-        memo[v] = not isinstance(owner, Block) and any(_depends(o, on, memo) for o in owner.operands)  # type: ignore[union-attr]
-    return memo[v]
-
-
 def _own_point(blk: loop.BlockOp, out: SSAValue, i_var: SSAValue, j_var: SSAValue) -> bool:
     """Every access of `out` in the block is at one index list that holds `i_var` and ends in `j_var`."""
     lists = {tuple(op.indices) for op in blk.body.walk() if isinstance(op, (loop.LoadOp, loop.StoreOp)) and op.buffer is out}
@@ -97,14 +87,14 @@ def _rows_loop(loops: list[loop.ForOp], update: loop.BlockOp, width_rows: int, o
     jv = _var(update, j.iv)
     memo: dict = {}
     vector_reads = [op for op in update.body.walk() if isinstance(op, loop.LoadOp) and op.buffer is not out
-                    and any(_depends(x, jv, memo) for x in op.indices)] if jv is not None else []
+                    and any(depends(x, jv, memo) for x in op.indices)] if jv is not None else []
     best = None
     for f in loops[:-1]:
         fv = _var(update, f.iv)
         if fv is None or f.step.value.data != 1:
             continue
         memo2: dict = {}
-        if any(_depends(x, fv, memo2) for op in vector_reads for x in op.indices):
+        if any(depends(x, fv, memo2) for op in vector_reads for x in op.indices):
             continue
         if not f.is_dynamic and f.trip_count >= width_rows:
             best = f  # the innermost such static loop

@@ -7,14 +7,14 @@ from dataclasses import dataclass
 from xdsl.context import Context
 from xdsl.dialects import builtin, func
 from xdsl.dialects.builtin import StringAttr, UnitAttr
-from xdsl.ir import BlockArgument, Operation, SSAValue
+from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 
 from ziggurat.dialects import loop
 from ziggurat.dialects.sym import SYMBOLS_ATTR
 from ziggurat.transforms.schedule import dynamic_block
 from ziggurat.transforms.schedule.fuse_rows import fuse_rows
-from ziggurat.transforms.schedule.nest import chain
+from ziggurat.transforms.schedule.nest import chain, depends
 from ziggurat.transforms.schedule.loop_parallelize_outer import _spatial_only
 from ziggurat.transforms.schedule.mark import SCHEDULED, is_scheduled
 
@@ -27,29 +27,18 @@ def _is_innermost(f: loop.ForOp) -> bool:
     return not any(isinstance(o, loop.ForOp) for o in f.body.walk() if o is not f)
 
 
-def _depends(v: SSAValue, iv: SSAValue, memo: dict) -> bool:
-    """`v` is computed from `iv`: through index arithmetic and the bindings of block variables."""
-    if v is iv:
-        return True
-    if v in memo:
-        return memo[v]
-    memo[v] = False
-    if isinstance(v, BlockArgument):
-        owner = v.block.parent_op()
-        memo[v] = isinstance(owner, loop.BlockOp) and _depends(owner.bindings[v.index], iv, memo)
-    elif isinstance(v.owner, Operation):
-        memo[v] = any(_depends(o, iv, memo) for o in v.owner.operands)
-    return memo[v]
-
-
 def _along_last(f: loop.ForOp, kinds: tuple[type, ...]) -> bool | None:
     """Whether every access of `kinds` under `f` moves with `f` in its last index only (None when
     none moves with it at all)."""
-    memo: dict = {}
     moved = False
     for op in f.body.walk():
         if isinstance(op, kinds):
-            moving = [k for k, i in enumerate(op.indices) if _depends(i, f.iv, memo)]  # type: ignore[attr-defined]
+            blk = op.parent_op()
+            while not isinstance(blk, loop.BlockOp):
+                blk = blk.parent_op()  # type: ignore[union-attr]
+            var = next((v for v, b in zip(blk.vars, blk.bindings) if b is f.iv), None)
+            memo: dict = {}
+            moving = [k for k, i in enumerate(op.indices) if var is not None and depends(i, var, memo)]  # type: ignore[attr-defined]
             if moving and moving != [len(op.indices) - 1]:  # type: ignore[attr-defined]
                 return False
             moved = moved or bool(moving)
