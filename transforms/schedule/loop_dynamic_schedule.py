@@ -92,9 +92,11 @@ def _interchange_reduction(top: loop.ForOp) -> bool:
 
 
 def _parallel_loop(top: loop.ForOp, vecs: list[loop.ForOp]) -> loop.ForOp | None:
-    """The loop of the nest to run on threads: along its outer spatial loops, the first static one
-    of two or more trips (heads, channel blocks: there whatever the batch), else the first with
-    run-time bounds (the batch or the rows: one, perhaps)."""
+    """The loop of the nest to run on threads, among its outer spatial loops: a static one of two
+    or more trips (heads, channel blocks) above the second loop with run-time bounds; else that
+    second one (the outermost run-time loop is taken for a batch, often of one); else the first
+    run-time one. A static loop below two run-time ones (a layout transform's channels inside its
+    rows and columns) would fork once per point."""
     chain_, f = [], top
     while f not in vecs and _spatial_only(f):
         chain_.append(f)
@@ -102,10 +104,14 @@ def _parallel_loop(top: loop.ForOp, vecs: list[loop.ForOp]) -> loop.ForOp | None
         if len(inner) != 1 or len(list(f.body.block.ops)) != 1:
             break
         f = inner[0]
-    static = [g for g in chain_ if not g.is_dynamic and g.trip_count >= 2]
+    dynamic = [g for g in chain_ if g.is_dynamic]
+    limit = chain_.index(dynamic[1]) if len(dynamic) > 1 else len(chain_)
+    static = [g for g in chain_[:limit] if not g.is_dynamic and g.trip_count >= 2]
     if static:
         return static[0]
-    return next((g for g in chain_ if g.is_dynamic), None)
+    if len(dynamic) > 1 and dynamic[0] is chain_[0]:
+        return dynamic[1]
+    return dynamic[0] if dynamic else None
 
 
 def _vector_loops(top: loop.ForOp) -> list[loop.ForOp]:
@@ -163,8 +169,10 @@ class LoopDynamicSchedulePass(ModulePass):
     with its accumulators in a local buffer (transforms/schedule/dynamic_block.py), the rows
     left over their column loop inside the reduction loop (`_interchange_reduction`:
     independent vector FMAs into the output row); then each
-    top-level nest (or each nest under the fused row loop) gets its outermost spatial loop
-    `parallel` (its run-time trip count is split over the threads) and one loop `vectorized`:
+    top-level nest (or each nest under the fused row loop) gets one outer spatial loop
+    `parallel` (`_parallel_loop`: a static loop of 2+ trips above the second run-time loop, else
+    that second one, else the first; a run-time trip count is split over the threads at run
+    time) and one loop `vectorized`:
     the innermost spatial loop along which every store moves in its last index (an elementwise
     loop; a matmul's column loop around its reduction loop, which convert-loop-to-hw vectorizes
     as a whole, with a masked tail), else the innermost loop (a row reduction: partial sums in
