@@ -83,8 +83,8 @@ class _Call:
     __slots__ = ("args", "ptr", "arena", "checks", "bound")
 
     def __init__(self, n_args: int, constants: Sequence[np.ndarray], base: int, arena_bytes: int,
-                 checks: Sequence[TensorSpec], check_base: int):
-        self.args = (ctypes.c_void_p * n_args)()
+                 checks: Sequence[TensorSpec], check_base: int, extra: int = 0):
+        self.args = (ctypes.c_void_p * (n_args + extra))()  # `extra` slots after the arena's, the caller's
         for i, c in enumerate(constants):
             self.args[base + i] = c.ctypes.data
         self.arena = aligned_empty(arena_bytes) if arena_bytes > 0 else None
@@ -232,6 +232,7 @@ class CompiledModel(ArrayCalls, ModelSignature):
         info: Mapping[str, Any] | None = None,
         cast_inputs: bool = False,
         symbol_slots: Sequence[str] = (),
+        extra_slots: int = 0,
     ):
         super().__init__(inputs, outputs, info)
         self.symbol_slots = list(symbol_slots)  # their values follow the outputs' slots (runtime/symbolic_model.py)
@@ -247,7 +248,9 @@ class CompiledModel(ArrayCalls, ModelSignature):
         self._sym_base = self._check_base + len(self.checks)
         base = self._sym_base + len(self.symbol_slots)
         n = base + len(self._constants) + (1 if arena_bytes > 0 else 0)
-        self._new_call = lambda: _Call(n, self._constants, base, arena_bytes, self.checks, self._check_base)
+        self._extra_base = n  # `extra_slots` after it: a SymbolicModel's arena of symbolic buffers
+        self._new_call = lambda: _Call(n, self._constants, base, arena_bytes, self.checks, self._check_base,
+                                       extra_slots)
         self._idle: list[_Call] = [self._new_call()]  # list.pop/append are atomic: a lock-free pool
         # Fast path of __call__: positional C-contiguous arrays of the right shapes and dtypes.
         self._in_keys = [(s.shape, s.dtype) for s in self.inputs]

@@ -16,7 +16,6 @@ entry's argument slots. No shape ever compiles again.
 
 from __future__ import annotations
 
-import ctypes
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -73,27 +72,14 @@ class SymbolicModel(CompiledModel):
 
     def __init__(self, *args: Any, constraints: Sequence[Constraint] = (), dynamic_buffers: Sequence[str] = (),
                  **kwargs: Any):
-        super().__init__(*args, **kwargs)
+        super().__init__(*args, extra_slots=1 if dynamic_buffers else 0, **kwargs)
         self.constraints = list(constraints)
         self._by_shapes: dict[tuple, tuple] = {}
         # The entry's buffers of symbolic size share one arena the call passes in a last slot: placed
         # here per binding by their live ranges (arena.py, as plan-memory places the static ones), their
         # offsets in a table at its start, kept per call in flight.
         self.dynamic_buffers = [(Sym.lift(Sym.parse(e)), int(a), int(b)) for e, a, b in dynamic_buffers]
-        if self.dynamic_buffers:
-            make = self._new_call
-            self._dyn_slot = make().args._length_  # type: ignore[attr-defined]
-
-            def new_call() -> Any:
-                call = make()
-                grown = (ctypes.c_void_p * (self._dyn_slot + 1))()
-                ctypes.memmove(grown, call.args, ctypes.sizeof(call.args))
-                call.args, call.ptr = grown, ctypes.cast(grown, ctypes.c_void_p)
-                return call
-
-            self._new_call = new_call
-            self._idle = [new_call()]
-            self._dyn_arenas: dict[int, np.ndarray] = {}  # id(call) -> its arena
+        self._dyn_arenas: dict[int, np.ndarray] = {}  # id(call) -> its arena
 
     def dynamic_plan(self, binding: Mapping[str, int]) -> tuple[int, np.ndarray]:
         """(bytes, the offsets table) of the arena of the entry's buffers of symbolic size at
@@ -179,7 +165,7 @@ class SymbolicModel(CompiledModel):
                 arena = self._dyn_arenas.get(id(call))
                 if arena is None or arena.nbytes < nbytes:
                     arena = self._dyn_arenas[id(call)] = aligned_empty(max(nbytes, 64))
-                    call.args[self._dyn_slot] = arena.ctypes.data
+                    call.args[self._extra_base] = arena.ctypes.data
                 arena[:8 * len(offsets)].view(np.int64)[:] = offsets
             self._entry(call.ptr)
             for spec, value in zip(self.checks, call.checks):  # run-time index checks (index_checks.py)

@@ -241,12 +241,8 @@ def _dynamic_alloc(t: Translator, f: FuncState, res: SSAValue, nbytes: Sym) -> N
         t.info.dynamic_buffers.append([str(nbytes), int(start), int(end)])
         root.vals[res] = eb.bitcast(p, t.ty(res.type))
         return
-    eb, saved = f.entry_b, f.b
-    f.b = eb
-    try:
-        size = symbols.value(t, f, nbytes + 63)
-    finally:
-        f.b = saved
+    eb = f.entry_b
+    size = symbols.value(t, f, nbytes + 63)
     size = eb.mul(eb.sdiv(size, I64(64)), I64(64))
     size = eb.select(eb.icmp_signed("<", size, I64(64)), I64(64), size)
     aligned_alloc = t.decl.function("aligned_alloc", I8P, [I64, I64])

@@ -2,10 +2,10 @@
 
 A function over symbolic buffers names its trailing `index` arguments in
 `sym.symbols` (dialects/sym.py). While it is translated, `Translator.symbols`
-maps each name to that argument; an expression is computed from them where it
-is used (an address's stride, an allocation's size, a copy's length), and an
-outlined parallel body captures the arguments as it captures any other value.
-LLVM's GVN and LICM share and hoist the repeated products.
+maps each name to that argument; an expression (an address's stride, an
+allocation's size, a copy's length) is computed from them once per function, in
+its entry block, and an outlined parallel body captures the arguments as it
+captures any other value.
 """
 
 from __future__ import annotations
@@ -43,10 +43,14 @@ def function_symbols(fop: func.FuncOp) -> dict[str, SSAValue]:
 
 
 def value(t: Translator, f: FuncState, d: Dim) -> ir.Value:
-    """The i64 value of an extent: a constant, or its polynomial over the symbols' arguments."""
+    """The i64 value of an extent: a constant, or its polynomial over the symbols' arguments,
+    computed once per function in its entry block (so it dominates every use)."""
     if not isinstance(d, Sym):
         return I64(int(d))
-    b = f.b
+    hit = f.extents.get(d)
+    if hit is not None:
+        return hit
+    b = f.entry_b
     total: ir.Value | None = None
     for monomial, coef in d.terms.items():
         term: ir.Value | None = None
@@ -62,7 +66,8 @@ def value(t: Translator, f: FuncState, d: Dim) -> ir.Value:
         elif coef != 1:
             term = b.mul(term, I64(coef), flags=("nsw",))
         total = term if total is None else b.add(total, term, flags=("nsw",))
-    return total if total is not None else I64(0)
+    f.extents[d] = total if total is not None else I64(0)
+    return f.extents[d]
 
 
 def strides(memref) -> tuple[Dim, ...]:

@@ -73,7 +73,7 @@ class FuncState:
     """
 
     __slots__ = ("fn", "b", "entry_b", "start", "vals", "parent", "root", "captures", "cap_size",
-                 "frees", "is_entry", "consts_arg", "arena_arg", "buffers", "accesses", "dyn_arg", "dyn_off")
+                 "frees", "is_entry", "consts_arg", "arena_arg", "buffers", "accesses", "dyn_arg", "extents")
 
     def __init__(self, fn: ir.Function, parent: FuncState | None = None):
         self.fn = fn
@@ -96,7 +96,7 @@ class FuncState:
         self.arena_arg: ir.Value | None = None
         # the entry's arena of buffers of symbolic size (backends/llvm/memory.py `_dynamic_alloc`)
         self.dyn_arg: ir.Value | None = None
-        self.dyn_off: ir.Value | None = None
+        self.extents: dict = {}  # Sym -> its i64 value, computed in the entry block (backends/llvm/symbols.py)
 
     def get(self, v: SSAValue) -> ir.Value:
         """The LLVM value of an xDSL SSA value, capturing it from the parent if needed."""
