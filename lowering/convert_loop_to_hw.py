@@ -233,9 +233,9 @@ class _Vectorizer:
         dynamic = self.f.is_dynamic
         w = self.width
         if dynamic:  # run-time bounds: the split points as index arithmetic before the loop
-            lb, ub = _index(outer, self.f.lower), _index(outer, self.f.upper)
+            lb, ub = index_value(outer, self.f.lower), index_value(outer, self.f.upper)
             n = outer.insert(arith.SubiOp(ub, lb)).result
-            split = outer.insert(arith.SubiOp(ub, outer.insert(arith.RemSIOp(n, _index(outer, w))).result)).result
+            split = outer.insert(arith.SubiOp(ub, outer.insert(arith.RemSIOp(n, index_value(outer, w))).result)).result
         else:
             lb, ub, _ = self.f.bounds
             split = lb + (ub - lb) // w * w
@@ -258,7 +258,7 @@ class _Vectorizer:
         if nacc == 1:
             wide = lb
         elif dynamic:
-            chunk = _index(outer, w * nacc)
+            chunk = index_value(outer, w * nacc)
             wide = outer.insert(arith.AddiOp(lb, outer.insert(arith.MuliOp(
                 outer.insert(arith.DivSIOp(n, chunk)).result, chunk)).result)).result
         else:
@@ -503,7 +503,7 @@ def _ancestors(op: Operation):
         p = p.parent_op()
 
 
-def _index(b: Builder, v: int | SSAValue) -> SSAValue:
+def index_value(b: Builder, v: int | SSAValue) -> SSAValue:
     """`v` as an `index` value (a constant inserted at `b` for an int)."""
     if isinstance(v, SSAValue):
         return v

@@ -42,6 +42,7 @@ from xdsl.rewriter import InsertPoint
 
 from ziggurat.dialects import loop
 from ziggurat.dialects.sym import memref_of_shape
+from ziggurat.lowering.convert_loop_to_hw import index_value
 from ziggurat.transforms.schedule.nest import chain, depends
 
 BLOCKED = "dyn.blocked"  # attribute of a row-block loop this module built: scheduled already
@@ -57,13 +58,8 @@ class _Nest:
     out: SSAValue
 
 
-def _index(b: Builder, v: int | SSAValue) -> SSAValue:
-    if isinstance(v, SSAValue):
-        return v
-    return b.insert(arith.ConstantOp(IntegerAttr(v, IndexType()))).result
-
-
-def _var(blk: loop.BlockOp, iv: SSAValue) -> SSAValue | None:
+def block_var(blk: loop.BlockOp, iv: SSAValue) -> SSAValue | None:
+    """The block variable bound to loop variable `iv`, else None."""
     for var, bound in zip(blk.vars, blk.bindings):
         if bound is iv:
             return var
@@ -84,13 +80,13 @@ def _rows_loop(loops: list[loop.ForOp], update: loop.BlockOp, width_rows: int, o
     each vector it loads serves every row of the block) and its output does, static with at
     least `width_rows` trips where there is one, else a run-time one."""
     j = loops[-1]
-    jv = _var(update, j.iv)
+    jv = block_var(update, j.iv)
     memo: dict = {}
     vector_reads = [op for op in update.body.walk() if isinstance(op, loop.LoadOp) and op.buffer is not out
                     and any(depends(x, jv, memo) for x in op.indices)] if jv is not None else []
     best = None
     for f in loops[:-1]:
-        fv = _var(update, f.iv)
+        fv = block_var(update, f.iv)
         if fv is None or f.step.value.data != 1:
             continue
         memo2: dict = {}
@@ -131,7 +127,7 @@ def match(top: loop.ForOp, rows: int = 8) -> _Nest | None:
     if i is None:
         return None
     for blk in (init, update):
-        iv, jv = _var(blk, i.iv), _var(blk, j.iv)
+        iv, jv = block_var(blk, i.iv), block_var(blk, j.iv)
         if iv is None or jv is None or not _own_point(blk, out, iv, jv):
             return None
         if any(bound in (i.iv, j.iv) and kind != "S" for kind, bound in zip(blk.iter_kinds.data, blk.bindings)):
@@ -212,14 +208,14 @@ def _emit(nest: _Nest, i: loop.ForOp, lo: SSAValue, hi: SSAValue, rows: int, wid
     jo = ib.insert(loop.ForOp(j.lower, j.upper, width, "serial"))
     jo.iv.name_hint = "jo"
     jb = Builder(InsertPoint.at_end(jo.body.block))
-    w = _index(jb, width)
-    left = jb.insert(arith.SubiOp(_index(jb, j.upper), jo.iv)).result
+    w = index_value(jb, width)
+    left = jb.insert(arith.SubiOp(index_value(jb, j.upper), jo.iv)).result
     lanes = jb.insert(arith.MinSIOp(left, w)).result
     jl = jb.insert(loop.ForOp(0, lanes, 1, "vectorized"))
     jl.iv.name_hint = "jl"
     lb = Builder(InsertPoint.at_end(jl.body.block))
     col = lb.insert(arith.AddiOp(jo.iv, jl.iv)).result
-    row_of = [lb.insert(arith.AddiOp(io.iv, _index(lb, u))).result if u else io.iv for u in range(rows)]
+    row_of = [lb.insert(arith.AddiOp(io.iv, index_value(lb, u))).result if u else io.iv for u in range(rows)]
     for u in range(rows):
         jl.body.block.add_op(_copy_block(nest.init, {i.iv: row_of[u], j.iv: col}, jl.iv, acc, nest.out, u))
     host, rebound = jl.body.block, {}
@@ -245,9 +241,9 @@ def build(nest: _Nest, rows: int, width: int) -> None:
     uppers = {f.iv: f.upper for f in _enclosing(i)}
     uppers[i.iv], uppers[nest.j.iv] = i.upper, nest.j.upper
     b = Builder(InsertPoint.before(i))
-    lo, hi = _index(b, i.lower), _index(b, i.upper)
+    lo, hi = index_value(b, i.lower), index_value(b, i.upper)
     n = b.insert(arith.SubiOp(hi, lo)).result
-    main = b.insert(arith.SubiOp(hi, b.insert(arith.RemSIOp(n, _index(b, rows))).result)).result
+    main = b.insert(arith.SubiOp(hi, b.insert(arith.RemSIOp(n, index_value(b, rows))).result)).result
     stores = _emit(nest, i, lo, main, rows, width) + _emit(nest, i, main, hi, 1, width)
     i.detach()
     i.erase()
@@ -348,4 +344,4 @@ def block_rows(width: int) -> int:
     return 8 if width >= 16 else 4
 
 
-__all__ = ["BLOCKED", "block_rows", "build", "fits", "match"]
+__all__ = ["BLOCKED", "block_rows", "block_var", "build", "fits", "match"]

@@ -36,7 +36,7 @@ def _along_last(f: loop.ForOp, kinds: tuple[type, ...]) -> bool | None:
             blk = op.parent_op()
             while not isinstance(blk, loop.BlockOp):
                 blk = blk.parent_op()  # type: ignore[union-attr]
-            var = next((v for v, b in zip(blk.vars, blk.bindings) if b is f.iv), None)
+            var = dynamic_block.block_var(blk, f.iv)
             memo: dict = {}
             moving = [k for k, i in enumerate(op.indices) if var is not None and depends(i, var, memo)]  # type: ignore[attr-defined]
             if moving and moving != [len(op.indices) - 1]:  # type: ignore[attr-defined]
