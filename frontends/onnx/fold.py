@@ -30,7 +30,7 @@ import ziggurat.dtypes as dtypes
 from ziggurat.errors import ShapeError, ZigguratError
 from ziggurat.frontends.onnx.context import ConversionContext, attributes
 from ziggurat.frontends.onnx.fold_symbolic import fold as fold_symbolic
-from ziggurat.frontends.onnx.fold_symbolic import fold_shape, is_symbolic_array
+from ziggurat.frontends.onnx.fold_symbolic import fold_shape, is_symbolic_array, slice_constant
 from ziggurat.symbolic import prod
 
 NONDETERMINISTIC = frozenset(
@@ -166,36 +166,7 @@ def _gather_elements(ctx: ConversionContext, node: onnx.NodeProto, data: np.ndar
     return [np.take_along_axis(view, table, axis)]
 
 
-def _slice(ctx: ConversionContext, node: onnx.NodeProto, data: np.ndarray, *_: np.ndarray) -> list[np.ndarray]:
-    """Slice on a constant with ONNX's clamping (`convert_tensor.slice_window`, as the run-time
-    converter): onnx.reference slices with Python, which takes nothing where ONNX clamps a start
-    still negative after adding the dim to 0 for a negative step."""
-    from ziggurat.frontends.onnx.convert_tensor import slice_window
-
-    def ints(i: int) -> list[int] | None:
-        name = node.input[i] if i < len(node.input) else ""
-        return None if not name else [int(v) for v in np.asarray(ctx.constant(name)).reshape(-1)]
-
-    if ctx.opset < 10:
-        attrs = attributes(node)
-        starts, ends, axes, steps = list(attrs["starts"]), list(attrs["ends"]), attrs.get("axes"), None
-    else:
-        starts, ends, axes, steps = ints(1), ints(2), ints(3), ints(4)
-    axes = list(range(len(starts))) if axes is None else list(axes)  # type: ignore[arg-type]
-    steps = [1] * len(starts) if steps is None else steps  # type: ignore[arg-type]
-    if not len(starts) == len(ends) == len(axes) == len(steps):  # type: ignore[arg-type]
-        raise ctx.shape_error(f"starts {starts}, ends {ends}, axes {axes} and steps {steps} differ in length")
-    index = [slice(None)] * data.ndim
-    for start, end, axis, step in zip(starts, ends, axes, steps):  # type: ignore[arg-type]
-        if step == 0 or not -data.ndim <= axis < data.ndim:
-            raise ctx.shape_error(f"step {step} or axis {axis} is out of range for a rank-{data.ndim} input")
-        first, step, count = slice_window(data.shape[axis], start, end, step)
-        stop = first + step * count
-        index[axis % data.ndim] = slice(first, stop if stop >= 0 else None, step)
-    return [data[tuple(index)]]
-
-
-_OWN_FOLDS = {"GatherElements": _gather_elements, "Slice": _slice}
+_OWN_FOLDS = {"GatherElements": _gather_elements, "Slice": slice_constant}
 """Ops folded here rather than by onnx.reference (whose version is wrong for them)."""
 
 

@@ -88,27 +88,42 @@ def _concat(ctx, node, *arrays):
     return [np.concatenate([np.asarray(a, dtype=object) for a in arrays], axis=axis)]
 
 
-def _slice(ctx, node, data, *params):
-    """A slice of a symbolic array at constant positions (opset 10+: inputs; before: attributes),
-    clamped as ONNX says; a slice at symbolic positions (of a constant table: position ids up to
-    `sequence`) is the converter's, at run time."""
+def slice_constant(ctx: ConversionContext, node: onnx.NodeProto, data: np.ndarray, *_: np.ndarray) -> list[np.ndarray]:
+    """Slice on a constant with ONNX's clamping (`convert_tensor.slice_window`, as the run-time
+    converter): onnx.reference slices with Python, which takes nothing where ONNX clamps a start
+    still negative after adding the dim to 0 for a negative step. fold.py folds constant Slices with
+    it; here it also slices symbolic arrays (their entries only move)."""
     from ziggurat.frontends.onnx.convert_tensor import slice_window
 
-    if any(is_symbolic_array(p) for p in params):
-        return None
+    def ints(i: int) -> list[int] | None:
+        name = node.input[i] if i < len(node.input) else ""
+        return None if not name else [int(v) for v in np.asarray(ctx.constant(name)).reshape(-1)]
+
     if ctx.opset < 10:
         attrs = attributes(node)
         starts, ends, axes, steps = list(attrs["starts"]), list(attrs["ends"]), attrs.get("axes"), None
     else:
-        starts, ends, axes, steps = (_ints(ctx, node, i) for i in (1, 2, 3, 4))
+        starts, ends, axes, steps = ints(1), ints(2), ints(3), ints(4)
     axes = list(range(len(starts))) if axes is None else list(axes)  # type: ignore[arg-type]
-    steps = steps or [1] * len(starts)  # type: ignore[arg-type]
+    steps = [1] * len(starts) if steps is None else steps  # type: ignore[arg-type]
+    if not len(starts) == len(ends) == len(axes) == len(steps):  # type: ignore[arg-type]
+        raise ctx.shape_error(f"starts {starts}, ends {ends}, axes {axes} and steps {steps} differ in length")
     index = [slice(None)] * data.ndim
     for start, end, axis, step in zip(starts, ends, axes, steps):  # type: ignore[arg-type]
+        if step == 0 or not -data.ndim <= axis < data.ndim:
+            raise ctx.shape_error(f"step {step} or axis {axis} is out of range for a rank-{data.ndim} input")
         first, step, count = slice_window(data.shape[axis], start, end, step)
         stop = first + step * count
         index[axis % data.ndim] = slice(first, stop if stop >= 0 else None, step)
     return [data[tuple(index)]]
+
+
+def _slice(ctx, node, data, *params):
+    """A slice of a symbolic array at constant positions; a slice at symbolic positions (of a
+    constant table: position ids up to `sequence`) is the converter's, at run time."""
+    if any(is_symbolic_array(p) for p in params):
+        return None
+    return slice_constant(ctx, node, data)
 
 
 def _cast(ctx, node, data):
