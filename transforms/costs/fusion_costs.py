@@ -24,6 +24,7 @@ from ziggurat.dialects import graph
 from ziggurat.dialects.graph import PatternKind, pattern_kind
 from ziggurat.transforms.costs.prices import Prices
 from ziggurat.transforms.graph.fusion import FusionGraph, Fuser, place_group
+from ziggurat.transforms.graph.pack_weight_panels import replace_weight
 
 K = PatternKind
 _GAIN = 0.98  # a change must save at least 2% of the estimated time
@@ -326,16 +327,7 @@ def _weight_layouts(block: Block, price: Callable[[list[Operation]], float], sto
         after, what, name, shape, array, make = best
         c = graph.ConstantOp(store.add(name, array(store[ref])), TensorType(elt, shape))
         alt = make(op.operands[0], c.results[0])
-        c.location = alt.location = op.location  # the same source node
-        block.insert_op_before(c, op)
-        block.insert_op_before(alt, op)
-        alt.results[0].name_hint = op.results[0].name_hint
-        op.results[0].replace_all_uses_with(alt.results[0])
-        op.detach()
-        op.erase()
-        if not w.results[0].uses:  # the weight as it was: no longer read, not carried to the kernels
-            w.detach()
-            w.erase()
+        replace_weight(op, c, alt)
         done[alt] = f"{what}: 1 group -> 1, cost {before * 1e6:.2f}us -> {after * 1e6:.2f}us"
     return done
 

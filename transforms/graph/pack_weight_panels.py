@@ -75,16 +75,23 @@ class PackWeightPanelsPass(ModulePass):
         plain = np.ascontiguousarray(array.T) if tb else array
         packed = graph.ConstantOp(store.add(f"{w.ref.data}.p{self.width}", pack_panels(plain, self.width)),
                                   TensorType(w.results[0].type.element_type, [n // self.width, k, self.width]))
-        new = MatmulPanelsOp(mm.operands[0], packed.results[0], mm.results[0].type)
-        packed.location = new.location = mm.location
-        block = mm.parent_block()
-        assert block is not None
-        block.insert_op_before(packed, mm)
-        block.insert_op_before(new, mm)
-        new.results[0].name_hint = mm.results[0].name_hint
-        mm.results[0].replace_all_uses_with(new.results[0])
-        mm.detach()
-        mm.erase()
-        if not w.results[0].uses:
-            w.detach()
-            w.erase()
+        replace_weight(mm, packed, MatmulPanelsOp(mm.operands[0], packed.results[0], mm.results[0].type))
+
+
+def replace_weight(op, weight: graph.ConstantOp, new) -> None:
+    """`new` (reading the rewritten constant `weight`) in place of matmul `op`: both inserted before
+    it at its location, its name and uses taken over; `op` goes, and its old weight where nothing
+    else reads it (fuse-ops' layout choices rewrite weights the same way)."""
+    old = op.operands[1].owner
+    weight.location = new.location = op.location  # the same source node
+    block = op.parent_block()
+    assert block is not None
+    block.insert_op_before(weight, op)
+    block.insert_op_before(new, op)
+    new.results[0].name_hint = op.results[0].name_hint
+    op.results[0].replace_all_uses_with(new.results[0])
+    op.detach()
+    op.erase()
+    if not old.results[0].uses:  # the weight as it was: no longer read, not carried to the kernels
+        old.detach()
+        old.erase()
