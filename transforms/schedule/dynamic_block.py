@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from xdsl.builder import Builder
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import IndexType, IntegerAttr, StringAttr
+from xdsl.dialects.builtin import IndexType, IntegerAttr, StringAttr, i64
 from xdsl.ir import SSAValue
 from xdsl.rewriter import InsertPoint
 
@@ -56,6 +56,7 @@ class _Nest:
     reduction: list[loop.ForOp]  # perfectly nested, the update block innermost
     update: loop.BlockOp
     out: SSAValue
+    c: loop.ForOp | None = None  # a static loop of column vectors (a conv's output channel blocks)
 
 
 def block_var(blk: loop.BlockOp, iv: SSAValue) -> SSAValue | None:
@@ -99,6 +100,29 @@ def _rows_loop(loops: list[loop.ForOp], update: loop.BlockOp, width_rows: int, o
     return best
 
 
+def _columns_loop(loops: list[loop.ForOp], i: loop.ForOp, update: loop.BlockOp, out: SSAValue) -> loop.ForOp | None:
+    """A static spatial loop (not the rows) that only the column-varying reads and the output use:
+    a conv's output channel blocks, whose vectors a block can add as more columns (each broadcast
+    then serves several vectors). The innermost such loop above the rows (the rows sink past the
+    loops below them), else None."""
+    jv = block_var(update, loops[-1].iv)
+    if jv is None:
+        return None
+    best = None
+    for f in loops[:loops.index(i)]:
+        fv = block_var(update, f.iv)
+        if f is i or fv is None or f.is_dynamic or f.step.value.data != 1 or f.trip_count < 2:
+            continue
+        memo: dict = {}
+        ok = True
+        for op in update.body.walk():
+            if isinstance(op, loop.LoadOp) and op.buffer is not out and any(depends(x, fv, memo) for x in op.indices):
+                ok = ok and any(depends(x, jv, memo) for x in op.indices)
+        if ok:
+            best = f
+    return best
+
+
 def match(top: loop.ForOp, rows: int = 8) -> _Nest | None:
     """The matmul-like nest under `top`: perfectly nested spatial loops, the last the columns
     `j`, whose body is an init block and perfectly nested reduction loops around an update block,
@@ -134,7 +158,10 @@ def match(top: loop.ForOp, rows: int = 8) -> _Nest | None:
             return None
     if [o.buffer for o in update.body.walk() if isinstance(o, loop.StoreOp)] != [out]:
         return None
-    return _Nest(i, j, init, reduction, update, out)
+    c = _columns_loop(loops, i, update, out)
+    if c is not None and any(block_var(blk, c.iv) is None for blk in (init, update)):
+        c = None
+    return _Nest(i, j, init, reduction, update, out, c)
 
 
 def _sink(i: loop.ForOp, j: loop.ForOp) -> loop.ForOp:
@@ -167,7 +194,7 @@ def _sink(i: loop.ForOp, j: loop.ForOp) -> loop.ForOp:
 def _copy_block(blk: loop.BlockOp, bindings: dict[SSAValue, SSAValue], extra: SSAValue, acc: SSAValue,
                 out: SSAValue, u: int) -> loop.BlockOp:
     """`blk` bound to new values (`bindings` by old bound value) plus one extra spatial variable
-    bound to `extra`, its accesses of `out` going to `acc[u, <extra>]`."""
+    bound to `extra`, its accesses of `out` going to `acc[u, <extra>]` (u: the accumulator's row)."""
     new = loop.BlockOp(blk.block_name.data, blk.iter_kinds.data + "S",
                        [bindings.get(v, v) for v in blk.bindings] + [extra])
     new.attributes |= blk.attributes
@@ -194,16 +221,17 @@ def fits(nest: _Nest, width: int) -> bool:
     return j.is_dynamic or j.trip_count >= width
 
 
-def _emit(nest: _Nest, i: loop.ForOp, lo: SSAValue, hi: SSAValue, rows: int, width: int) -> list[loop.BlockOp]:
-    """The block over rows [lo, hi) (a multiple of `rows` of them), before `i`; its store blocks."""
+def _emit(nest: _Nest, i: loop.ForOp, lo: SSAValue, hi: SSAValue, rows: int, width: int, cols: int) -> list[loop.BlockOp]:
+    """The block over rows [lo, hi) (a multiple of `rows` of them) by `cols` steps of the column
+    block loop (nest.c, stepped by `cols`) by one vector, before `i`; its store blocks."""
     j = nest.j
     b = Builder(InsertPoint.before(i))
     io = b.insert(loop.ForOp(lo, hi, rows, "serial"))
     io.iv.name_hint = "io"
-    io.attributes[BLOCKED] = StringAttr(f"{rows}x{width}")
+    io.attributes[BLOCKED] = StringAttr(f"{rows}x{width}" if cols == 1 else f"{rows}x{cols}x{width}")
     ib = Builder(InsertPoint.at_end(io.body.block))
     elt = nest.out.type.element_type  # type: ignore[attr-defined]
-    acc = ib.insert(loop.AllocOp(memref_of_shape(elt, [rows, width]), "local")).result
+    acc = ib.insert(loop.AllocOp(memref_of_shape(elt, [rows * cols, width]), "local")).result
     acc.name_hint = "acc"
     jo = ib.insert(loop.ForOp(j.lower, j.upper, width, "serial"))
     jo.iv.name_hint = "jo"
@@ -216,35 +244,64 @@ def _emit(nest: _Nest, i: loop.ForOp, lo: SSAValue, hi: SSAValue, rows: int, wid
     lb = Builder(InsertPoint.at_end(jl.body.block))
     col = lb.insert(arith.AddiOp(jo.iv, jl.iv)).result
     row_of = [lb.insert(arith.AddiOp(io.iv, index_value(lb, u))).result if u else io.iv for u in range(rows)]
-    for u in range(rows):
-        jl.body.block.add_op(_copy_block(nest.init, {i.iv: row_of[u], j.iv: col}, jl.iv, acc, nest.out, u))
+    points = [({i.iv: row_of[u], j.iv: col}, u * cols) for u in range(rows)]
+    if nest.c is not None:
+        c_of = [lb.insert(arith.AddiOp(nest.c.iv, index_value(lb, v))).result if v else nest.c.iv for v in range(cols)]
+        points = [({i.iv: row_of[u], j.iv: col, nest.c.iv: c_of[v]}, u * cols + v)
+                  for u in range(rows) for v in range(cols)]
+    for bind, k in points:
+        jl.body.block.add_op(_copy_block(nest.init, bind, jl.iv, acc, nest.out, k))
     host, rebound = jl.body.block, {}
-    for k in nest.reduction:  # the reduction loops, rebuilt inside the column vector
-        kk = loop.ForOp(k.lower, k.upper, k.step.value.data, "serial")
-        kk.iv.name_hint = k.iv.name_hint
+    for red in nest.reduction:  # the reduction loops, rebuilt inside the column vector
+        kk = loop.ForOp(red.lower, red.upper, red.step.value.data, "serial")
+        kk.iv.name_hint = red.iv.name_hint
         host.add_op(kk)
-        rebound[k.iv] = kk.iv
+        rebound[red.iv] = kk.iv
         host = kk.body.block
-    for u in range(rows):
-        host.add_op(_copy_block(nest.update, {i.iv: row_of[u], j.iv: col, **rebound}, jl.iv, acc, nest.out, u))
-    stores = [_store_block(nest, {i.iv: row_of[u], j.iv: col}, jl.iv, acc, u) for u in range(rows)]
+    for bind, k in points:
+        host.add_op(_copy_block(nest.update, {**bind, **rebound}, jl.iv, acc, nest.out, k))
+    stores = [_store_block(nest, bind, jl.iv, acc, k) for bind, k in points]
     for blk in stores:
         jl.body.block.add_op(blk)
     return stores
 
 
+def column_steps(nest: _Nest, width: int) -> int:
+    """How many steps of the column block loop one block covers: 4 at 16 lanes, 2 at 8 (at most
+    what divides its trip count); 1 without one."""
+    if nest.c is None:
+        return 1
+    t = nest.c.trip_count
+    return next(k for k in ((4, 2, 1) if width >= 16 else (2, 1)) if t % k == 0)
+
+
 def build(nest: _Nest, rows: int, width: int) -> None:
     """Rewrites `nest` into the row block of the module docstring (`rows` = U, `width` = W): the
-    rows in blocks of U, the rows left over in blocks of one; then the elementwise stage that
-    reads the product, if there is one, runs in the store blocks (`_fuse_epilogue`)."""
+    rows in blocks of U, the rows left over in blocks of one; with a column block loop (`nest.c`,
+    a conv's output channel blocks) each block also covers `column_steps` of its steps (U is then
+    6 at 16 lanes, 4 at 8, and the rows left over go in blocks of two, then one), so a narrow map
+    (7 columns) still has independent accumulators; then the elementwise stage that reads the
+    product, if there is one, runs in the store blocks (`_fuse_epilogue`)."""
     i = _sink(nest.i, nest.j)
     uppers = {f.iv: f.upper for f in _enclosing(i)}
     uppers[i.iv], uppers[nest.j.iv] = i.upper, nest.j.upper
+    cols = column_steps(nest, width)
+    sizes = [rows, 1]
+    if cols > 1:
+        assert nest.c is not None
+        nest.c.properties["step"] = IntegerAttr(cols, i64)
+        sizes = [6 if width >= 16 else 4, 2, 1]
     b = Builder(InsertPoint.before(i))
     lo, hi = index_value(b, i.lower), index_value(b, i.upper)
-    n = b.insert(arith.SubiOp(hi, lo)).result
-    main = b.insert(arith.SubiOp(hi, b.insert(arith.RemSIOp(n, index_value(b, rows))).result)).result
-    stores = _emit(nest, i, lo, main, rows, width) + _emit(nest, i, main, hi, 1, width)
+    stores = []
+    for k, size in enumerate(sizes):
+        if k == len(sizes) - 1:
+            end = hi
+        else:
+            n = b.insert(arith.SubiOp(hi, lo)).result
+            end = b.insert(arith.SubiOp(hi, b.insert(arith.RemSIOp(n, index_value(b, size))).result)).result
+        stores += _emit(nest, i, lo, end, size, width, cols)
+        lo = end
     i.detach()
     i.erase()
     _fuse_epilogue(nest, stores, uppers)
@@ -325,7 +382,7 @@ def _fuse_epilogue(nest: _Nest, stores: list[loop.BlockOp], uppers: dict) -> boo
 
 
 def _store_block(nest: _Nest, bindings: dict[SSAValue, SSAValue], lane: SSAValue, acc: SSAValue, u: int) -> loop.BlockOp:
-    """`<init name>_store`: out at the init block's point (rebound) = acc[u, lane]."""
+    """`<init name>_store`: out at the init block's point (rebound) = acc[u, lane] (u: the accumulator's row)."""
     init = nest.init
     store = next(o for o in init.body.walk() if isinstance(o, loop.StoreOp))
     blk = loop.BlockOp(f"{init.block_name.data.removesuffix('_init')}_store", "S" * (len(init.bindings) + 1),
@@ -344,4 +401,4 @@ def block_rows(width: int) -> int:
     return 8 if width >= 16 else 4
 
 
-__all__ = ["BLOCKED", "block_rows", "block_var", "build", "fits", "match"]
+__all__ = ["BLOCKED", "block_rows", "block_var", "build", "column_steps", "fits", "match"]

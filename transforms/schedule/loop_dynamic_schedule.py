@@ -14,6 +14,7 @@ from ziggurat.dialects import loop
 from ziggurat.dialects.sym import SYMBOLS_ATTR
 from ziggurat.transforms.schedule import dynamic_block
 from ziggurat.transforms.schedule.fuse_rows import fuse_rows
+from ziggurat.transforms.schedule.pad_dynamic import pad_dynamic_reads
 from ziggurat.transforms.schedule.nest import chain, depends
 from ziggurat.transforms.schedule.loop_parallelize_outer import _spatial_only
 from ziggurat.transforms.schedule.mark import SCHEDULED, is_scheduled
@@ -211,6 +212,9 @@ class LoopDynamicSchedulePass(ModulePass):
                 continue
             fuse_rows(fn, min_bytes=0)  # softmax, layer norm: stages at the row loop, one row of locals
             rows = dynamic_block.block_rows(self.vector_width)
+            for top in [o for o in fn.body.block.ops if isinstance(o, loop.ForOp)]:
+                for update in [o for o in top.body.walk() if isinstance(o, loop.BlockOp) and "R" in o.iter_kinds.data]:
+                    pad_dynamic_reads(fn, top, update)  # a padded conv's input: a zero-padded copy, no tests
             for top in [o for o in fn.body.block.ops if isinstance(o, loop.ForOp)]:
                 nest = dynamic_block.match(top, rows)  # a matmul: rows x one vector of accumulators
                 if nest is not None and dynamic_block.fits(nest, self.vector_width):

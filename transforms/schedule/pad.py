@@ -56,8 +56,8 @@ def index_range(v: SSAValue, ranges: dict[SSAValue, tuple[int, int]]) -> tuple[i
     return None
 
 
-def _in_bounds_test(c: SSAValue, x: SSAValue, dim: int) -> bool:
-    """`c` is `(x >= 0) & (x < dim)` (either order)."""
+def _in_bounds_test(c: SSAValue, x: SSAValue, dim: int | SSAValue) -> bool:
+    """`c` is `(x >= 0) & (x < dim)` (either order); a run-time `dim` is the value compared with."""
     op = c.owner
     if not isinstance(op, arith.AndIOp):
         return False
@@ -66,7 +66,8 @@ def _in_bounds_test(c: SSAValue, x: SSAValue, dim: int) -> bool:
         cmp = t.owner
         if not isinstance(cmp, arith.CmpiOp) or cmp.lhs is not x:
             return False
-        preds.add((arith.CMPI_COMPARISON_OPERATIONS[cmp.predicate.value.data], _const(cmp.rhs)))
+        rhs = _const(cmp.rhs)
+        preds.add((arith.CMPI_COMPARISON_OPERATIONS[cmp.predicate.value.data], cmp.rhs if rhs is None else rhs))
     return preds == {("sge", 0), ("slt", dim)}
 
 
@@ -78,8 +79,10 @@ def _leaves(c: SSAValue) -> set[SSAValue] | None:
     return {c}
 
 
-def match_clamped_read(read: loop.LoadOp) -> tuple[arith.SelectOp, dict[int, SSAValue]] | None:
-    """(the value select, {dim: unclamped index}) of a clamped, zero-selected read."""
+def match_clamped_read(read: loop.LoadOp, dims: list[int | SSAValue] | None = None
+                       ) -> tuple[arith.SelectOp, dict[int, SSAValue]] | None:
+    """(the value select, {dim: unclamped index}) of a clamped, zero-selected read; `dims` gives
+    the buffer's extents where some are run-time values (pad_dynamic.py), else its static shape."""
     uses = list(read.result.uses)
     if len(uses) != 1 or not isinstance(sel := uses[0].operation, arith.SelectOp) or sel.lhs is not read.result:
         return None
@@ -87,7 +90,7 @@ def match_clamped_read(read: loop.LoadOp) -> tuple[arith.SelectOp, dict[int, SSA
     if not isinstance(read.result.type, builtin.AnyFloat) or not isinstance(zero, float) or zero != 0.0 \
             or math.copysign(1.0, zero) < 0:
         return None  # float reads padded with +0.0 only (a quantized conv pads with its zero point)
-    shape = read.buffer.type.get_shape()  # type: ignore[attr-defined]
+    shape = dims if dims is not None else read.buffer.type.get_shape()  # type: ignore[attr-defined]
     clamped: dict[int, SSAValue] = {}
     conds = set()
     for d, idx in enumerate(read.indices):

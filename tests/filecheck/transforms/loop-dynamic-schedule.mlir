@@ -45,3 +45,41 @@ func.func @mm(%a: tensor<?x32xf32, #sym.dims<"m">>, %b: tensor<32x?xf32, #sym.di
 // HW:         hw.vlanecmp "slt"
 // HW:         hw.vbroadcast
 // HW:         hw.vfma
+
+// A padded 3x3 conv in NCHW16c over run-time `h` and `w` with 4 output channel blocks: the input
+// gets a zero-padded copy (`2 + h` by `2 + w`, the halo zeroed, no tests left in the reduction),
+// and the register block covers 6 columns of the map by 4 channel blocks (the channel loop steps
+// by 4: 24 accumulators), the columns left over in blocks of 2, then 1, with 4 channel blocks too.
+func.func @conv(%x: tensor<1x2x?x?x16xf32, #sym.dims<"h", "w">>, %k: tensor<4x2x3x3x16x16xf32>) -> tensor<1x4x?x?x16xf32, #sym.dims<"h", "w">> {
+  %y = te.reduce "conv2d_nchwc" add init 0.0 : f32 (%n, %co, %oh, %ow, %cb) reduce (%ci : 2, %kh : 3, %kw : 3, %cc : 16) : tensor<1x4x?x?x16xf32, #sym.dims<"h", "w">> {
+    %a = arith.addi %oh, %kh : index
+    %m1 = arith.constant -1 : index
+    %ih = arith.addi %a, %m1 : index
+    %b = arith.addi %ow, %kw : index
+    %iw = arith.addi %b, %m1 : index
+    %v = te.read %x[%n, %ci, %ih, %iw, %cc] pad 0.0 : f32 : tensor<1x2x?x?x16xf32, #sym.dims<"h", "w">>
+    %g = te.read %k[%co, %ci, %kh, %kw, %cc, %cb] : tensor<4x2x3x3x16x16xf32>
+    %p = arith.mulf %v, %g : f32
+    te.yield %p : f32
+  }
+  func.return %y : tensor<1x4x?x?x16xf32, #sym.dims<"h", "w">>
+}
+
+// CHECK-LABEL: func.func @conv(
+// CHECK:         %{{.*}} = loop.alloc "local" : memref<1x2x?x?x16xf32, #sym.dims<"2 + h", "2 + w">>
+// CHECK-COUNT-4: loop.block "conv2d_nchwc_pad_zero"
+// CHECK:         loop.block "conv2d_nchwc_pad_copy"
+// CHECK:         loop.for %{{.*}} = 0 to 4 step 4 serial {
+// CHECK:           loop.for %io = %{{.*}} to %{{.*}} step 6 serial {
+// CHECK-NEXT:        %acc = loop.alloc "local" : memref<24x16xf32>
+// CHECK-COUNT-24:    loop.block "conv2d_nchwc_init"
+// CHECK:             loop.for %{{.*}} = 0 to 2 serial {
+// CHECK-NOT:           arith.select
+// CHECK-COUNT-24:      loop.block "conv2d_nchwc" [
+// CHECK:           } {dyn.blocked = "6x4x16"}
+// CHECK:           loop.for %io_1 = %{{.*}} to %{{.*}} step 2 serial {
+// CHECK-NEXT:        %acc_1 = loop.alloc "local" : memref<8x16xf32>
+// CHECK:           } {dyn.blocked = "2x4x16"}
+// CHECK:           loop.for %io_2 = %{{.*}} to %w serial {
+// CHECK-NEXT:        %acc_2 = loop.alloc "local" : memref<4x16xf32>
+// CHECK:           } {dyn.blocked = "1x4x16"}

@@ -1,0 +1,228 @@
+"""Explicit zero padding over run-time extents (loop-dynamic-schedule): pad.py for symbolic kernels.
+
+A padded conv over symbolic height and width reads its input as pad.py describes,
+`select(c, load B[.., select(c_h, h', 0), select(c_w, w', 0), ..], 0.0)`, with the
+in-bounds tests comparing against the kernel's symbol arguments
+(`x_h < %height`). `pad_dynamic_reads` gives such a read a zero-padded copy `P`
+of `B` whose extents are expressions of the symbols (`#sym.dims<"2 + height">`,
+a kernel-local buffer the backend sizes at run time), filled in front of the
+nest: the halo boxes with zeros, then `B` at offset `lo_d`; the read becomes
+`P[.., x_d + lo_d, ..]` with no tests. The pads are constants: `lo_d` from the
+least index (the loops start at constants), `hi_d` a bound of the greatest
+index minus the extent over every binding (`upper_bound`: a strided conv's
+`2 * {1 + width}//2 - width` is at most 1).
+
+```mlir
+loop.for %i = 0 to %h { loop.for %r = 0 to 3 { loop.block "conv" [S %a = %i, R %b = %r] {
+  %x = (%a + %b) - 1 ; %c = (%x >= 0) & (%x < %h) ; %v = select(%c, B[select(%c, %x, 0)], 0.0) ...
+```
+becomes
+```mlir
+%p = loop.alloc "local" : memref<?xf32, #sym.dims<"2 + h">>
+<zeros at 0 and at %h + 1> ; <B[q] to %p[q + 1] for q < %h>
+loop.for %i = 0 to %h { loop.for %r = 0 to 3 { loop.block "conv" [..] { %v = %p[%x + 1] ... } } }
+```
+"""
+
+from __future__ import annotations
+
+from xdsl.builder import Builder
+from xdsl.dialects import arith, builtin, func
+from xdsl.dialects.builtin import ArrayAttr, StringAttr
+from xdsl.ir import SSAValue
+from xdsl.rewriter import InsertPoint
+
+from ziggurat.dialects import loop
+from ziggurat.dialects.sym import SYMBOLS_ATTR, memref_of_shape, shape_of
+from ziggurat.lowering.convert_loop_to_hw import index_value
+from ziggurat.symbolic import Dim, Sym, is_derived
+from ziggurat.transforms.schedule.pad import _const, erase_dead, fill_nest, halo_boxes, match_clamped_read
+
+Ranges = dict[SSAValue, tuple[Dim, Dim]]
+
+
+def kernel_symbols(fn: func.FuncOp) -> dict[str, SSAValue]:
+    """The kernel's symbol arguments by name (`sym.symbols` names its trailing index arguments)."""
+    attr = fn.attributes.get(SYMBOLS_ATTR)
+    if not isinstance(attr, ArrayAttr):
+        return {}
+    names = [s.data for s in attr.data if isinstance(s, StringAttr)]
+    args = fn.body.block.args
+    return dict(zip(names, args[len(args) - len(names):])) if len(names) <= len(args) else {}
+
+
+def _dim_of(v: SSAValue | int, syms: dict[SSAValue, Dim]) -> Dim | None:
+    """A loop bound or an extent as a Dim: a constant, a symbol argument, or +, - of those."""
+    if isinstance(v, int):
+        return v
+    if v in syms:
+        return syms[v]
+    c = _const(v)
+    if isinstance(c, int):
+        return c
+    op = v.owner
+    if isinstance(op, (arith.AddiOp, arith.SubiOp)):
+        a, b = _dim_of(op.lhs, syms), _dim_of(op.rhs, syms)
+        if a is None or b is None:
+            return None
+        return a + b if isinstance(op, arith.AddiOp) else a - b
+    return None
+
+
+def _range(v: SSAValue, ranges: Ranges, syms: dict[SSAValue, Dim]) -> tuple[Dim, Dim] | None:
+    """Inclusive [least, greatest] of an index built from block variables, constants and symbols by
+    + and -, and * by a constant of either sign (pad.index_range over expressions)."""
+    if v in ranges:
+        return ranges[v]
+    d = _dim_of(v, syms)
+    if d is not None and not isinstance(v.owner, (arith.AddiOp, arith.SubiOp)):
+        return d, d
+    op = v.owner
+    if not isinstance(op, (arith.AddiOp, arith.SubiOp, arith.MuliOp)):
+        return None
+    a, b = _range(op.lhs, ranges, syms), _range(op.rhs, ranges, syms)
+    if a is None or b is None:
+        return None
+    if isinstance(op, arith.AddiOp):
+        return a[0] + b[0], a[1] + b[1]
+    if isinstance(op, arith.SubiOp):
+        return a[0] - b[1], a[1] - b[0]
+    k, x = (b, a) if b[0] == b[1] and isinstance(b[0], int) else (a, b)
+    if k[0] != k[1] or not isinstance(k[0], int):
+        return None
+    return (k[0] * x[0], k[0] * x[1]) if k[0] >= 0 else (k[0] * x[1], k[0] * x[0])
+
+
+def upper_bound(d: Dim) -> int | None:
+    """A constant no binding exceeds (None where there is none to find): a derived `{P}//k` term
+    whose coefficient `c` is a multiple of k is at most `(c/k) * P` (c > 0) or `(c/k) * (P - k + 1)`
+    (c < 0), which cancels the strided conv's `2 * {1 + w}//2 - w` to 1."""
+    if not isinstance(d, Sym):
+        return int(d)
+    total: Dim = 0
+    for monomial, c in d.terms.items():
+        if len(monomial) == 1 and is_derived(monomial[0]):
+            name = monomial[0]
+            close = name.rindex("}")
+            inner, k = Sym.parse(name[1:close]), int(name[close + 3:])
+            if c % k == 0:
+                total = total + (c // k) * (inner if c > 0 else inner - (k - 1))
+                continue
+        total = total + Sym({monomial: c})
+    if not isinstance(total, Sym):
+        return total
+    return total.bounds()[1]
+
+
+def _value(b: Builder, d: Dim, args: dict[str, SSAValue]) -> int | SSAValue:
+    """`d` as a loop bound: a constant, or index arithmetic on the symbol arguments."""
+    if not isinstance(d, Sym):
+        return int(d)
+    total: SSAValue | None = None
+    for monomial, c in d.terms.items():
+        term: SSAValue | None = None
+        for s in monomial:
+            x = args[s]
+            term = x if term is None else b.insert(arith.MuliOp(term, x)).result
+        term = index_value(b, c) if term is None else (
+            term if c == 1 else b.insert(arith.MuliOp(term, index_value(b, c))).result)
+        total = term if total is None else b.insert(arith.AddiOp(total, term)).result
+    assert total is not None
+    return total
+
+
+def pad_dynamic_reads(fn: func.FuncOp, top: loop.ForOp, update: loop.BlockOp) -> int:
+    """Rewrites the clamped, zero-selected reads of `update` (under the perfect or imperfect nest
+    `top`, every loop from a constant with step 1) to read zero-padded copies filled in front of
+    `top`; returns how many it rewrote."""
+    args = kernel_symbols(fn)
+    if not args:
+        return 0
+    syms: dict[SSAValue, Dim] = {}
+    for name, a in args.items():
+        parsed = Sym.parse(name)
+        syms[a] = parsed
+    loops = []
+    p = update.parent_op()
+    while isinstance(p, loop.ForOp):
+        loops.append(p)
+        if p is top:
+            break
+        p = p.parent_op()
+    if not loops or loops[-1] is not top:
+        return 0
+    ranges: Ranges = {}
+    by_iv = {f.iv: f for f in loops}
+    for var, bound in zip(update.vars, update.bindings):
+        f = by_iv.get(bound)
+        if f is None:
+            continue
+        lo, hi = _dim_of(f.lower, syms), _dim_of(f.upper, syms)
+        if f.step.value.data != 1 or not isinstance(lo, int) or hi is None:
+            return 0
+        ranges[var] = (lo, hi - 1)
+    done = 0
+    for read in [o for o in update.body.walk() if isinstance(o, loop.LoadOp)]:
+        shape = list(shape_of(read.buffer.type))
+        dims = [d if isinstance(d, int) else args.get(str(d)) for d in shape]
+        if any(d is None for d in dims):
+            continue
+        m = match_clamped_read(read, dims)  # type: ignore[arg-type]
+        if m is None:
+            continue
+        sel, clamped = m
+        pads: dict[int, tuple[int, int]] = {}
+        for d, x in clamped.items():
+            r = _range(x, ranges, syms)
+            hi = upper_bound(r[1] - (shape[d] - 1)) if r is not None else None
+            if r is None or not isinstance(r[0], int) or hi is None:
+                break
+            pads[d] = (max(0, -r[0]), max(0, hi))
+        else:
+            _pad(fn, top, update, read, sel, clamped, pads, shape, args)
+            done += 1
+    return done
+
+
+def _pad(fn: func.FuncOp, top: loop.ForOp, update: loop.BlockOp, read: loop.LoadOp, sel: arith.SelectOp,
+         clamped: dict[int, SSAValue], pads: dict[int, tuple[int, int]], shape: list[Dim],
+         args: dict[str, SSAValue]) -> None:
+    src = read.buffer
+    elt = src.type.element_type  # type: ignore[attr-defined]
+    padded = [s + sum(pads.get(d, (0, 0))) for d, s in enumerate(shape)]
+    b = Builder(InsertPoint.before(top))
+    buf = b.insert(loop.AllocOp(memref_of_shape(elt, padded), "local")).result
+    tag = update.block_name.data
+
+    def zero(bb: Builder, ivs: list[SSAValue]) -> None:
+        z = bb.insert(arith.ConstantOp(builtin.FloatAttr(0.0, elt))).result  # type: ignore[arg-type]
+        bb.insert(loop.StoreOp(z, buf, ivs))
+
+    def copy(bb: Builder, ivs: list[SSAValue]) -> None:
+        v = bb.insert(loop.LoadOp(src, ivs)).result
+        out = [bb.insert(arith.AddiOp(iv, index_value(bb, pads[d][0]))).result if pads.get(d, (0, 0))[0] else iv
+               for d, iv in enumerate(ivs)]
+        bb.insert(loop.StoreOp(v, buf, out))
+
+    def bound(r):
+        lb, ub = r if isinstance(r, tuple) else (0, r)
+        return _value(b, lb, args), _value(b, ub, args)
+
+    for box in halo_boxes(shape, pads):  # type: ignore[arg-type]
+        fill_nest(b, [bound(r) for r in box], f"{tag}_pad_zero", zero)
+    fill_nest(b, [bound(s) for s in shape], f"{tag}_pad_copy", copy)
+    rb = Builder(InsertPoint.before(read))
+    idx = list(read.indices)
+    for d, x in clamped.items():
+        lo = pads[d][0]
+        idx[d] = x if not lo else rb.insert(arith.AddiOp(x, index_value(rb, lo))).result
+    new = rb.insert(loop.LoadOp(buf, idx)).result
+    sel.result.replace_all_uses_with(new)
+    sel.detach()
+    sel.erase()
+    read.detach()
+    read.erase()
+    erase_dead(update)
+
+
+__all__ = ["kernel_symbols", "pad_dynamic_reads", "upper_bound"]
