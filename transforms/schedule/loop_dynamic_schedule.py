@@ -165,9 +165,13 @@ class LoopDynamicSchedulePass(ModulePass):
     schedules refuse.
 
     **Output:** in each such kernel, the stages of a row reduction (softmax, layer norm) first
-    run under one row loop with row-sized locals (transforms/schedule/fuse_rows.py), and a
+    run under one row loop with row-sized locals (transforms/schedule/fuse_rows.py); a padded
+    conv's input is read from a zero-padded copy of symbolic size filled in front of its nest
+    (transforms/schedule/pad_dynamic.py: no tests in the reduction loops); a
     matmul-like nest gets a register block of 8 rows (4 at 8 lanes) by one vector of columns
-    with its accumulators in a local buffer (transforms/schedule/dynamic_block.py), the rows
+    with its accumulators in a local buffer (transforms/schedule/dynamic_block.py), a conv's
+    block 6 map columns (4 at 8 lanes) by 4 output channel blocks (2 at 8 lanes) by one
+    vector, with the columns left over in blocks of 2 and 1 by as many channel blocks; the rows
     left over their column loop inside the reduction loop (`_interchange_reduction`:
     independent vector FMAs into the output row); then each
     top-level nest (or each nest under the fused row loop) gets one outer spatial loop
@@ -181,9 +185,9 @@ class LoopDynamicSchedulePass(ModulePass):
     marked `loop.scheduled`, so loop-default-schedule, loop-parallelize-outer and
     loop-vectorize-innermost leave it alone. Static kernels are untouched.
 
-    This is the generic schedule: no packing and no epilogue fusion (those plan for static
-    extents, transforms/schedule/plan.py); kernels over symbolic rows alone run static block
-    kernels instead (transforms/te/te_row_blocks.py).
+    This is the generic schedule: no weight packing and no tiling for the caches (those plan
+    for static extents, transforms/schedule/plan.py); kernels over symbolic rows alone run
+    static block kernels instead (transforms/te/te_row_blocks.py).
 
     **Options:** `vector-width` (the target's f32 lanes, default 16: the register block's rows).
 

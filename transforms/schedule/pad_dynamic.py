@@ -28,45 +28,17 @@ from __future__ import annotations
 
 from xdsl.builder import Builder
 from xdsl.dialects import arith, builtin, func
-from xdsl.dialects.builtin import ArrayAttr, StringAttr
 from xdsl.ir import SSAValue
 from xdsl.rewriter import InsertPoint
 
 from ziggurat.dialects import loop
-from ziggurat.dialects.sym import SYMBOLS_ATTR, memref_of_shape, shape_of
+from ziggurat.dialects.sym import memref_of_shape, shape_of
 from ziggurat.lowering.convert_loop_to_hw import index_value
 from ziggurat.symbolic import Dim, Sym, is_derived
-from ziggurat.transforms.schedule.pad import _const, erase_dead, fill_nest, halo_boxes, match_clamped_read
+from ziggurat.transforms.loop.sym_index import dim_of, index_of, kernel_symbols, symbol_dims
+from ziggurat.transforms.schedule.pad import erase_dead, fill_nest, halo_boxes, match_clamped_read
 
 Ranges = dict[SSAValue, tuple[Dim, Dim]]
-
-
-def kernel_symbols(fn: func.FuncOp) -> dict[str, SSAValue]:
-    """The kernel's symbol arguments by name (`sym.symbols` names its trailing index arguments)."""
-    attr = fn.attributes.get(SYMBOLS_ATTR)
-    if not isinstance(attr, ArrayAttr):
-        return {}
-    names = [s.data for s in attr.data if isinstance(s, StringAttr)]
-    args = fn.body.block.args
-    return dict(zip(names, args[len(args) - len(names):])) if len(names) <= len(args) else {}
-
-
-def _dim_of(v: SSAValue | int, syms: dict[SSAValue, Dim]) -> Dim | None:
-    """A loop bound or an extent as a Dim: a constant, a symbol argument, or +, - of those."""
-    if isinstance(v, int):
-        return v
-    if v in syms:
-        return syms[v]
-    c = _const(v)
-    if isinstance(c, int):
-        return c
-    op = v.owner
-    if isinstance(op, (arith.AddiOp, arith.SubiOp)):
-        a, b = _dim_of(op.lhs, syms), _dim_of(op.rhs, syms)
-        if a is None or b is None:
-            return None
-        return a + b if isinstance(op, arith.AddiOp) else a - b
-    return None
 
 
 def _range(v: SSAValue, ranges: Ranges, syms: dict[SSAValue, Dim]) -> tuple[Dim, Dim] | None:
@@ -74,8 +46,8 @@ def _range(v: SSAValue, ranges: Ranges, syms: dict[SSAValue, Dim]) -> tuple[Dim,
     + and -, and * by a constant of either sign (pad.index_range over expressions)."""
     if v in ranges:
         return ranges[v]
-    d = _dim_of(v, syms)
-    if d is not None and not isinstance(v.owner, (arith.AddiOp, arith.SubiOp)):
+    d = dim_of(v, syms)
+    if d is not None:  # constants and symbols alone
         return d, d
     op = v.owner
     if not isinstance(op, (arith.AddiOp, arith.SubiOp, arith.MuliOp)):
@@ -114,23 +86,6 @@ def upper_bound(d: Dim) -> int | None:
     return total.bounds()[1]
 
 
-def _value(b: Builder, d: Dim, args: dict[str, SSAValue]) -> int | SSAValue:
-    """`d` as a loop bound: a constant, or index arithmetic on the symbol arguments."""
-    if not isinstance(d, Sym):
-        return int(d)
-    total: SSAValue | None = None
-    for monomial, c in d.terms.items():
-        term: SSAValue | None = None
-        for s in monomial:
-            x = args[s]
-            term = x if term is None else b.insert(arith.MuliOp(term, x)).result
-        term = index_value(b, c) if term is None else (
-            term if c == 1 else b.insert(arith.MuliOp(term, index_value(b, c))).result)
-        total = term if total is None else b.insert(arith.AddiOp(total, term)).result
-    assert total is not None
-    return total
-
-
 def pad_dynamic_reads(fn: func.FuncOp, top: loop.ForOp, update: loop.BlockOp) -> int:
     """Rewrites the clamped, zero-selected reads of `update` (under the perfect or imperfect nest
     `top`, every loop from a constant with step 1) to read zero-padded copies filled in front of
@@ -138,10 +93,7 @@ def pad_dynamic_reads(fn: func.FuncOp, top: loop.ForOp, update: loop.BlockOp) ->
     args = kernel_symbols(fn)
     if not args:
         return 0
-    syms: dict[SSAValue, Dim] = {}
-    for name, a in args.items():
-        parsed = Sym.parse(name)
-        syms[a] = parsed
+    syms = symbol_dims(fn)
     loops = []
     p = update.parent_op()
     while isinstance(p, loop.ForOp):
@@ -157,7 +109,7 @@ def pad_dynamic_reads(fn: func.FuncOp, top: loop.ForOp, update: loop.BlockOp) ->
         f = by_iv.get(bound)
         if f is None:
             continue
-        lo, hi = _dim_of(f.lower, syms), _dim_of(f.upper, syms)
+        lo, hi = dim_of(f.lower, syms), dim_of(f.upper, syms)
         if f.step.value.data != 1 or not isinstance(lo, int) or hi is None:
             return 0
         ranges[var] = (lo, hi - 1)
@@ -206,7 +158,7 @@ def _pad(fn: func.FuncOp, top: loop.ForOp, update: loop.BlockOp, read: loop.Load
 
     def bound(r):
         lb, ub = r if isinstance(r, tuple) else (0, r)
-        return _value(b, lb, args), _value(b, ub, args)
+        return index_of(b, lb, args), index_of(b, ub, args)
 
     for box in halo_boxes(shape, pads):  # type: ignore[arg-type]
         fill_nest(b, [bound(r) for r in box], f"{tag}_pad_zero", zero)
@@ -225,4 +177,4 @@ def _pad(fn: func.FuncOp, top: loop.ForOp, update: loop.BlockOp, read: loop.Load
     erase_dead(update)
 
 
-__all__ = ["kernel_symbols", "pad_dynamic_reads", "upper_bound"]
+__all__ = ["pad_dynamic_reads", "upper_bound"]

@@ -141,3 +141,42 @@ func.func @in_range(%x: memref<1x256xf32>, %y: memref<64x16xf32>) {
   }
   func.return
 }
+
+// Over symbols: a [batch, sequence, 256] -> [batch, 4, sequence, 64] transpose's flat index
+// (b * (256 * %s) + t * 256 + h * 64 + d) splits by 256, then by the symbol %s (t runs below %s):
+// the read is in[b, t, 64 h + d], no division left.
+// CHECK-LABEL: func.func @symbolic_transpose
+// CHECK:         loop.block "transpose" [S %b = %i0, S %h = %i1, S %t = %i2, S %d = %i3] {
+// CHECK-NOT:       arith.divui
+// CHECK-NOT:       arith.remui
+// CHECK:           %[[V:.*]] = loop.load %x[%b, %t, %{{.*}}] : memref<?x?x256xf32, #sym.dims<"batch", "seq">>
+// CHECK-NEXT:      loop.store %[[V]], %y[%b, %h, %t, %d]
+func.func @symbolic_transpose(%x: memref<?x?x256xf32, #sym.dims<"batch", "seq">>, %y: memref<?x4x?x64xf32, #sym.dims<"batch", "seq">>, %batch: index, %seq: index) attributes {sym.symbols = ["batch", "seq"]} {
+  %c256 = arith.constant 256 : index
+  %n = arith.muli %seq, %c256 : index
+  loop.for %i0 = 0 to %batch serial {
+    loop.for %i1 = 0 to 4 serial {
+      loop.for %i2 = 0 to %seq serial {
+        loop.for %i3 = 0 to 64 serial {
+          loop.block "transpose" [S %b = %i0, S %h = %i1, S %t = %i2, S %d = %i3] {
+            %bn = arith.muli %b, %n : index
+            %c256b = arith.constant 256 : index
+            %t256 = arith.muli %t, %c256b : index
+            %s0 = arith.addi %bn, %t256 : index
+            %c64 = arith.constant 64 : index
+            %h64 = arith.muli %h, %c64 : index
+            %s1 = arith.addi %s0, %h64 : index
+            %flat = arith.addi %s1, %d : index
+            %r256 = arith.remui %flat, %c256b : index
+            %q256 = arith.divui %flat, %c256b : index
+            %rs = arith.remui %q256, %seq : index
+            %qs = arith.divui %q256, %seq : index
+            %v = loop.load %x[%qs, %rs, %r256] : memref<?x?x256xf32, #sym.dims<"batch", "seq">>
+            loop.store %v, %y[%b, %h, %t, %d] : memref<?x4x?x64xf32, #sym.dims<"batch", "seq">>
+          }
+        }
+      }
+    }
+  }
+  func.return
+}
