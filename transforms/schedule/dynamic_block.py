@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from xdsl.builder import Builder
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import IndexType, IntegerAttr, StringAttr, i64
+from xdsl.dialects.builtin import IndexType, IntegerAttr, StringAttr, UnitAttr, i64
 from xdsl.ir import SSAValue
 from xdsl.rewriter import InsertPoint
 
@@ -46,6 +46,7 @@ from ziggurat.lowering.convert_loop_to_hw import index_value
 from ziggurat.transforms.schedule.nest import chain, depends
 
 BLOCKED = "dyn.blocked"  # attribute of a row-block loop this module built: scheduled already
+LEFTOVER = "dyn.leftover"  # and of one over the rows a larger block left: a few trips, serial
 
 
 @dataclass
@@ -113,11 +114,12 @@ def _columns_loop(loops: list[loop.ForOp], i: loop.ForOp, update: loop.BlockOp, 
         fv = block_var(update, f.iv)
         if f is i or fv is None or f.is_dynamic or f.step.value.data != 1 or f.trip_count < 2:
             continue
-        memo: dict = {}
+        on_f: dict = {}
+        on_j: dict = {}  # one memo per variable (`depends` caches by value)
         ok = True
         for op in update.body.walk():
-            if isinstance(op, loop.LoadOp) and op.buffer is not out and any(depends(x, fv, memo) for x in op.indices):
-                ok = ok and any(depends(x, jv, memo) for x in op.indices)
+            if isinstance(op, loop.LoadOp) and op.buffer is not out and any(depends(x, fv, on_f) for x in op.indices):
+                ok = ok and any(depends(x, jv, on_j) for x in op.indices)
         if ok:
             best = f
     return best
@@ -222,8 +224,10 @@ def fits(nest: _Nest, width: int) -> bool:
 
 
 def _emit(nest: _Nest, i: loop.ForOp, lo: SSAValue, hi: SSAValue, rows: int, width: int, cols: int) -> list[loop.BlockOp]:
-    """The block over rows [lo, hi) (a multiple of `rows` of them) by `cols` steps of the column
-    block loop (nest.c, stepped by `cols`) by one vector, before `i`; its store blocks."""
+    """The block over rows [lo, hi) (a multiple of `rows` of them) by `cols` column vectors, before
+    `i`: `cols` steps of the column block loop (nest.c, stepped by `cols`), or without one `cols`
+    consecutive vectors of the columns (the column loop steps by `cols` vectors; run-time columns
+    left over go one vector at a time, the last masked); its store blocks."""
     j = nest.j
     b = Builder(InsertPoint.before(i))
     io = b.insert(loop.ForOp(lo, hi, rows, "serial"))
@@ -233,12 +237,31 @@ def _emit(nest: _Nest, i: loop.ForOp, lo: SSAValue, hi: SSAValue, rows: int, wid
     elt = nest.out.type.element_type  # type: ignore[attr-defined]
     acc = ib.insert(loop.AllocOp(memref_of_shape(elt, [rows * cols, width]), "local")).result
     acc.name_hint = "acc"
-    jo = ib.insert(loop.ForOp(j.lower, j.upper, width, "serial"))
+    if cols == 1 or nest.c is not None:
+        return _column_loop(nest, i, io, acc, j.lower, j.upper, rows, width, cols, across_j=False)
+    if not j.is_dynamic:
+        return _column_loop(nest, i, io, acc, j.lower, j.upper, rows, width, cols, across_j=True)
+    jlo, jhi = index_value(ib, j.lower), index_value(ib, j.upper)
+    n = ib.insert(arith.SubiOp(jhi, jlo)).result
+    main = ib.insert(arith.SubiOp(jhi, ib.insert(arith.RemSIOp(n, index_value(ib, width * cols))).result)).result
+    return (_column_loop(nest, i, io, acc, jlo, main, rows, width, cols, across_j=True)
+            + _column_loop(nest, i, io, acc, main, jhi, rows, width, cols, across_j=False))
+
+
+def _column_loop(nest: _Nest, i: loop.ForOp, io: loop.ForOp, acc: SSAValue, jlo: int | SSAValue, jhi: int | SSAValue,
+                 rows: int, width: int, cols: int, across_j: bool) -> list[loop.BlockOp]:
+    """One loop over the columns [jlo, jhi) at the end of the row block `io`: `cols` consecutive
+    vectors a step (`across_j`: whole vectors), else one vector a step (the last masked) by
+    `cols` steps of nest.c where there is one; its store blocks."""
+    j = nest.j
+    ib = Builder(InsertPoint.at_end(io.body.block))
+    jo = ib.insert(loop.ForOp(jlo, jhi, width * cols if across_j else width, "serial"))
     jo.iv.name_hint = "jo"
     jb = Builder(InsertPoint.at_end(jo.body.block))
-    w = index_value(jb, width)
-    left = jb.insert(arith.SubiOp(index_value(jb, j.upper), jo.iv)).result
-    lanes = jb.insert(arith.MinSIOp(left, w)).result
+    lanes: int | SSAValue = width  # whole vectors
+    if not across_j:
+        left = jb.insert(arith.SubiOp(index_value(jb, jhi), jo.iv)).result
+        lanes = jb.insert(arith.MinSIOp(left, index_value(jb, width))).result
     jl = jb.insert(loop.ForOp(0, lanes, 1, "vectorized"))
     jl.iv.name_hint = "jl"
     lb = Builder(InsertPoint.at_end(jl.body.block))
@@ -249,6 +272,9 @@ def _emit(nest: _Nest, i: loop.ForOp, lo: SSAValue, hi: SSAValue, rows: int, wid
         c_of = [lb.insert(arith.AddiOp(nest.c.iv, index_value(lb, v))).result if v else nest.c.iv for v in range(cols)]
         points = [({i.iv: row_of[u], j.iv: col, nest.c.iv: c_of[v]}, u * cols + v)
                   for u in range(rows) for v in range(cols)]
+    elif across_j:
+        col_of = [lb.insert(arith.AddiOp(col, index_value(lb, v * width))).result if v else col for v in range(cols)]
+        points = [({i.iv: row_of[u], j.iv: col_of[v]}, u * cols + v) for u in range(rows) for v in range(cols)]
     for bind, k in points:
         jl.body.block.add_op(_copy_block(nest.init, bind, jl.iv, acc, nest.out, k))
     host, rebound = jl.body.block, {}
@@ -267,20 +293,29 @@ def _emit(nest: _Nest, i: loop.ForOp, lo: SSAValue, hi: SSAValue, rows: int, wid
 
 
 def column_steps(nest: _Nest, width: int) -> int:
-    """How many steps of the column block loop one block covers: 4 at 16 lanes, 2 at 8 (at most
-    what divides its trip count); 1 without one."""
-    if nest.c is None:
+    """How many column vectors one block covers: steps of the column block loop, or else
+    consecutive vectors of static columns (a whole number of vectors): 4 at 16 lanes, 2 at 8, at
+    most what divides their count; run-time columns the same, the columns left over one vector
+    at a time."""
+    if nest.c is not None:
+        t = nest.c.trip_count
+    elif nest.j.is_dynamic:
+        t = 4  # run-time columns: blocks of 4 vectors (2 at 8 lanes), then single vectors
+    elif nest.j.lower == 0 and nest.j.trip_count % width == 0:
+        t = nest.j.trip_count // width  # static columns: whole vectors of them
+    else:
         return 1
-    t = nest.c.trip_count
     return next(k for k in ((4, 2, 1) if width >= 16 else (2, 1)) if t % k == 0)
 
 
 def build(nest: _Nest, rows: int, width: int) -> None:
     """Rewrites `nest` into the row block of the module docstring (`rows` = U, `width` = W): the
     rows in blocks of U, the rows left over in blocks of one; with a column block loop (`nest.c`,
-    a conv's output channel blocks) each block also covers `column_steps` of its steps (U is then
-    6 at 16 lanes, 4 at 8, and the rows left over go in blocks of two, then one), so a narrow map
-    (7 columns) still has independent accumulators; then the elementwise stage that reads the
+    a conv's output channel blocks) each block also covers `column_steps` of its steps, and
+    without one over static columns (attention's P x V: 64 of them) that many consecutive vectors
+    (U is then 6 at 16 lanes, 4 at 8, and the rows left over go in blocks of two, then one), so
+    each broadcast serves several vectors and a narrow map (7 columns) still has independent
+    accumulators; then the elementwise stage that reads the
     product, if there is one, runs in the store blocks (`_fuse_epilogue`)."""
     i = _sink(nest.i, nest.j)
     uppers = {f.iv: f.upper for f in _enclosing(i)}
@@ -288,8 +323,8 @@ def build(nest: _Nest, rows: int, width: int) -> None:
     cols = column_steps(nest, width)
     sizes = [rows, 1]
     if cols > 1:
-        assert nest.c is not None
-        nest.c.properties["step"] = IntegerAttr(cols, i64)
+        if nest.c is not None:
+            nest.c.properties["step"] = IntegerAttr(cols, i64)
         sizes = [6 if width >= 16 else 4, 2, 1]
     b = Builder(InsertPoint.before(i))
     lo, hi = index_value(b, i.lower), index_value(b, i.upper)
@@ -301,6 +336,8 @@ def build(nest: _Nest, rows: int, width: int) -> None:
             n = b.insert(arith.SubiOp(hi, lo)).result
             end = b.insert(arith.SubiOp(hi, b.insert(arith.RemSIOp(n, index_value(b, size))).result)).result
         stores += _emit(nest, i, lo, end, size, width, cols)
+        if k:
+            i.prev_op.attributes[LEFTOVER] = UnitAttr()  # type: ignore[union-attr]
         lo = end
     i.detach()
     i.erase()
@@ -401,4 +438,4 @@ def block_rows(width: int) -> int:
     return 8 if width >= 16 else 4
 
 
-__all__ = ["BLOCKED", "block_rows", "block_var", "build", "column_steps", "fits", "match"]
+__all__ = ["BLOCKED", "LEFTOVER", "block_rows", "block_var", "build", "column_steps", "fits", "match"]

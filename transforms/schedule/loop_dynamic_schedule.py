@@ -228,8 +228,7 @@ class LoopDynamicSchedulePass(ModulePass):
                 vecs = _vector_loops(top)
                 for vec in vecs:
                     vec.properties["kind"] = StringAttr("vectorized")
-                leftover = top.attributes.get(dynamic_block.BLOCKED)
-                if leftover is not None and leftover.data.startswith("1x"):  # type: ignore[attr-defined]
+                if dynamic_block.LEFTOVER in top.attributes:
                     continue  # a register block's leftover rows (fewer than its rows): serial
                 target = _parallel_loop(top, vecs)
                 if target is not None:

@@ -2,8 +2,9 @@
 // RUN: ziggurat-opt %s -p 'convert-te-to-loop,loop-dynamic-schedule,convert-loop-to-hw' | filecheck %s --check-prefix=HW
 
 // A matmul over `m` rows and `n` columns (an attention product) and its scaling: a register block
-// of 8 rows by one vector of columns with its accumulators in a local [8, 16] buffer, the rows
-// left over in blocks of one; the scaling runs in the store blocks (the product's buffer goes).
+// of 6 rows by 4 vectors of columns (24 accumulators in a local [24, 16] buffer), the columns
+// left over one vector at a time (the last masked), the rows left over in blocks of 2, then 1;
+// the scaling runs in the store blocks (the product's buffer goes).
 func.func @mm(%a: tensor<?x32xf32, #sym.dims<"m">>, %b: tensor<32x?xf32, #sym.dims<"n">>) -> tensor<?x?xf32, #sym.dims<"m", "n">> {
   %y = te.reduce "matmul" add init 0.0 : f32 (%i, %j) reduce (%k : 32) : tensor<?x?xf32, #sym.dims<"m", "n">> {
     %x = te.read %a[%i, %k] : tensor<?x32xf32, #sym.dims<"m">>
@@ -22,21 +23,27 @@ func.func @mm(%a: tensor<?x32xf32, #sym.dims<"m">>, %b: tensor<32x?xf32, #sym.di
 
 // CHECK-LABEL: func.func @mm(
 // CHECK-SAME:    loop.scheduled
-// CHECK:         loop.for %io = %{{.*}} to %{{.*}} step 8 parallel {
-// CHECK-NEXT:      %acc = loop.alloc "local" : memref<8x16xf32>
-// CHECK-NEXT:      loop.for %jo = 0 to %n step 16 serial {
-// CHECK:             loop.for %jl = 0 to %{{.*}} vectorized {
-// CHECK-COUNT-8:       loop.block "matmul_init"
+// CHECK:         loop.for %io = %{{.*}} to %{{.*}} step 6 parallel {
+// CHECK-NEXT:      %acc = loop.alloc "local" : memref<24x16xf32>
+// CHECK:           loop.for %jo = %{{.*}} to %{{.*}} step 64 serial {
+// CHECK-NEXT:        loop.for %jl = 0 to 16 vectorized {
+// CHECK-COUNT-24:      loop.block "matmul_init"
 // CHECK:               loop.for %{{.*}} = 0 to 32 serial {
-// CHECK-COUNT-8:         loop.block "matmul" [
+// CHECK-COUNT-24:        loop.block "matmul" [
 // CHECK:               }
 // CHECK:             loop.block "matmul_store"
 // CHECK:               arith.mulf
 // CHECK-NEXT:          loop.store %{{.*}}, %out0
-// CHECK:         } {dyn.blocked = "8x16"}
-// CHECK-NEXT:    loop.for %io_1 = %{{.*}} to %m serial {
-// CHECK-NEXT:      %acc_1 = loop.alloc "local" : memref<1x16xf32>
-// CHECK:         } {dyn.blocked = "1x16"}
+// CHECK:           loop.for %jo_1 = %{{.*}} to %n step 16 serial {
+// CHECK:             loop.for %jl_1 = 0 to %{{.*}} vectorized {
+// CHECK-COUNT-6:       loop.block "matmul_init"
+// CHECK:         } {dyn.blocked = "6x4x16"}
+// CHECK:         loop.for %io_1 = %{{.*}} to %{{.*}} step 2 serial {
+// CHECK-NEXT:      %acc_1 = loop.alloc "local" : memref<8x16xf32>
+// CHECK:         } {dyn.blocked = "2x4x16", dyn.leftover}
+// CHECK:         loop.for %io_2 = %{{.*}} to %m serial {
+// CHECK-NEXT:      %acc_2 = loop.alloc "local" : memref<4x16xf32>
+// CHECK:         } {dyn.blocked = "1x4x16", dyn.leftover}
 // CHECK-NOT:     loop.block "scale"
 
 // The block's column vector: accumulators loaded and stored at [u, lane], B a vector, A broadcast,
@@ -79,7 +86,7 @@ func.func @conv(%x: tensor<1x2x?x?x16xf32, #sym.dims<"h", "w">>, %k: tensor<4x2x
 // CHECK:           } {dyn.blocked = "6x4x16"}
 // CHECK:           loop.for %io_1 = %{{.*}} to %{{.*}} step 2 serial {
 // CHECK-NEXT:        %acc_1 = loop.alloc "local" : memref<8x16xf32>
-// CHECK:           } {dyn.blocked = "2x4x16"}
+// CHECK:           } {dyn.blocked = "2x4x16", dyn.leftover}
 // CHECK:           loop.for %io_2 = %{{.*}} to %w serial {
 // CHECK-NEXT:        %acc_2 = loop.alloc "local" : memref<4x16xf32>
-// CHECK:           } {dyn.blocked = "1x4x16"}
+// CHECK:           } {dyn.blocked = "1x4x16", dyn.leftover}
