@@ -99,6 +99,8 @@ def _split_candidate(blk: loop.BlockOp, loops: list[loop.ForOp]) -> tuple[int, i
             k = stride(op.operands[0], v, {})
             if k is None or k <= 0 or c % k:
                 continue
+            if loops[pos[v]].is_dynamic:  # run-time bounds: no trip count to divide
+                continue
             f, n = c // k, loops[pos[v]].trip_count
             if f > 1 and n > f and n % f == 0 and loops[pos[v]].bounds[0] == 0:
                 return pos[v], f
@@ -157,7 +159,8 @@ def split_divided_loops(loops: list[loop.ForOp], blk: loop.BlockOp) -> tuple[lis
         blk = _rebind(blk, i, outer, inner, f)
         loops = loops[:at] + [outer, inner] + loops[at + 1:]
         simplify_block(blk)
-        if inner is not loops[-1] and all(f.bounds[0] == 0 for f in loops[at + 2:]) and not _computes(blk):
+        if inner is not loops[-1] and all(f.lower == 0 and not f.is_dynamic for f in loops[at + 2:]) \
+                and not _computes(blk):
             # the block's lane innermost: LLVM interleaves the next loop's accesses (a loop narrowed
             # to a piece of a concatenation, split_ranges.py, starts above 0 and stays where it is);
             # a block that computes keeps its store contiguous for convert-loop-to-hw instead

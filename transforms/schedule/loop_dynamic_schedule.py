@@ -13,6 +13,7 @@ from xdsl.passes import ModulePass
 from ziggurat.dialects import loop
 from ziggurat.dialects.sym import SYMBOLS_ATTR
 from ziggurat.transforms.schedule import dynamic_block
+from ziggurat.transforms.schedule.copy_nest import split_divided_loops
 from ziggurat.transforms.schedule.fuse_rows import fuse_rows
 from ziggurat.transforms.schedule.pad_dynamic import pad_dynamic_reads
 from ziggurat.transforms.schedule.nest import chain, depends
@@ -90,6 +91,20 @@ def _interchange_reduction(top: loop.ForOp) -> bool:
     j.detach()
     j.erase()
     return True
+
+
+def _split_divisions(top: loop.ForOp) -> None:
+    """A perfect nest around one spatial block binding each loop once (a copy: a reshape, a
+    transpose) whose block divides a static loop's variable by a constant dividing its trip count
+    gets that loop strip-mined and the division dropped (copy_nest.split_divided_loops; with the
+    symbols' ranges loop-simplify-index then drops the divisions by run-time extents too)."""
+    loops = chain(top)
+    body = list(loops[-1].body.block.ops)
+    if len(body) != 1 or not isinstance(blk := body[0], loop.BlockOp) or set(blk.iter_kinds.data) != {"S"}:
+        return
+    if any(f.step.value.data != 1 for f in loops) or sorted(map(id, blk.bindings)) != sorted(id(f.iv) for f in loops):
+        return
+    split_divided_loops(loops, blk)
 
 
 def _parallel_loop(top: loop.ForOp, vecs: list[loop.ForOp]) -> loop.ForOp | None:
@@ -217,6 +232,7 @@ class LoopDynamicSchedulePass(ModulePass):
             fuse_rows(fn, min_bytes=0)  # softmax, layer norm: stages at the row loop, one row of locals
             rows = dynamic_block.block_rows(self.vector_width)
             for top in [o for o in fn.body.block.ops if isinstance(o, loop.ForOp)]:
+                _split_divisions(top)  # a reshape's `x % 64` over a static loop of 256: two loops, no division
                 for update in [o for o in top.body.walk() if isinstance(o, loop.BlockOp) and "R" in o.iter_kinds.data]:
                     pad_dynamic_reads(fn, top, update)  # a padded conv's input: a zero-padded copy, no tests
             for top in [o for o in fn.body.block.ops if isinstance(o, loop.ForOp)]:
