@@ -196,7 +196,7 @@ def _alloc(t: Translator, f: FuncState, op: Operation) -> None:
     res = op.results[0]
     pty = t.ty(res.type)
     count = symbols.element_count(res.type)
-    if isinstance(count, Sym):
+    if isinstance(count, Sym) or (f.root.is_entry and "dyn_live" in op.attributes):  # placed per binding
         _dynamic_alloc(t, f, res, count * byte_size(pty.pointee))
         return
     nbytes = count * byte_size(pty.pointee)
@@ -220,8 +220,9 @@ def _alloc(t: Translator, f: FuncState, op: Operation) -> None:
     f.vals[res] = eb.bitcast(raw, pty)
 
 
-def _dynamic_alloc(t: Translator, f: FuncState, res: SSAValue, nbytes: Sym) -> None:
-    """A buffer sized by symbols. In the entry function: in the arena the caller passes for them,
+def _dynamic_alloc(t: Translator, f: FuncState, res: SSAValue, nbytes: Sym | int) -> None:
+    """A buffer sized by symbols (or one of fixed size placed with them). In the entry function:
+    in the arena the caller passes for them,
     at the offset its table (the arena's first 8 bytes per buffer) gives: `ModuleInfo.dynamic_buffers`
     lists each buffer's size (an expression) and live range (plan-memory's `dyn_live`), and the
     executor places them per binding (arena.py) as plan-memory places static ones. In a kernel:

@@ -499,7 +499,8 @@ class Translator(EntrySlots):
 
 def _symbolic_allocs(fop: func.FuncOp) -> bool:
     """Whether the entry allocates buffers of symbolic size (they share one caller-given arena)."""
-    return any(op.name == "loop.alloc" and is_symbolic_type(op.results[0].type) for op in fop.body.block.ops)
+    return any(op.name == "loop.alloc" and (is_symbolic_type(op.results[0].type) or "dyn_live" in op.attributes)
+               for op in fop.body.block.ops)
 
 
 def _distinct_buffer(v: SSAValue) -> bool:

@@ -126,6 +126,20 @@ def test_one_generic_compile_runs_random_batch_and_sequence_lengths(b, s, generi
     assert generic.compiles == 0 and generic.variants == {}
 
 
+@pytest.mark.parametrize("b, s", [(1, 1), (3, 7), (4, 64)])
+def test_the_generic_arena_is_no_bigger_than_a_static_compiles(b, s, generic, model):
+    """Every buffer of the generic model's entry is placed per binding (plan-memory's live ranges,
+    in-place outputs as their inputs' buffers): no more bytes than the static compile's arena."""
+    from ziggurat.frontends.onnx.symbols import fix_shapes
+
+    binding = {"batch": b, "sequence": s}
+    static = ziggurat.compile(fix_shapes(model, binding), cache=False)
+    g = generic.generic
+    assert g.arena_bytes + g.dynamic_bytes(binding) <= static.arena_bytes
+    f = feeds(b, s)
+    np.testing.assert_allclose(generic(**f)[0], static(**f)[0], rtol=1e-6, atol=1e-6)
+
+
 def test_buckets_take_precedence_over_the_generic_model(model, reference):
     m = ziggurat.compile(model, shapes={"batch": 2, "sequence": 5})
     assert m.generic is not None and m.compiles == 1

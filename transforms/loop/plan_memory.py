@@ -31,9 +31,10 @@ def _aligned(n: int) -> int:
 class Interval(Slot):
     """One arena buffer (arena.py `Slot`: size, live positions, offset) and its `loop.alloc`."""
 
-    def __init__(self, alloc: loop.AllocOp, size: int, start: int, end: int, offset: int = -1):
+    def __init__(self, alloc: loop.AllocOp, size: int, start: int, end: int, offset: int = -1, dynamic: bool = False):
         super().__init__(size, start, end, offset)
         self.alloc = alloc
+        self.dynamic = dynamic  # placed per binding of the symbols (size unknown here)
 
 
 def live_intervals(entry: func.FuncOp) -> list[Interval]:
@@ -54,19 +55,16 @@ def live_intervals(entry: func.FuncOp) -> list[Interval]:
             op = parent
         return position[op]
 
+    allocs = [op for op in block.ops if isinstance(op, loop.AllocOp) and op.scope.data == "global"]
+    # with a buffer sized at run time, every buffer is placed per binding (runtime/symbolic_model.py)
+    dynamic = any(is_symbolic_type(op.result.type) for op in allocs)
     intervals = []
-    for op in block.ops:
-        if not isinstance(op, loop.AllocOp) or op.scope.data != "global":
-            continue
-        if is_symbolic_type(op.result.type):  # sized at run time: placed per binding (runtime/symbolic_model.py)
-            uses = [top(u.operation) for u in op.result.uses]
-            live = (min(uses), max(uses)) if uses else (position[op], position[op])
-            op.attributes["dyn_live"] = DenseArrayBase.from_list(i64, list(live))
-            continue
+    for op in allocs:
         value: SSAValue = op.result
         uses = [top(u.operation) for u in value.uses]
         start, end = (min(uses), max(uses)) if uses else (position[op], position[op])
-        intervals.append(Interval(op, _aligned(memref_nbytes(op.result.type)), start, end))  # type: ignore[arg-type]
+        size = 0 if dynamic else _aligned(memref_nbytes(op.result.type))  # type: ignore[arg-type]
+        intervals.append(Interval(op, size, start, end, dynamic=dynamic))
     return intervals
 
 
@@ -152,6 +150,20 @@ def share_inplace(entry: func.FuncOp, intervals: list[Interval], kernels: dict[s
     return taken
 
 
+def _dynamic_plan(intervals: list[Interval], taken: dict[loop.AllocOp, loop.AllocOp]) -> None:
+    """Buffers placed per binding: each gets its live range (`dyn_live`); an output that takes over
+    a dying input's memory (`share_inplace`) becomes that input's buffer (its uses read the input's
+    value, whose range `share_inplace` grew to cover them)."""
+    for dst, src in taken.items():
+        while src in taken:
+            src = taken[src]
+        dst.result.replace_all_uses_with(src.result)
+        dst.detach()
+        dst.erase()
+    for iv in intervals:
+        iv.alloc.attributes["dyn_live"] = DenseArrayBase.from_list(i64, [iv.start, iv.end])
+
+
 @dataclass(frozen=True)
 class PlanMemoryPass(ModulePass):
     """Assigns every intermediate of the model function an offset in one arena.
@@ -167,11 +179,12 @@ class PlanMemoryPass(ModulePass):
     gets `plan.arena_bytes` (the planned arena) and `plan.unplanned_bytes`
     (the sum of all intermediates, what one slot each would take). A module
     without the entry function is left alone; allocs that already have an
-    offset are an error (the pass ran twice). A buffer of symbolic size (a
-    model compiled for every shape, dialects/sym.py) gets its live range
-    (`dyn_live`) instead: the executor places such buffers at each new binding
-    of the symbols, once their sizes are known, with the same best fit
-    (arena.py), in an arena it passes to the entry.
+    offset are an error (the pass ran twice). Where some buffer has a symbolic
+    size (a model compiled for every shape, dialects/sym.py), every buffer gets
+    its live range (`dyn_live`) instead: the executor places them at each new
+    binding of the symbols, once their sizes are known, with the same best fit
+    (arena.py), in an arena it passes to the entry; an in-place output is then
+    the input's buffer itself.
 
     In-place: when a call's kernel is elementwise from an input to an output
     of the same type (`inplace_pairs`: every access at the variables of one
@@ -218,6 +231,9 @@ class PlanMemoryPass(ModulePass):
         if self.inplace:
             kernels = {f.sym_name.data: f for f in op.ops if isinstance(f, func.FuncOp) and f.body.blocks}
             taken = share_inplace(entry, intervals, kernels)
+        if any(iv.dynamic for iv in intervals):
+            _dynamic_plan(intervals, taken)
+            intervals, taken = [], {}
         arena = assign_offsets(intervals)
         offsets = {iv.alloc: iv.offset for iv in intervals}
         for dst, src in taken.items():
