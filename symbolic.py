@@ -23,7 +23,10 @@ from __future__ import annotations
 import numbers
 import re
 from collections.abc import Iterable, Mapping
-from functools import reduce
+from functools import lru_cache, reduce
+from typing import Any
+
+import numpy as np
 
 from ziggurat.errors import CompileError
 
@@ -210,7 +213,7 @@ class Sym:
         out: set[str] = set()
         for s in self.symbols:
             if is_derived(s):
-                inner = Sym.parse(s[1:s.rindex("}")])
+                inner = _derived(s)[0]
                 out |= inner.base_symbols if isinstance(inner, Sym) else set()
             else:
                 out.add(s)
@@ -324,13 +327,19 @@ def _least(name: str) -> int | None:
     return lo // int(name[close + 3:]) if lo is not None and lo >= 0 else None
 
 
-def _atom(name: str, binding: Mapping[str, int]) -> int:
+@lru_cache(maxsize=4096)
+def _derived(name: str) -> tuple[int | Sym, int]:
+    """(P, k) of a derived symbol `{P}//k` (parsed once: sampling evaluates it thousands of times)."""
+    close = name.rindex("}")
+    return Sym.parse(name[1:close]), int(name[close + 3:])
+
+
+def _atom(name: str, binding: Mapping[str, Any]) -> Any:
     if name in binding:
-        return int(binding[name])
+        v = binding[name]
+        return v if isinstance(v, np.ndarray) else int(v)
     if is_derived(name):
-        close = name.rindex("}")
-        inner = Sym.parse(name[1:close])
-        k = int(name[close + 3:])
+        inner, k = _derived(name)
         return (inner.evaluate(binding) if isinstance(inner, Sym) else int(inner)) // k
     raise SymbolicError(f"no value for symbol '{name}'")
 
@@ -358,7 +367,8 @@ def sampled_le(a: Dim, b: Dim, limit: int = 4096) -> bool | None:
     if len(names) != 1:
         return None
     (name,) = names
-    return all(evaluate(a, {name: v}) <= evaluate(b, {name: v}) for v in range(1, limit + 1))
+    values = {name: np.arange(1, limit + 1, dtype=np.int64)}  # every value at once
+    return bool(np.all(np.asarray(evaluate(a, values)) <= np.asarray(evaluate(b, values))))
 
 
 def derived_values(names: Iterable[str], binding: Mapping[str, int]) -> dict[str, int]:
@@ -366,7 +376,8 @@ def derived_values(names: Iterable[str], binding: Mapping[str, int]) -> dict[str
     return {n: _atom(n, binding) for n in names}
 
 
-def evaluate(d: Dim, binding: Mapping[str, int]) -> int:
+def evaluate(d: Dim, binding: Mapping[str, Any]) -> Any:
+    """`d`'s value at `binding` (a symbol's value may be an int array: the values at many bindings)."""
     return d.evaluate(binding) if isinstance(d, Sym) else int(d)
 
 
