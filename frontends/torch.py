@@ -18,8 +18,11 @@ compiles it as any ONNX model. Needs the optional extra `pip install
   dynamic (after a change of shape, or with `dynamic=True`), the graph takes
   SymInt inputs and symbolic tensor sizes: those axes are exported as
   symbols, so later calls with other sizes reuse the compile (torch does not
-  recompile the graph; ziggurat compiles a static variant for each new binding
-  of the symbols, kept up to `runtime.dynamic.CACHE_SIZE`).
+  recompile the graph; ziggurat's model for every shape runs them, or where a
+  node needs a symbol's value a static variant per binding,
+  runtime/dynamic.py). `nn.TransformerEncoderLayer`'s fused inference op,
+  which dynamo records and the ONNX exporter cannot translate, is replaced by
+  the same computation in plain ops (`encoder_layer`).
 
 Tensors cross as numpy arrays without a copy where they are contiguous CPU
 tensors (`Tensor.numpy()`; outputs `torch.from_numpy`). Gradients are not
@@ -132,6 +135,46 @@ def _dims(torch: Any, dynamic_shapes: Any) -> Any:
     return convert(dynamic_shapes)
 
 
+def encoder_layer(src: Any, embed_dim: int, num_heads: int, qkv_w: Any, qkv_b: Any, proj_w: Any, proj_b: Any,
+                  use_gelu: bool, norm_first: bool, eps: float, n1_w: Any, n1_b: Any, n2_w: Any, n2_b: Any,
+                  f1_w: Any, f1_b: Any, f2_w: Any, f2_b: Any, mask: Any = None, mask_type: Any = None) -> Any:
+    """`aten._transformer_encoder_layer_fwd` (the fused op `nn.TransformerEncoderLayer` runs in
+    inference, which dynamo records and the ONNX exporter has no translation for) in plain ops:
+    self-attention with `num_heads` heads over batch-first `src`, the feed-forward block, both
+    with residuals and layer norms (before each block with `norm_first`). `mask` is additive
+    (float) or True where a position is masked (bool): [B, L] key padding (`mask_type` 1) or
+    [L, L] / [B, H, L, L]."""
+    import torch
+    import torch.nn.functional as F
+
+    def attention(x: Any) -> Any:
+        b, n, e = x.shape
+        q, k, v = F.linear(x, qkv_w, qkv_b).chunk(3, dim=-1)
+        q, k, v = (t.reshape(b, n, num_heads, e // num_heads).transpose(1, 2) for t in (q, k, v))
+        bias = None
+        if mask is not None:
+            m = mask.reshape(b, 1, 1, n) if mask_type == 1 else mask
+            bias = torch.zeros(m.shape, dtype=x.dtype).masked_fill(m, float("-inf")) if m.dtype == torch.bool else m
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+        return F.linear(y.transpose(1, 2).reshape(b, n, e), proj_w, proj_b)
+
+    def feed_forward(x: Any) -> Any:
+        h = F.linear(x, f1_w, f1_b)
+        return F.linear(F.gelu(h) if use_gelu else F.relu(h), f2_w, f2_b)
+
+    def norm1(x: Any) -> Any:
+        return F.layer_norm(x, (embed_dim,), n1_w, n1_b, eps)
+
+    def norm2(x: Any) -> Any:
+        return F.layer_norm(x, (embed_dim,), n2_w, n2_b, eps)
+
+    if norm_first:
+        x = src + attention(norm1(src))
+        return x + feed_forward(norm2(x))
+    x = norm1(src + attention(src))
+    return norm2(x + feed_forward(x))
+
+
 class _Graph:
     """Dynamo's FX graph as a module of its run-time tensors alone: the parameters it takes as
     inputs are held as constants, and each SymInt input is read off the tensor dim it sizes."""
@@ -145,6 +188,9 @@ class _Graph:
         self.gm = torch.fx.GraphModule(gm, copy.deepcopy(gm.graph))
         for node in self.gm.graph.nodes:
             node.meta = {}
+            if node.op == "call_function" and "_transformer_encoder_layer_fwd" in str(node.target):
+                node.target = encoder_layer  # the inference fast path, which ONNX export cannot translate
+        self.gm.recompile()
         self.constants = {i: a.detach() for i, a in enumerate(example_inputs) if isinstance(a, torch.nn.Parameter)}
         self.tensors = [i for i, a in enumerate(example_inputs)
                         if isinstance(a, torch.Tensor) and i not in self.constants]
