@@ -7,10 +7,11 @@ For each model folder with `inputs_<tag>.npz` / `expected_<tag>.npz` cases (meta
 serves every shape; its compile seconds), then per shape whether the call compiled anything
 (it must not), the max error against the expected outputs (and whether it is within
 meta.json's suggested tolerance), the median call time of the dynamic model, of a static
-compile of the same shape (the model with its input dims fixed; its compile seconds) and of
-onnxruntime on the dynamic model, paired in one run (interleaved rounds), and the arenas'
-bytes (the generic model's: its static part plus its buffers of symbolic size placed at that
-binding; kernel-local scratch of symbolic size, allocated in the kernels, is not counted).
+compile of the same shape (the model with its input dims fixed; its compile seconds), of a
+`DynamicModel` with a bucket at that shape (`shapes=`, no generic model: its dispatch to the
+bucket's variant) and of onnxruntime on the dynamic model, paired in one run (interleaved
+rounds), and the arenas' bytes (the generic model's: its static part plus its buffers placed at
+that binding; kernel-local scratch of symbolic size, allocated in the kernels, is not counted).
 Results: docs/benchmarks.md, "Dynamic shapes".
 """
 
@@ -60,10 +61,12 @@ def bench_folder(folder: Path, threads: int, rounds: int) -> list[dict]:
         static = ziggurat.compile(fix_shapes(str(folder / "model.onnx"), binding), target=target, cache=False)
         static_s = time.perf_counter() - t0
         ins = [np.ascontiguousarray(a) for a in args]
-        times = {"dynamic": [], "static": [], "ort": []}
+        # a bucket at this shape (`shapes=`; no generic model): the DynamicModel's dispatch to its variant
+        bucketed = ziggurat.compile(str(folder / "model.onnx"), target=target, shapes=binding, on_new_shape="error")
+        times = {"dynamic": [], "static": [], "ort": [], "bucket": []}
         for _ in range(3):
             for key, fn in (("dynamic", lambda: dyn(*ins)), ("static", lambda: static(*ins)),
-                            ("ort", lambda: sess.run(None, feeds))):
+                            ("ort", lambda: sess.run(None, feeds)), ("bucket", lambda: bucketed(*ins))):
                 time.sleep(SETTLE_S)
                 times[key].append(_timed(fn, max(2, rounds // 3)))
         generic = dyn.generic
@@ -71,10 +74,12 @@ def bench_folder(folder: Path, threads: int, rounds: int) -> list[dict]:
                "compiled_at_call": compiled_at_call, "max_error": err, "within_tolerance": ok,
                "dynamic_ms": float(np.median(times["dynamic"])), "static_ms": float(np.median(times["static"])),
                "ort_ms": float(np.median(times["ort"])), "static_compile_s": static_s,
+               "bucket_ms": float(np.median(times["bucket"])),
                "arena_dynamic": (generic.arena_bytes + generic.dynamic_bytes(binding) if generic is not None
                                  else dyn.variant(binding).arena_bytes),
                "arena_static": static.arena_bytes, "first_compile_s": first}
         row["dynamic_vs_static"] = row["dynamic_ms"] / row["static_ms"]
+        row["bucket_vs_static"] = row["bucket_ms"] / row["static_ms"]
         rows.append(row)
         print(row, flush=True)
     return rows
@@ -82,18 +87,22 @@ def bench_folder(folder: Path, threads: int, rounds: int) -> list[dict]:
 
 def format_table(rows: list[dict]) -> str:
     lines = ["| model | shape | generic | compiled at the call | max error | within tol. | dynamic (ms) | static (ms) | "
-             "dynamic / static | ORT (ms) | static compile (s) | arena generic (static part) / static (bytes) |",
-             "|" + "---|" * 12]
+             "dynamic / static | bucket (ms) | bucket / static | ORT (ms) | static compile (s) | "
+             "arena generic / static (bytes) |",
+             "|" + "---|" * 14]
     for r in rows:
         lines.append(f"| {r['model']} | {r['shape']} | {'yes' if r['generic'] else 'no'} | {r['compiled_at_call']} | "
                      f"{r['max_error']:.1e} | {'yes' if r['within_tolerance'] else 'NO'} | {r['dynamic_ms']:.3f} | "
-                     f"{r['static_ms']:.3f} | {r['dynamic_vs_static']:.3f} | {r['ort_ms']:.3f} | "
+                     f"{r['static_ms']:.3f} | {r['dynamic_vs_static']:.3f} | {r['bucket_ms']:.3f} | "
+                     f"{r['bucket_vs_static']:.3f} | {r['ort_ms']:.3f} | "
                      f"{r['static_compile_s']:.2f} | {r['arena_dynamic']} / {r['arena_static']} |")
     for model in dict.fromkeys(r["model"] for r in rows):
         sel = [r for r in rows if r["model"] == model]
         ratios = [r["dynamic_vs_static"] for r in sel]
+        buckets = [r["bucket_vs_static"] for r in sel]
         lines.append(f"\n{model}: one compile {sel[0]['first_compile_s']:.2f} s; median dynamic / static "
-                     f"{float(np.median(ratios)):.3f} over {len(ratios)} shapes")
+                     f"{float(np.median(ratios)):.3f}, bucket / static {float(np.median(buckets)):.3f} "
+                     f"over {len(ratios)} shapes")
     return "\n".join(lines)
 
 
