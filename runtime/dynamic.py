@@ -73,6 +73,7 @@ class DynamicModel:
         self._compile_static = compile_static
         self._variants: OrderedDict[tuple[int, ...], Any] = OrderedDict()
         self._pinned: set[tuple[int, ...]] = set()
+        self._dispatch: dict[tuple, Any] = {}  # input shapes -> the generic model or an up-front variant
         self._weights: dict[tuple, np.ndarray] = {}  # (shape, dtype, digest) -> the one array kept
         self._lock = threading.Lock()
         self.compiles = 0
@@ -165,15 +166,27 @@ class DynamicModel:
 
     def __call__(self, *args: Any, **kwargs: Any) -> list[np.ndarray]:
         values = gather_inputs(self.input_names, args, kwargs)
-        binding = self.bind({i.name: np.shape(v) for i, v in zip(self.inputs, values)})
+        shapes = tuple(np.shape(v) for v in values)
+        target = self._dispatch.get(shapes)  # shapes seen before: bound and checked then, the same model
+        if target is not None:
+            return target(*values)
+        binding = self.bind({i.name: s for i, s in zip(self.inputs, shapes)})
+        key = self._key(binding)
         if self.generic is not None:
-            found = self._variants.get(self._key(binding))
-            return found(*values) if found is not None else self.generic(*values)
-        return self.variant(binding)(*values)
+            found = self._variants.get(key)
+            target = found if found is not None else self.generic
+        else:
+            target = self.variant(binding)
+        if (target is self.generic or key in self._pinned) and len(self._dispatch) < DISPATCH_SIZE:
+            self._dispatch[shapes] = target  # what stays (variants compiled at a call may be dropped)
+        return target(*values)
 
     def export(self, path: Any) -> Any:
         raise CompileError("a model with dynamic axes exports one shape at a time: "
                            "m.variant({'batch': 1, ...}).export(path)")
+
+
+DISPATCH_SIZE = 1024  # distinct input shapes whose model a call looks up directly
 
 
 def buckets(symbols: Sequence[str], shapes: Mapping[str, int | Sequence[int]] | None) -> list[dict[str, int]]:
