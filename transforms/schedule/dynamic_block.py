@@ -244,8 +244,12 @@ def _emit(nest: _Nest, i: loop.ForOp, lo: SSAValue, hi: SSAValue, rows: int, wid
     jlo, jhi = index_value(ib, j.lower), index_value(ib, j.upper)
     n = ib.insert(arith.SubiOp(jhi, jlo)).result
     main = ib.insert(arith.SubiOp(jhi, ib.insert(arith.RemSIOp(n, index_value(ib, width * cols))).result)).result
+    # the masked tail gets accumulators of its own: its lane-masked accesses would keep LLVM from
+    # holding the main loop's in registers (it did in a parallel loop's outlined body)
+    tail = ib.insert(loop.AllocOp(memref_of_shape(elt, [rows * cols, width]), "local")).result
+    tail.name_hint = "acc_tail"
     return (_column_loop(nest, i, io, acc, jlo, main, rows, width, cols, across_j=True)
-            + _column_loop(nest, i, io, acc, main, jhi, rows, width, cols, across_j=False))
+            + _column_loop(nest, i, io, tail, main, jhi, rows, width, cols, across_j=False))
 
 
 def _column_loop(nest: _Nest, i: loop.ForOp, io: loop.ForOp, acc: SSAValue, jlo: int | SSAValue, jhi: int | SSAValue,

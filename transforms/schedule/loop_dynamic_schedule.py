@@ -180,7 +180,9 @@ class LoopDynamicSchedulePass(ModulePass):
     schedules refuse.
 
     **Output:** in each such kernel, the stages of a row reduction (softmax, layer norm) first
-    run under one row loop with row-sized locals (transforms/schedule/fuse_rows.py); a padded
+    run under one row loop with row-sized locals (transforms/schedule/fuse_rows.py); a copy nest
+    (a reshape, a transpose) strip-mines a static loop that a constant division of its block
+    splits (copy_nest.split_divided_loops, then loop-simplify-index's rewrite); a padded
     conv's input is read from a zero-padded copy of symbolic size filled in front of its nest
     (transforms/schedule/pad_dynamic.py: no tests in the reduction loops); a
     matmul-like nest gets a register block of 8 rows (4 at 8 lanes) by one vector of columns

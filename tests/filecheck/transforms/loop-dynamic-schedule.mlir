@@ -3,7 +3,8 @@
 
 // A matmul over `m` rows and `n` columns (an attention product) and its scaling: a register block
 // of 6 rows by 4 vectors of columns (24 accumulators in a local [24, 16] buffer), the columns
-// left over one vector at a time (the last masked), the rows left over in blocks of 2, then 1;
+// left over one vector at a time (the last masked; accumulators of their own), the rows left
+// over in blocks of 2, then 1;
 // the scaling runs in the store blocks (the product's buffer goes).
 func.func @mm(%a: tensor<?x32xf32, #sym.dims<"m">>, %b: tensor<32x?xf32, #sym.dims<"n">>) -> tensor<?x?xf32, #sym.dims<"m", "n">> {
   %y = te.reduce "matmul" add init 0.0 : f32 (%i, %j) reduce (%k : 32) : tensor<?x?xf32, #sym.dims<"m", "n">> {
@@ -25,6 +26,7 @@ func.func @mm(%a: tensor<?x32xf32, #sym.dims<"m">>, %b: tensor<32x?xf32, #sym.di
 // CHECK-SAME:    loop.scheduled
 // CHECK:         loop.for %io = %{{.*}} to %{{.*}} step 6 parallel {
 // CHECK-NEXT:      %acc = loop.alloc "local" : memref<24x16xf32>
+// CHECK:           %acc_tail = loop.alloc "local" : memref<24x16xf32>
 // CHECK:           loop.for %jo = %{{.*}} to %{{.*}} step 64 serial {
 // CHECK-NEXT:        loop.for %jl = 0 to 16 vectorized {
 // CHECK-COUNT-24:      loop.block "matmul_init"
