@@ -58,6 +58,11 @@ from ziggurat.errors import CompileError
 LOOP_KINDS = ("serial", "parallel", "vectorized", "unrolled")
 # A GPU loop's iterations are the grid's blocks or a block's threads (TVM's thread axes; `bind`,
 # transforms/loop/primitives/bind.py): the CUDA backend reads the loop variable from %ctaid.x / %tid.x.
+# A parallel loop's work estimate over a kernel's symbols (loop-dynamic-schedule writes it, the
+# LLVM backend forks only where its value at the call reaches MIN_WORK: transforms/schedule/dynamic_work.py)
+WORK_ATTR = "dyn.work"
+MIN_WORK = 8192  # loop-parallelize-outer's `min-work` default
+
 GPU_LOOP_KINDS = ("blockIdx.x", "threadIdx.x")
 ALL_LOOP_KINDS = LOOP_KINDS + GPU_LOOP_KINDS
 ITER_KINDS = ("S", "R")

@@ -251,3 +251,22 @@ def test_symbolic_te_kernel_matches_numpy(m: int, n: int, config: tuple[int, int
     f(x.ctypes.data, w.ctypes.data, y.ctypes.data, z.ctypes.data, m, n)
     np.testing.assert_allclose(y, x @ w, rtol=1e-4, atol=1e-4)
     np.testing.assert_array_equal(z, (x + np.float32(n)).max(axis=1) if n else np.full(m, -3.4e38, np.float32))
+
+
+def test_parallel_loops_over_symbols_fork_only_with_enough_work():
+    """loop-dynamic-schedule writes a parallel loop's work as an expression of the symbols
+    (`dyn.work`); at 2 threads the backend forks only where its value reaches MIN_WORK (the
+    hypothesis test above runs both sides of that test: m, n from 0 up)."""
+    from ziggurat.dialects.loop import MIN_WORK
+
+    jm = _TE_JIT.get((8, 2)) or _TE_JIT.setdefault((8, 2), _lowered(8, 2))
+    import re
+
+    assert len(re.findall(rf"icmp sge i64 %\S+, {MIN_WORK}\b", jm.llvm_ir)) == 2  # one test per parallel loop
+    f = jm.cfunc("k", None, P, P, P, P, I, I)
+    for m, n in [(1, 1), (2, 3), (200, 100)]:  # below and above the threshold
+        x = RNG.standard_normal((m, n)).astype(np.float32)
+        w = RNG.standard_normal((n, 24)).astype(np.float32)
+        y, z = np.full((m, 24), np.nan, np.float32), np.full(m, np.nan, np.float32)
+        f(x.ctypes.data, w.ctypes.data, y.ctypes.data, z.ctypes.data, m, n)
+        np.testing.assert_allclose(y, x @ w, rtol=1e-4, atol=1e-4)

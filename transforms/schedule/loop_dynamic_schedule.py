@@ -12,7 +12,9 @@ from xdsl.passes import ModulePass
 
 from ziggurat.dialects import loop
 from ziggurat.dialects.sym import SYMBOLS_ATTR
-from ziggurat.transforms.schedule import dynamic_block
+from ziggurat.symbolic import Sym
+from ziggurat.transforms.loop.sym_index import symbol_dims
+from ziggurat.transforms.schedule import dynamic_block, dynamic_work
 from ziggurat.transforms.schedule.copy_nest import split_divided_loops
 from ziggurat.transforms.schedule.fuse_rows import fuse_rows
 from ziggurat.transforms.schedule.pad_dynamic import pad_dynamic_reads
@@ -232,6 +234,7 @@ class LoopDynamicSchedulePass(ModulePass):
             if SYMBOLS_ATTR not in fn.attributes or is_scheduled(fn):
                 continue
             fuse_rows(fn, min_bytes=0)  # softmax, layer norm: stages at the row loop, one row of locals
+            syms = symbol_dims(fn)
             rows = dynamic_block.block_rows(self.vector_width)
             for top in [o for o in fn.body.block.ops if isinstance(o, loop.ForOp)]:
                 _split_divisions(top)  # a reshape's `x % 64` over a static loop of 256: two loops, no division
@@ -251,4 +254,7 @@ class LoopDynamicSchedulePass(ModulePass):
                 target = _parallel_loop(top, vecs)
                 if target is not None:
                     target.properties["kind"] = StringAttr("parallel")
+                    estimate = dynamic_work.work(target, syms, self.vector_width)
+                    if isinstance(estimate, Sym):  # threads only where the call's extents make it worth a fork
+                        target.attributes[dynamic_work.WORK] = StringAttr(str(estimate))
             fn.attributes[SCHEDULED] = UnitAttr()

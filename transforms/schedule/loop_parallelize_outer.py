@@ -132,7 +132,7 @@ class LoopParallelizeOuterPass(ModulePass):
 
     name = "loop-parallelize-outer"
     min_extent: int = 2
-    min_work: int = 8192
+    min_work: int = loop.MIN_WORK
     vector_width: int = 0
     threads: int = 0
 

@@ -5,7 +5,8 @@
 // of 6 rows by 4 vectors of columns (24 accumulators in a local [24, 16] buffer), the columns
 // left over one vector at a time (the last masked; accumulators of their own), the rows left
 // over in blocks of 2, then 1;
-// the scaling runs in the store blocks (the product's buffer goes).
+// the scaling runs in the store blocks (the product's buffer goes). The parallel loop carries its
+// work as an expression of the symbols (`dyn.work`): the backend forks only where it is enough.
 func.func @mm(%a: tensor<?x32xf32, #sym.dims<"m">>, %b: tensor<32x?xf32, #sym.dims<"n">>) -> tensor<?x?xf32, #sym.dims<"m", "n">> {
   %y = te.reduce "matmul" add init 0.0 : f32 (%i, %j) reduce (%k : 32) : tensor<?x?xf32, #sym.dims<"m", "n">> {
     %x = te.read %a[%i, %k] : tensor<?x32xf32, #sym.dims<"m">>
@@ -39,7 +40,7 @@ func.func @mm(%a: tensor<?x32xf32, #sym.dims<"m">>, %b: tensor<32x?xf32, #sym.di
 // CHECK:           loop.for %jo_1 = %{{.*}} to %n step 16 serial {
 // CHECK:             loop.for %jl_1 = 0 to %{{.*}} vectorized {
 // CHECK-COUNT-6:       loop.block "matmul_init"
-// CHECK:         } {dyn.blocked = "6x4x16"}
+// CHECK:         } {dyn.blocked = "6x4x16", dyn.work = "29*m*n"}
 // CHECK:         loop.for %io_1 = %{{.*}} to %{{.*}} step 2 serial {
 // CHECK-NEXT:      %acc_1 = loop.alloc "local" : memref<8x16xf32>
 // CHECK:         } {dyn.blocked = "2x4x16", dyn.leftover}
