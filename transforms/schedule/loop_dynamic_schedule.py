@@ -196,7 +196,9 @@ class LoopDynamicSchedulePass(ModulePass):
     top-level nest (or each nest under the fused row loop) gets one outer spatial loop
     `parallel` (`_parallel_loop`: a static loop of 2+ trips above the second run-time loop, else
     that second one, else the first; a run-time trip count is split over the threads at run
-    time) and one loop `vectorized`:
+    time; its work as an expression of the symbols in `dyn.work`, so that the backend forks only
+    where the call's extents make it reach 8192 ops, transforms/schedule/dynamic_work.py) and one
+    loop `vectorized`:
     the innermost spatial loop along which every store moves in its last index (an elementwise
     loop; a matmul's column loop around its reduction loop, which convert-loop-to-hw vectorizes
     as a whole, with a masked tail), else the innermost loop (a row reduction: partial sums in
