@@ -88,9 +88,15 @@ def jit_addressing(addr: Affine):
 def gathered_conv(spec: dict, x: np.ndarray, w: np.ndarray, out_size: int) -> np.ndarray:
     addr = Affine(spec)
     call, _engine = jit_addressing(addr)
-    by_size = {x.size: x.reshape(-1), w.size: w.reshape(-1)}
     extent = lambda o: int(np.prod([d[1] for d in addr.dims[o]]))  # noqa: E731
-    a_src, b_src = by_size[extent("a")], by_size[extent("b")]
+    # the operands by size, or where the image and the weights have one size (1x1x6x6, 4x1x3x3: a
+    # lookup by size took the weights for both) by which is read along the rows of C (the weights)
+    sources = [x.reshape(-1), w.reshape(-1)]
+    if x.size == w.size:
+        a_src, b_src = (sources[1], sources[0]) if addr.m == w.shape[0] else (sources[0], sources[1])
+    else:
+        by_size = {x.size: sources[0], w.size: sources[1]}
+        a_src, b_src = by_size[extent("a")], by_size[extent("b")]
     a = np.zeros((addr.m, addr.k), np.float64)
     b = np.zeros((addr.k, addr.n), np.float64)
     for i in range(addr.m):

@@ -25,6 +25,8 @@ from xdsl.ir import SSAValue
 from xdsl.rewriter import InsertPoint
 
 from ziggurat.dialects import loop
+from ziggurat.symbolic import Dim
+from ziggurat.transforms.loop.sym_index import dim_of
 from ziggurat.transforms.schedule.nest import ReduceNest
 
 
@@ -35,24 +37,31 @@ def _const(v: SSAValue) -> int | float | None:
     return None
 
 
-def index_range(v: SSAValue, ranges: dict[SSAValue, tuple[int, int]]) -> tuple[int, int] | None:
-    """Inclusive [min, max] of an index built from the block variables by +, - and * constant."""
+def index_range(v: SSAValue, ranges: dict, syms: dict | None = None) -> tuple[Dim, Dim] | None:
+    """Inclusive [min, max] of an index built from the block variables by +, - and * constant; with
+    `syms` (a kernel's symbol arguments as `Sym`s, pad_dynamic.py) the ranges and constants may be
+    expressions of the symbols, and a product needs one constant int factor."""
     if v in ranges:
         return ranges[v]
-    c = _const(v)
-    if isinstance(c, int):
+    c = dim_of(v, syms or {})
+    if c is not None:  # constants (and symbols) alone
         return c, c
     op = v.owner
     if isinstance(op, (arith.AddiOp, arith.SubiOp, arith.MuliOp)):
-        a, b = index_range(op.lhs, ranges), index_range(op.rhs, ranges)
+        a, b = index_range(op.lhs, ranges, syms), index_range(op.rhs, ranges, syms)
         if a is None or b is None:
             return None
         if isinstance(op, arith.AddiOp):
             return a[0] + b[0], a[1] + b[1]
         if isinstance(op, arith.SubiOp):
             return a[0] - b[1], a[1] - b[0]
-        prods = [x * y for x in a for y in b]
-        return min(prods), max(prods)
+        if all(isinstance(x, int) for x in (*a, *b)):
+            prods = [x * y for x in a for y in b]
+            return min(prods), max(prods)
+        k, x = (b, a) if b[0] == b[1] and isinstance(b[0], int) else (a, b)
+        if k[0] != k[1] or not isinstance(k[0], int):
+            return None
+        return (k[0] * x[0], k[0] * x[1]) if k[0] >= 0 else (k[0] * x[1], k[0] * x[0])
     return None
 
 

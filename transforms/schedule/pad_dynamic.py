@@ -36,34 +36,7 @@ from ziggurat.dialects.sym import memref_of_shape, shape_of
 from ziggurat.lowering.convert_loop_to_hw import index_value
 from ziggurat.symbolic import Dim, Sym, is_derived
 from ziggurat.transforms.loop.sym_index import dim_of, index_of, kernel_symbols, symbol_dims
-from ziggurat.transforms.schedule.pad import erase_dead, fill_nest, halo_boxes, match_clamped_read
-
-Ranges = dict[SSAValue, tuple[Dim, Dim]]
-
-
-def _range(v: SSAValue, ranges: Ranges, syms: dict[SSAValue, Dim]) -> tuple[Dim, Dim] | None:
-    """Inclusive [least, greatest] of an index built from block variables, constants and symbols by
-    + and -, and * by a constant of either sign (pad.index_range over expressions)."""
-    if v in ranges:
-        return ranges[v]
-    d = dim_of(v, syms)
-    if d is not None:  # constants and symbols alone
-        return d, d
-    op = v.owner
-    if not isinstance(op, (arith.AddiOp, arith.SubiOp, arith.MuliOp)):
-        return None
-    a, b = _range(op.lhs, ranges, syms), _range(op.rhs, ranges, syms)
-    if a is None or b is None:
-        return None
-    if isinstance(op, arith.AddiOp):
-        return a[0] + b[0], a[1] + b[1]
-    if isinstance(op, arith.SubiOp):
-        return a[0] - b[1], a[1] - b[0]
-    k, x = (b, a) if b[0] == b[1] and isinstance(b[0], int) else (a, b)
-    if k[0] != k[1] or not isinstance(k[0], int):
-        return None
-    return (k[0] * x[0], k[0] * x[1]) if k[0] >= 0 else (k[0] * x[1], k[0] * x[0])
-
+from ziggurat.transforms.schedule.pad import erase_dead, fill_nest, halo_boxes, index_range, match_clamped_read
 
 def upper_bound(d: Dim) -> int | None:
     """A constant no binding exceeds (None where there is none to find): a derived `{P}//k` term
@@ -103,7 +76,7 @@ def pad_dynamic_reads(fn: func.FuncOp, top: loop.ForOp, update: loop.BlockOp) ->
         p = p.parent_op()
     if not loops or loops[-1] is not top:
         return 0
-    ranges: Ranges = {}
+    ranges: dict[SSAValue, tuple[Dim, Dim]] = {}
     by_iv = {f.iv: f for f in loops}
     for var, bound in zip(update.vars, update.bindings):
         f = by_iv.get(bound)
@@ -125,7 +98,7 @@ def pad_dynamic_reads(fn: func.FuncOp, top: loop.ForOp, update: loop.BlockOp) ->
         sel, clamped = m
         pads: dict[int, tuple[int, int]] = {}
         for d, x in clamped.items():
-            r = _range(x, ranges, syms)
+            r = index_range(x, ranges, syms)
             hi = upper_bound(r[1] - (shape[d] - 1)) if r is not None else None
             if r is None or not isinstance(r[0], int) or hi is None:
                 break
