@@ -17,6 +17,8 @@ all of `P` saves one write pass over the buffer (a 64x56x56 conv input:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 from xdsl.builder import Builder
 from xdsl.dialects import arith, builtin
@@ -155,35 +157,52 @@ def pad_clamped_reads(nest: ReduceNest) -> int:
             buf = b.insert(loop.AllocOp(MemRefType(elt, padded), "local")).result
             tag = nest.update.block_name.data
 
-            def zero(bb: Builder, ivs: list[SSAValue]) -> None:
-                z = bb.insert(arith.ConstantOp(builtin.FloatAttr(0.0, elt))).result  # type: ignore[arg-type]
-                bb.insert(loop.StoreOp(z, buf, ivs))
-
-            def copy(bb: Builder, ivs: list[SSAValue]) -> None:
-                v = bb.insert(loop.LoadOp(src, ivs)).result
-                out = list(ivs)
-                for d, (lo, _) in pads.items():
-                    if lo:
-                        out[d] = bb.insert(arith.AddiOp(ivs[d], bb.insert(arith.ConstantOp(IntegerAttr(lo, IndexType()))).result)).result
-                bb.insert(loop.StoreOp(v, buf, out))
-
-            for ranges in halo_boxes(shape, pads):
-                fill_nest(b, ranges, f"{tag}_pad_zero", zero)
-            fill_nest(b, shape, f"{tag}_pad_copy", copy)
-            rb = Builder(InsertPoint.before(read))
-            idx = list(read.indices)
-            for d, x in clamped.items():
-                lo = pads[d][0]
-                idx[d] = x if not lo else rb.insert(arith.AddiOp(x, rb.insert(arith.ConstantOp(IntegerAttr(lo, IndexType()))).result)).result
-            new = rb.insert(loop.LoadOp(buf, idx)).result
-            sel.result.replace_all_uses_with(new)
-            sel.detach()
-            sel.erase()
-            read.detach()
-            read.erase()
-            erase_dead(nest.update)
+            fill_padded(b, src, buf, shape, pads, tag)
+            read_padded(read, sel, clamped, pads, buf, nest.update)
             done += 1
     return done
+
+
+def fill_padded(b: Builder, src: SSAValue, buf: SSAValue, shape: list, pads: dict[int, tuple[int, int]], tag: str,
+                bound: Callable[[Any], Any] = lambda r: r) -> None:
+    """Nests at `b` that fill `buf`, `src` (of `shape`) padded by `pads`: zeros in the halo boxes,
+    then `src` at offset `lo_d`; `bound` turns an extent or a (lb, ub) pair into loop bounds
+    (pad_dynamic.py: expressions of the symbols into index math)."""
+    elt = src.type.element_type  # type: ignore[attr-defined]
+
+    def zero(bb: Builder, ivs: list[SSAValue]) -> None:
+        z = bb.insert(arith.ConstantOp(builtin.FloatAttr(0.0, elt))).result  # type: ignore[arg-type]
+        bb.insert(loop.StoreOp(z, buf, ivs))
+
+    def copy(bb: Builder, ivs: list[SSAValue]) -> None:
+        v = bb.insert(loop.LoadOp(src, ivs)).result
+        out = list(ivs)
+        for d, (lo, _) in pads.items():
+            if lo:
+                out[d] = bb.insert(arith.AddiOp(ivs[d], bb.insert(arith.ConstantOp(IntegerAttr(lo, IndexType()))).result)).result
+        bb.insert(loop.StoreOp(v, buf, out))
+
+    for box in halo_boxes(shape, pads):
+        fill_nest(b, [bound(r) for r in box], f"{tag}_pad_zero", zero)
+    fill_nest(b, [bound(r) for r in shape], f"{tag}_pad_copy", copy)
+
+
+def read_padded(read: loop.LoadOp, sel: arith.SelectOp, clamped: dict[int, SSAValue], pads: dict[int, tuple[int, int]],
+                buf: SSAValue, update: loop.BlockOp) -> None:
+    """The clamped, zero-selected `read` (`sel` its select) becomes a plain read of the padded `buf`
+    at the unclamped indices plus `lo_d`; the tests and clamps left unused go."""
+    rb = Builder(InsertPoint.before(read))
+    idx = list(read.indices)
+    for d, x in clamped.items():
+        lo = pads[d][0]
+        idx[d] = x if not lo else rb.insert(arith.AddiOp(x, rb.insert(arith.ConstantOp(IntegerAttr(lo, IndexType()))).result)).result
+    new = rb.insert(loop.LoadOp(buf, idx)).result
+    sel.result.replace_all_uses_with(new)
+    sel.detach()
+    sel.erase()
+    read.detach()
+    read.erase()
+    erase_dead(update)
 
 
 def halo_boxes(shape: list[int], pads: dict[int, tuple[int, int]]) -> list[list[tuple[int, int]]]:

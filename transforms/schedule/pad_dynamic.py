@@ -27,16 +27,15 @@ loop.for %i = 0 to %h { loop.for %r = 0 to 3 { loop.block "conv" [..] { %v = %p[
 from __future__ import annotations
 
 from xdsl.builder import Builder
-from xdsl.dialects import arith, builtin, func
+from xdsl.dialects import arith, func
 from xdsl.ir import SSAValue
 from xdsl.rewriter import InsertPoint
 
 from ziggurat.dialects import loop
 from ziggurat.dialects.sym import memref_of_shape, shape_of
-from ziggurat.lowering.convert_loop_to_hw import index_value
 from ziggurat.symbolic import Dim, Sym, is_derived
 from ziggurat.transforms.loop.sym_index import dim_of, index_of, kernel_symbols, symbol_dims
-from ziggurat.transforms.schedule.pad import erase_dead, fill_nest, halo_boxes, index_range, match_clamped_read
+from ziggurat.transforms.schedule.pad import fill_padded, index_range, match_clamped_read, read_padded
 
 def upper_bound(d: Dim) -> int | None:
     """A constant no binding exceeds (None where there is none to find): a derived `{P}//k` term
@@ -119,35 +118,12 @@ def _pad(fn: func.FuncOp, top: loop.ForOp, update: loop.BlockOp, read: loop.Load
     buf = b.insert(loop.AllocOp(memref_of_shape(elt, padded), "local")).result
     tag = update.block_name.data
 
-    def zero(bb: Builder, ivs: list[SSAValue]) -> None:
-        z = bb.insert(arith.ConstantOp(builtin.FloatAttr(0.0, elt))).result  # type: ignore[arg-type]
-        bb.insert(loop.StoreOp(z, buf, ivs))
-
-    def copy(bb: Builder, ivs: list[SSAValue]) -> None:
-        v = bb.insert(loop.LoadOp(src, ivs)).result
-        out = [bb.insert(arith.AddiOp(iv, index_value(bb, pads[d][0]))).result if pads.get(d, (0, 0))[0] else iv
-               for d, iv in enumerate(ivs)]
-        bb.insert(loop.StoreOp(v, buf, out))
-
     def bound(r):
         lb, ub = r if isinstance(r, tuple) else (0, r)
         return index_of(b, lb, args), index_of(b, ub, args)
 
-    for box in halo_boxes(shape, pads):  # type: ignore[arg-type]
-        fill_nest(b, [bound(r) for r in box], f"{tag}_pad_zero", zero)
-    fill_nest(b, [bound(s) for s in shape], f"{tag}_pad_copy", copy)
-    rb = Builder(InsertPoint.before(read))
-    idx = list(read.indices)
-    for d, x in clamped.items():
-        lo = pads[d][0]
-        idx[d] = x if not lo else rb.insert(arith.AddiOp(x, index_value(rb, lo))).result
-    new = rb.insert(loop.LoadOp(buf, idx)).result
-    sel.result.replace_all_uses_with(new)
-    sel.detach()
-    sel.erase()
-    read.detach()
-    read.erase()
-    erase_dead(update)
+    fill_padded(b, src, buf, shape, pads, tag, bound)
+    read_padded(read, sel, clamped, pads, buf, update)
 
 
 __all__ = ["pad_dynamic_reads", "upper_bound"]
