@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import os
 import threading
@@ -142,6 +143,7 @@ class _Built:
     arena_bytes: int | None
     unplanned_bytes: int | None
     tuned_kernels: tuple[str, ...] = ()
+    symbolic: dict | None = None  # a compile for every shape: its symbols, buffers and constraints (JSON)
 
 
 # Process-level cache of compiled models (the build and the signature), keyed by the digest of
@@ -305,7 +307,7 @@ def compile(  # noqa: A001 - the public name, as in TVM's relay.build / torch.co
                 # the ModelProto the importer loaded (after bind=): each variant compiles it at one shape
                 return DynamicModel(err.model, lambda data: compile(data, **same), shapes, on_new_shape,
                                     lambda proto: compile_symbolic(proto, target, opt_level, cast_inputs, memory_limit,
-                                                                   check_indices))
+                                                                   check_indices, cache))
             if shapes:
                 raise InputError(f"shapes= gives values for {', '.join(map(repr, shapes))}, but the model's "
                                  f"inputs have no dynamic axes ({', '.join(s.name + str(list(s.shape)) for s in inputs)})")
@@ -347,12 +349,15 @@ def dynamo_backend(gm: Any, example_inputs: Any) -> Any:
 
 
 def compile_symbolic(model: Any, target: str | Target = "llvm", opt_level: int = 3, cast_inputs: bool = False,
-                     memory_limit: int | str | None = None, check_indices: bool = True) -> Any:
+                     memory_limit: int | str | None = None, check_indices: bool = True, cache: bool | None = None) -> Any:
     """One compile of a model with dynamic axes for every shape (issue 22): a
     `runtime.symbolic_model.SymbolicModel`. Raises a ZigguratError where some part of the model
-    needs a symbol's value at compile time (the caller, runtime/dynamic.py, then compiles per shape)."""
+    needs a symbol's value at compile time (the caller, runtime/dynamic.py, then compiles per shape).
+    The build goes into the disk cache as a static compile's does (`cache`: as `compile`'s), with
+    its symbols, buffers of symbolic size and constraints, so another process loads it."""
     from ziggurat.backends.llvm.translate import LLVMOptions
     from ziggurat.runtime.symbolic_model import SymbolicModel
+    from ziggurat.symbolic import Constraint
 
     tgt = Target.parse(target)
     if not tgt.is_native or tgt.kind != "llvm" or opt_level < 2:
@@ -361,14 +366,31 @@ def compile_symbolic(model: Any, target: str | Target = "llvm", opt_level: int =
     stats = CompileStats()
     spec = pipelines.symbolic_pipeline(opt_level, tgt)
     options = LLVMOptions.for_target(tgt)
-    with _fewer_collections():
-        work, inputs, outputs = _import_model(model, None, memory_limit, check_indices, stats, symbolic=True)
-        constraints = work.constraints
-        # one process: fork_build splits the module by kernel, and a row driver calls its block kernels
-        built = _build(work, spec, options, stats, None, fork=False)
+    t0 = time.perf_counter()
+    stamp = spec + "|symbolic" + ("" if check_indices else "|unchecked-indices")
+    key = disk_cache.compile_key(model, None, stamp, tgt, options, None)
+    disk = disk_cache.DiskCache.default() if disk_cache.enabled(cache) else None
+    hit = disk.load(key, options) if disk is not None else None
+    stats.seconds["cache"] = time.perf_counter() - t0
+    if hit is not None and hit.built.get("symbolic"):
+        built, inputs, outputs = _Built(**hit.built), hit.inputs, hit.outputs
+        stats.cache_hit, stats.cache = True, "disk"
+    else:
+        with _fewer_collections():
+            work, inputs, outputs = _import_model(model, None, memory_limit, check_indices, stats, symbolic=True)
+            # one process: fork_build splits the module by kernel, and a row driver calls its block kernels
+            built = _build(work, spec, options, stats, None, fork=False)
+        built = dataclasses.replace(built, symbolic={
+            "symbols": list(built.jit.info.symbols), "dynamic_buffers": list(built.jit.info.dynamic_buffers),
+            "constraints": [c.to_json() for c in work.constraints]})
+        if disk is not None:
+            disk.store(key, built, inputs, outputs)
+    check_arena(built.arena_size, memory_limit)
+    sym = built.symbolic
     return SymbolicModel(built.jit.address(built.entry_symbol), inputs, outputs, built.constants, built.arena_size,
-                         keepalive=built.jit, cast_inputs=cast_inputs, symbol_slots=built.jit.info.symbols,
-                         constraints=constraints, dynamic_buffers=built.jit.info.dynamic_buffers,
+                         keepalive=built.jit, cast_inputs=cast_inputs, symbol_slots=sym["symbols"],
+                         constraints=[Constraint.from_json(c) for c in sym["constraints"]],
+                         dynamic_buffers=sym["dynamic_buffers"],
                          info={"stats": stats, "target": str(tgt), "num_threads": tgt.num_threads, "pipeline": spec,
                                "llvm_ir": built.jit.llvm_ir, "entry_symbol": built.entry_symbol})
 

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from ziggurat.errors import InputError
+from ziggurat.symbolic import Sym
 
 
 @dataclass(frozen=True)
@@ -97,11 +98,12 @@ class TensorSpec:
         return self.check is not None or self.extent is not None
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.name, "shape": [int(d) for d in self.shape],
+        out: dict[str, Any] = {"name": self.name, "shape": [str(d) if isinstance(d, Sym) else int(d) for d in self.shape],
                                "dtype": dtype_name(np.dtype(self.dtype))}
         if self.check is not None:
             c = self.check
-            out["check"] = {"node": c.node, "op": c.op, "input": c.input, "bounds": list(c.bounds)}
+            out["check"] = {"node": c.node, "op": c.op, "input": c.input,
+                            "bounds": [str(b) if isinstance(b, Sym) else int(b) for b in c.bounds]}
         if self.extent is not None:
             e = self.extent
             out["extent"] = {"output": e.output, "axis": e.axis, "node": e.node, "op": e.op}
@@ -111,10 +113,11 @@ class TensorSpec:
     def from_json(cls, d: dict[str, Any]) -> TensorSpec:
         c = d.get("check")
         check = None if c is None else IndexCheck(str(c["node"]), str(c["op"]), str(c["input"]),
-                                                  tuple(int(b) for b in c["bounds"]))
+                                                  tuple(Sym.parse(b) if isinstance(b, str) else int(b) for b in c["bounds"]))
         e = d.get("extent")
         extent = None if e is None else Extent(int(e["output"]), int(e["axis"]), str(e["node"]), str(e["op"]))
-        return cls(str(d["name"]), tuple(int(x) for x in d["shape"]), dtype_from_name(str(d["dtype"])), check, extent)
+        shape = tuple(Sym.parse(x) if isinstance(x, str) else int(x) for x in d["shape"])  # a symbolic extent as text
+        return cls(str(d["name"]), shape, dtype_from_name(str(d["dtype"])), check, extent)
 
 
 def finish_outputs(hidden: list[TensorSpec], values: list[np.ndarray]) -> dict[int, int]:

@@ -425,3 +425,8 @@ class Constraint:
 
     def to_json(self) -> list:
         return [str(self.lhs), self.op, str(self.rhs), self.node]
+
+    @classmethod
+    def from_json(cls, data: list) -> Constraint:
+        lhs, op, rhs, node = data
+        return cls(Sym.parse(str(lhs)), str(op), Sym.parse(str(rhs)), str(node))

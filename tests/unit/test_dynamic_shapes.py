@@ -140,6 +140,24 @@ def test_the_generic_arena_is_no_bigger_than_a_static_compiles(b, s, generic, mo
     np.testing.assert_allclose(generic(**f)[0], static(**f)[0], rtol=1e-6, atol=1e-6)
 
 
+def test_the_generic_model_comes_back_from_the_disk_cache(tmp_path, monkeypatch, reference):
+    """A compile for every shape is stored like a static one: another compile of the model (another
+    process alike) links the stored code with its symbols, arena plan and constraints."""
+    from ziggurat.compiler import compile_symbolic
+
+    monkeypatch.setenv("ZIGGURAT_CACHE_DIR", str(tmp_path))
+    m = encoder_like()
+    first = compile_symbolic(m, cache=True)
+    again = compile_symbolic(m, cache=True)
+    assert first.info["stats"].cache is None and again.info["stats"].cache == "disk"
+    assert [str(c) for c in again.constraints] == [str(c) for c in first.constraints]
+    assert again.inputs == first.inputs and again.dynamic_buffers == first.dynamic_buffers
+    for b, s in [(1, 1), (3, 7), (2, 40)]:
+        f = feeds(b, s)
+        np.testing.assert_allclose(again(f["x"], f["m"])[0], reference(f), rtol=1e-5, atol=1e-6)
+    assert compile_symbolic(m, cache=False).info["stats"].cache is None
+
+
 def test_buckets_take_precedence_over_the_generic_model(model, reference):
     m = ziggurat.compile(model, shapes={"batch": 2, "sequence": 5})
     assert m.generic is not None and m.compiles == 1
