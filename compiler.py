@@ -278,7 +278,7 @@ def compile_symbolic(model: Any, target: str | Target = "llvm", opt_level: int =
     t0 = time.perf_counter()
     stamp = spec + "|symbolic" + ("" if check_indices else "|unchecked-indices")
     key = disk_cache.compile_key(model, None, stamp, tgt, options, None)
-    disk = disk_cache.DiskCache.default() if disk_cache.enabled(cache) else None
+    disk = disk_cache.DiskCache.default() if disk_cache.enabled(cache) and not options.profile else None
     hit = disk.load(key, options) if disk is not None else None
     stats.seconds["cache"] = time.perf_counter() - t0
     if hit is not None and hit.built.get("symbolic"):
