@@ -223,11 +223,11 @@ def fits(nest: _Nest, width: int) -> bool:
     return j.is_dynamic or j.trip_count >= width
 
 
-def _emit(nest: _Nest, i: loop.ForOp, lo: SSAValue, hi: SSAValue, rows: int, width: int, cols: int) -> list[loop.BlockOp]:
+def _emit(nest: _Nest, i: loop.ForOp, lo: SSAValue, hi: SSAValue, rows: int, width: int, cols: int) -> None:
     """The block over rows [lo, hi) (a multiple of `rows` of them) by `cols` column vectors, before
     `i`: `cols` steps of the column block loop (nest.c, stepped by `cols`), or without one `cols`
     consecutive vectors of the columns (the column loop steps by `cols` vectors; run-time columns
-    left over go one vector at a time, the last masked); its store blocks."""
+    left over go one vector at a time, the last masked)."""
     j = nest.j
     b = Builder(InsertPoint.before(i))
     io = b.insert(loop.ForOp(lo, hi, rows, "serial"))
@@ -237,10 +237,9 @@ def _emit(nest: _Nest, i: loop.ForOp, lo: SSAValue, hi: SSAValue, rows: int, wid
     elt = nest.out.type.element_type  # type: ignore[attr-defined]
     acc = ib.insert(loop.AllocOp(memref_of_shape(elt, [rows * cols, width]), "local")).result
     acc.name_hint = "acc"
-    if cols == 1 or nest.c is not None:
-        return _column_loop(nest, i, io, acc, j.lower, j.upper, rows, width, cols, across_j=False)
-    if not j.is_dynamic:
-        return _column_loop(nest, i, io, acc, j.lower, j.upper, rows, width, cols, across_j=True)
+    if cols == 1 or nest.c is not None or not j.is_dynamic:
+        _column_loop(nest, i, io, acc, j.lower, j.upper, rows, width, cols, across_j=cols > 1 and nest.c is None)
+        return
     jlo, jhi = index_value(ib, j.lower), index_value(ib, j.upper)
     n = ib.insert(arith.SubiOp(jhi, jlo)).result
     main = ib.insert(arith.SubiOp(jhi, ib.insert(arith.RemSIOp(n, index_value(ib, width * cols))).result)).result
@@ -248,15 +247,15 @@ def _emit(nest: _Nest, i: loop.ForOp, lo: SSAValue, hi: SSAValue, rows: int, wid
     # holding the main loop's in registers (it did in a parallel loop's outlined body)
     tail = ib.insert(loop.AllocOp(memref_of_shape(elt, [rows * cols, width]), "local")).result
     tail.name_hint = "acc_tail"
-    return (_column_loop(nest, i, io, acc, jlo, main, rows, width, cols, across_j=True)
-            + _column_loop(nest, i, io, tail, main, jhi, rows, width, cols, across_j=False))
+    _column_loop(nest, i, io, acc, jlo, main, rows, width, cols, across_j=True)
+    _column_loop(nest, i, io, tail, main, jhi, rows, width, cols, across_j=False)
 
 
 def _column_loop(nest: _Nest, i: loop.ForOp, io: loop.ForOp, acc: SSAValue, jlo: int | SSAValue, jhi: int | SSAValue,
-                 rows: int, width: int, cols: int, across_j: bool) -> list[loop.BlockOp]:
+                 rows: int, width: int, cols: int, across_j: bool) -> None:
     """One loop over the columns [jlo, jhi) at the end of the row block `io`: `cols` consecutive
     vectors a step (`across_j`: whole vectors), else one vector a step (the last masked) by
-    `cols` steps of nest.c where there is one; its store blocks."""
+    `cols` steps of nest.c where there is one."""
     j = nest.j
     ib = Builder(InsertPoint.at_end(io.body.block))
     jo = ib.insert(loop.ForOp(jlo, jhi, width * cols if across_j else width, "serial"))
@@ -290,10 +289,8 @@ def _column_loop(nest: _Nest, i: loop.ForOp, io: loop.ForOp, acc: SSAValue, jlo:
         host = kk.body.block
     for bind, k in points:
         host.add_op(_copy_block(nest.update, {**bind, **rebound}, jl.iv, acc, nest.out, k))
-    stores = [_store_block(nest, bind, jl.iv, acc, k) for bind, k in points]
-    for blk in stores:
-        jl.body.block.add_op(blk)
-    return stores
+    for bind, k in points:
+        jl.body.block.add_op(_store_block(nest, bind, jl.iv, acc, k))
 
 
 def column_steps(nest: _Nest, width: int) -> int:
@@ -319,11 +316,10 @@ def build(nest: _Nest, rows: int, width: int) -> None:
     without one over static columns (attention's P x V: 64 of them) that many consecutive vectors
     (U is then 6 at 16 lanes, 4 at 8, and the rows left over go in blocks of two, then one), so
     each broadcast serves several vectors and a narrow map (7 columns) still has independent
-    accumulators; then the elementwise stage that reads the
-    product, if there is one, runs in the store blocks (`_fuse_epilogue`)."""
+    accumulators. The store blocks are `<init name>_store` blocks in the vectorized lane loop, so
+    epilogue.fuse_epilogues moves the elementwise stages that read the product into them, as for
+    the static register blocks (loop-dynamic-schedule runs it after the blocks)."""
     i = _sink(nest.i, nest.j)
-    uppers = {f.iv: f.upper for f in _enclosing(i)}
-    uppers[i.iv], uppers[nest.j.iv] = i.upper, nest.j.upper
     cols = column_steps(nest, width)
     sizes = [rows, 1]
     if cols > 1:
@@ -332,94 +328,18 @@ def build(nest: _Nest, rows: int, width: int) -> None:
         sizes = [6 if width >= 16 else 4, 2, 1]
     b = Builder(InsertPoint.before(i))
     lo, hi = index_value(b, i.lower), index_value(b, i.upper)
-    stores = []
     for k, size in enumerate(sizes):
         if k == len(sizes) - 1:
             end = hi
         else:
             n = b.insert(arith.SubiOp(hi, lo)).result
             end = b.insert(arith.SubiOp(hi, b.insert(arith.RemSIOp(n, index_value(b, size))).result)).result
-        stores += _emit(nest, i, lo, end, size, width, cols)
+        _emit(nest, i, lo, end, size, width, cols)
         if k:
             i.prev_op.attributes[LEFTOVER] = UnitAttr()  # type: ignore[union-attr]
         lo = end
     i.detach()
     i.erase()
-    _fuse_epilogue(nest, stores, uppers)
-
-
-def _enclosing(f: loop.ForOp) -> list[loop.ForOp]:
-    out = []
-    p = f.parent_op()
-    while isinstance(p, loop.ForOp):
-        out.append(p)
-        p = p.parent_op()
-    return out
-
-
-def _fuse_epilogue(nest: _Nest, stores: list[loop.BlockOp], uppers: dict) -> bool:
-    """Where the product is a kernel-local buffer that one elementwise stage alone reads (a perfect
-    nest over its shape: one spatial block reading it and writing another buffer at its own
-    indices, as attention's scale-and-mask or a conv's bias and ReLU), the stage's ops run in the
-    store blocks on the accumulator and the stage and the buffer go (epilogue.py does this for
-    the static register blocks)."""
-    out = nest.out
-    alloc = out.owner
-    if not isinstance(alloc, loop.AllocOp) or alloc.scope.data != "local":
-        return False
-    fn_block = alloc.parent_block()
-    store_ops = {o for blk in stores for o in blk.body.walk() if isinstance(o, loop.StoreOp) and o.buffer is out}
-    readers = {u.operation for u in out.uses} - store_ops
-    tops = set()
-    for r in readers:
-        t = r
-        while t.parent_block() is not fn_block:
-            t = t.parent_op()
-        tops.add(t)
-    if len(tops) != 1:
-        return False
-    (top,) = tops
-    loops = chain(top)  # type: ignore[arg-type]
-    body = list(loops[-1].body.block.ops)
-    if len(body) != 1 or not isinstance(body[0], loop.BlockOp):
-        return False
-    stage = body[0]
-    if set(stage.iter_kinds.data) != {"S"} or list(stage.bindings) != [f.iv for f in loops]:
-        return False
-    init_store = next(o for o in nest.init.body.walk() if isinstance(o, loop.StoreOp))
-    dims = [uppers.get(dict(zip(nest.init.vars, nest.init.bindings)).get(x)) for x in init_store.indices]
-    if len(loops) != len(dims) or any(f.lower != 0 or f.step.value.data != 1 or f.upper != d for f, d in zip(loops, dims)):
-        return False
-    ops = list(stage.body.block.ops)
-    last = ops[-1]
-    if not isinstance(last, loop.StoreOp) or last.buffer is out or list(last.indices) != list(stage.vars):
-        return False
-    for op in stage.body.walk():
-        if isinstance(op, loop.LoadOp) and op.buffer is out and list(op.indices) != list(stage.vars):
-            return False
-        if isinstance(op, loop.StoreOp) and op is not last:
-            return False
-        if op.regions and op is not stage:
-            return False
-    for blk in stores:
-        st = next(o for o in blk.body.walk() if isinstance(o, loop.StoreOp) and o.buffer is out)
-        mapping: dict[SSAValue, SSAValue] = dict(zip(stage.vars, st.indices))
-        b = Builder(InsertPoint.before(st))
-        for op in ops[:-1]:
-            if isinstance(op, loop.LoadOp) and op.buffer is out:
-                mapping[op.result] = st.value
-                continue
-            c = b.insert(op.clone(value_mapper=mapping))
-            for r_old, r_new in zip(op.results, c.results):
-                mapping[r_old] = r_new
-        b.insert(loop.StoreOp(mapping.get(last.value, last.value), last.buffer, list(st.indices)))
-        st.detach()
-        st.erase()
-    top.detach()
-    top.erase()
-    alloc.detach()
-    alloc.erase()
-    return True
 
 
 def _store_block(nest: _Nest, bindings: dict[SSAValue, SSAValue], lane: SSAValue, acc: SSAValue, u: int) -> loop.BlockOp:

@@ -18,7 +18,9 @@ innermost index (so the vectorized lane loop of the store block stays vector
 code); the intermediate must be a local buffer that only the store blocks
 write and only this stage reads, and the store blocks must sit in a
 vectorized lane loop (register blocks; a dot tile's scalar stores keep
-their stages, which vectorize on their own).
+their stages, which vectorize on their own). Extents may be run-time ones
+(a kernel over symbols, whose register blocks dynamic_block.py builds): the
+loop bounds and the buffers' `#sym.dims` are compared as expressions.
 """
 
 from __future__ import annotations
@@ -26,7 +28,9 @@ from __future__ import annotations
 from xdsl.ir import Block, SSAValue
 
 from ziggurat.dialects import loop
+from ziggurat.dialects.sym import shape_of
 from ziggurat.lowering.convert_loop_to_hw import const_int
+from ziggurat.transforms.loop.sym_index import dim_of, symbol_dims
 from ziggurat.transforms.schedule.nest import chain, stride
 
 _SAFE = ("arith.", "math.")
@@ -43,8 +47,9 @@ def _local(buf: SSAValue) -> bool:
     return isinstance(buf.owner, loop.AllocOp) and buf.owner.scope.data == "local"
 
 
-def _stage(top: loop.ForOp):
-    """(block, intermediate read, its loads, the store) of an elementwise stage nest, else None."""
+def _stage(top: loop.ForOp, syms: dict):
+    """(block, intermediate read, its loads, the store) of an elementwise stage nest, else None.
+    `syms`: the kernel's symbol arguments (sym_index.symbol_dims), for loops with run-time bounds."""
     loops = chain(top)
     body = list(loops[-1].body.block.ops)
     if len(body) != 1 or not isinstance(body[0], loop.BlockOp):
@@ -52,22 +57,22 @@ def _stage(top: loop.ForOp):
     blk = body[0]
     if set(blk.iter_kinds.data) != {"S"} or list(blk.operands) != [f.iv for f in loops]:
         return None
-    if any(f.bounds[0] != 0 or f.bounds[2] != 1 for f in loops):
+    if any(f.lower != 0 or f.step.value.data != 1 for f in loops):
         return None
-    shape = [f.trip_count for f in loops]
+    shape = [dim_of(f.upper, syms) for f in loops]
     ops = list(blk.body.block.ops)
     stores = [o for o in ops if isinstance(o, loop.StoreOp)]
-    if len(stores) != 1 or stores[0] is not ops[-1]:
+    if None in shape or len(stores) != 1 or stores[0] is not ops[-1]:
         return None
     store = stores[0]
-    if list(store.buffer.type.get_shape()) != shape or not _identity(store.indices, blk.vars, shape):  # type: ignore[attr-defined]
+    if list(shape_of(store.buffer.type)) != shape or not _identity(store.indices, blk.vars, shape):
         return None
     last = blk.vars[-1]
     memo: dict = {}
     reads: dict[SSAValue, list[loop.LoadOp]] = {}
     for o in ops[:-1]:
         if isinstance(o, loop.LoadOp):
-            if list(o.buffer.type.get_shape()) == shape and _identity(o.indices, blk.vars, shape):  # type: ignore[attr-defined]
+            if list(shape_of(o.buffer.type)) == shape and _identity(o.indices, blk.vars, shape):
                 reads.setdefault(o.buffer, []).append(o)
                 continue
             steps = [stride(i, last, memo) for i in o.indices] or [0]
@@ -83,8 +88,9 @@ def _stage(top: loop.ForOp):
 
 def _producers(fn, buf: SSAValue, consumer: loop.BlockOp) -> list[loop.StoreOp] | None:
     """The stores into `buf` when all of them sit in `<tag>_store` blocks at the block's own indices and
-    `consumer` is the only other user; else None."""
-    shape = list(buf.type.get_shape())  # type: ignore[attr-defined]
+    `consumer` is the only other user; else None. A store block may bind one more variable than
+    `buf` has dimensions, after them (a run-time register block's lane: dynamic_block.py)."""
+    shape = list(shape_of(buf.type))
     stores = []
     for use in buf.uses:
         op = use.operation
@@ -98,7 +104,7 @@ def _producers(fn, buf: SSAValue, consumer: loop.BlockOp) -> list[loop.StoreOp] 
         lanes = blk.parent_op()
         if not isinstance(lanes, loop.ForOp) or lanes.kind.data != "vectorized":
             return None  # a register block's lane loop; elsewhere (a dot tile's scalar store) the stage stays
-        if not _identity(op.indices, blk.vars, shape):
+        if len(blk.vars) > len(shape) + 1 or not _identity(op.indices, list(blk.vars)[:len(shape)], shape):
             return None
         stores.append(op)
     return stores or None
@@ -109,10 +115,11 @@ def fuse_epilogues(fn) -> int:
     returns how many stages moved."""
     moved = 0
     changed = True
+    syms = symbol_dims(fn)
     while changed:
         changed = False
         for top in [o for o in fn.body.block.ops if isinstance(o, loop.ForOp)]:
-            stage = _stage(top)
+            stage = _stage(top, syms)
             if stage is None:
                 continue
             blk, buf, loads, store = stage
@@ -177,4 +184,4 @@ def _inline(stage: loop.BlockOp, loads: list[loop.LoadOp], store: loop.StoreOp, 
         for old, res in zip(op.results, new.results):
             mapping[old] = res
         block.insert_op_before(new, at)
-    at.operands = [mapping.get(store.value, store.value), store.buffer, *blk.vars]  # type: ignore[misc]
+    at.operands = [mapping.get(store.value, store.value), store.buffer, *list(blk.vars)[:len(at.indices)]]  # type: ignore[misc]

@@ -16,6 +16,7 @@ from ziggurat.symbolic import Sym
 from ziggurat.transforms.loop.sym_index import symbol_dims
 from ziggurat.transforms.schedule import dynamic_block, dynamic_work
 from ziggurat.transforms.schedule.copy_nest import split_divided_loops
+from ziggurat.transforms.schedule.epilogue import fuse_epilogues
 from ziggurat.transforms.schedule.fuse_rows import fuse_rows
 from ziggurat.transforms.schedule.pad_dynamic import pad_dynamic_reads
 from ziggurat.transforms.schedule.nest import chain, depends
@@ -246,6 +247,7 @@ class LoopDynamicSchedulePass(ModulePass):
                 nest = dynamic_block.match(top, rows)  # a matmul: rows x one vector of accumulators
                 if nest is not None and dynamic_block.fits(nest, self.vector_width):
                     dynamic_block.build(nest, rows, self.vector_width)  # may replace `top` by two nests
+            fuse_epilogues(fn)  # bias, ReLU, attention's scale and mask run in the blocks' store blocks
             for top in [o for o in fn.body.block.ops if isinstance(o, loop.ForOp)]:
                 _interchange_reduction(top)
                 vecs = _vector_loops(top)
