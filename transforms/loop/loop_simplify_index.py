@@ -126,7 +126,9 @@ class LoopSimplifyIndexPass(ModulePass):
                         simplify_block(blk)
 
 
-def _bound_range(v: SSAValue, syms: dict[SSAValue, Dim]) -> tuple[Dim, Dim] | None:
+def bound_range(v: SSAValue, syms: dict[SSAValue, Dim]) -> tuple[Dim, Dim] | None:
+    """Inclusive [least, greatest] of a block's bound value: a loop variable (run-time bounds as
+    expressions of the kernel's symbols `syms`, the greatest then `upper - 1`) or a constant."""
     owner = v.owner
     if isinstance(owner, Block) and isinstance(owner.parent_op(), loop.ForOp):
         f = owner.parent_op()
@@ -149,7 +151,7 @@ def simplify_block(blk: loop.BlockOp) -> int:
     args = kernel_symbols(fn) if fn is not None else {}
     ranges: dict[SSAValue, tuple[Dim, Dim]] = {}
     for var, bound in zip(blk.vars, blk.operands):
-        r = _bound_range(bound, syms)
+        r = bound_range(bound, syms)
         if r is not None:
             ranges[var] = r
     affs: dict[SSAValue, _Aff] = {}

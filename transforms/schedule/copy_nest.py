@@ -60,14 +60,14 @@ from ziggurat.transforms.schedule.pad import erase_dead, fill_nest, halo_boxes, 
 MAX_SPLITS = 4  # strip-minings per nest (a transform divides at most one variable per blocked dim)
 
 
-def _copy_nest(top: loop.ForOp) -> tuple[list[loop.ForOp], loop.BlockOp, loop.StoreOp] | None:
+def match_copy_nest(top: loop.ForOp) -> tuple[list[loop.ForOp], loop.BlockOp, loop.StoreOp] | None:
     """(loops, block, store) when `top` is a perfect nest of serial loops (step 1) around one
     all-spatial block whose variables bind the loops (one each) and whose one store writes at them."""
     loops = chain(top)
     ops = list(loops[-1].body.block.ops)
     if len(ops) != 1 or not isinstance(blk := ops[0], loop.BlockOp):
         return None
-    if any(f.kind.data != "serial" or f.bounds[2] != 1 for f in loops):
+    if any(f.kind.data != "serial" or f.step.value.data != 1 for f in loops):  # run-time bounds too
         return None
     if blk.iter_kinds.data != "S" * len(loops) or sorted(map(id, blk.bindings)) != sorted(id(f.iv) for f in loops):
         return None
@@ -235,11 +235,11 @@ def schedule_copy(top: loop.ForOp, width: int = 0) -> None:
     """When `top` is a copy nest: one nest per range of a concatenation's select chain
     (split_ranges.py), then in each the divided loops split and the padding peeled, or a
     transposed read tiled by cache lines (transpose_tiles.py)."""
-    parts = _copy_nest(top)
+    parts = match_copy_nest(top)
     if parts is None:
         return
     for nest in split_select_ranges(top, parts[1]):
-        parts = _copy_nest(nest)
+        parts = match_copy_nest(nest)
         if parts is not None:
             loops, blk, store = parts
             loops, blk = split_divided_loops(loops, blk)

@@ -15,7 +15,7 @@ from ziggurat.dialects.sym import SYMBOLS_ATTR
 from ziggurat.symbolic import Sym
 from ziggurat.transforms.loop.sym_index import symbol_dims
 from ziggurat.transforms.schedule import dynamic_block, dynamic_work
-from ziggurat.transforms.schedule.copy_nest import split_divided_loops
+from ziggurat.transforms.schedule.copy_nest import match_copy_nest, split_divided_loops
 from ziggurat.transforms.schedule.epilogue import fuse_epilogues
 from ziggurat.transforms.schedule.fuse_rows import fuse_rows
 from ziggurat.transforms.schedule.pad_dynamic import pad_dynamic_reads
@@ -97,17 +97,13 @@ def _interchange_reduction(top: loop.ForOp) -> bool:
 
 
 def _split_divisions(top: loop.ForOp) -> None:
-    """A perfect nest around one spatial block binding each loop once (a copy: a reshape, a
-    transpose) whose block divides a static loop's variable by a constant dividing its trip count
-    gets that loop strip-mined and the division dropped (copy_nest.split_divided_loops; with the
-    symbols' ranges loop-simplify-index then drops the divisions by run-time extents too)."""
-    loops = chain(top)
-    body = list(loops[-1].body.block.ops)
-    if len(body) != 1 or not isinstance(blk := body[0], loop.BlockOp) or set(blk.iter_kinds.data) != {"S"}:
-        return
-    if any(f.step.value.data != 1 for f in loops) or sorted(map(id, blk.bindings)) != sorted(id(f.iv) for f in loops):
-        return
-    split_divided_loops(loops, blk)
+    """A copy nest (copy_nest.match_copy_nest: a reshape, a transpose) whose block divides a static
+    loop's variable by a constant dividing its trip count gets that loop strip-mined and the
+    division dropped (copy_nest.split_divided_loops; with the symbols' ranges loop-simplify-index
+    then drops the divisions by run-time extents too)."""
+    parts = match_copy_nest(top)
+    if parts is not None:
+        split_divided_loops(parts[0], parts[1])
 
 
 def _parallel_loop(top: loop.ForOp, vecs: list[loop.ForOp]) -> loop.ForOp | None:

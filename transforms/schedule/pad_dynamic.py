@@ -34,7 +34,9 @@ from xdsl.rewriter import InsertPoint
 from ziggurat.dialects import loop
 from ziggurat.dialects.sym import memref_of_shape, shape_of
 from ziggurat.symbolic import Dim, Sym, is_derived
-from ziggurat.transforms.loop.sym_index import dim_of, index_of, kernel_symbols, symbol_dims
+from ziggurat.transforms.loop.loop_simplify_index import bound_range
+from ziggurat.transforms.loop.primitives.loops import get_loops
+from ziggurat.transforms.loop.sym_index import index_of, kernel_symbols, symbol_dims
 from ziggurat.transforms.schedule.pad import fill_padded, index_range, match_clamped_read, read_padded
 
 def upper_bound(d: Dim) -> int | None:
@@ -66,25 +68,15 @@ def pad_dynamic_reads(fn: func.FuncOp, top: loop.ForOp, update: loop.BlockOp) ->
     if not args:
         return 0
     syms = symbol_dims(fn)
-    loops = []
-    p = update.parent_op()
-    while isinstance(p, loop.ForOp):
-        loops.append(p)
-        if p is top:
-            break
-        p = p.parent_op()
-    if not loops or loops[-1] is not top:
+    loops = get_loops(update)
+    if not loops or loops[0] is not top:
         return 0
     ranges: dict[SSAValue, tuple[Dim, Dim]] = {}
-    by_iv = {f.iv: f for f in loops}
     for var, bound in zip(update.vars, update.bindings):
-        f = by_iv.get(bound)
-        if f is None:
-            continue
-        lo, hi = dim_of(f.lower, syms), dim_of(f.upper, syms)
-        if f.step.value.data != 1 or not isinstance(lo, int) or hi is None:
-            return 0
-        ranges[var] = (lo, hi - 1)
+        r = bound_range(bound, syms)
+        if r is None or not isinstance(r[0], int):
+            return 0  # the least index of a padded read must be a constant
+        ranges[var] = r
     done = 0
     for read in [o for o in update.body.walk() if isinstance(o, loop.LoadOp)]:
         shape = list(shape_of(read.buffer.type))
