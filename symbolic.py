@@ -213,7 +213,7 @@ class Sym:
         out: set[str] = set()
         for s in self.symbols:
             if is_derived(s):
-                inner = _derived(s)[0]
+                inner = derived_parts(s)[0]
                 out |= inner.base_symbols if isinstance(inner, Sym) else set()
             else:
                 out.add(s)
@@ -321,14 +321,13 @@ def _least(name: str) -> int | None:
     where that is known and not negative."""
     if not is_derived(name):
         return 1
-    close = name.rindex("}")
-    inner = Sym.parse(name[1:close])
+    inner, k = derived_parts(name)
     lo = inner.bounds()[0] if isinstance(inner, Sym) else int(inner)
-    return lo // int(name[close + 3:]) if lo is not None and lo >= 0 else None
+    return lo // k if lo is not None and lo >= 0 else None
 
 
 @lru_cache(maxsize=4096)
-def _derived(name: str) -> tuple[int | Sym, int]:
+def derived_parts(name: str) -> tuple[int | Sym, int]:
     """(P, k) of a derived symbol `{P}//k` (parsed once: sampling evaluates it thousands of times)."""
     close = name.rindex("}")
     return Sym.parse(name[1:close]), int(name[close + 3:])
@@ -339,7 +338,7 @@ def _atom(name: str, binding: Mapping[str, Any]) -> Any:
         v = binding[name]
         return v if isinstance(v, np.ndarray) else int(v)
     if is_derived(name):
-        inner, k = _derived(name)
+        inner, k = derived_parts(name)
         return (inner.evaluate(binding) if isinstance(inner, Sym) else int(inner)) // k
     raise SymbolicError(f"no value for symbol '{name}'")
 

@@ -8,6 +8,8 @@ index arithmetic on the arguments (loop-simplify-index, pad_dynamic.py)."""
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from xdsl.builder import Builder
 from xdsl.dialects import arith, func
 from xdsl.dialects.builtin import ArrayAttr, IndexType, IntegerAttr, StringAttr
@@ -27,9 +29,15 @@ def kernel_symbols(fn: func.FuncOp) -> dict[str, SSAValue]:
     return dict(zip(names, args[len(args) - len(names):])) if len(names) <= len(args) else {}
 
 
+@lru_cache(maxsize=1024)
+def _parsed(name: str) -> Dim:
+    return Sym.parse(name)
+
+
 def symbol_dims(fn: func.FuncOp | None) -> dict[SSAValue, Dim]:
-    """Each symbol argument of `fn` (None: none) as its `Sym`."""
-    return {a: Sym.parse(name) for name, a in kernel_symbols(fn).items()} if fn is not None else {}
+    """Each symbol argument of `fn` (None: none) as its `Sym` (each name parsed once: loop-simplify-index
+    asks for them per block)."""
+    return {a: _parsed(name) for name, a in kernel_symbols(fn).items()} if fn is not None else {}
 
 
 def enclosing_function(op: Operation) -> func.FuncOp | None:

@@ -33,7 +33,7 @@ from xdsl.rewriter import InsertPoint
 
 from ziggurat.dialects import loop
 from ziggurat.dialects.sym import memref_of_shape, shape_of
-from ziggurat.symbolic import Dim, Sym, is_derived
+from ziggurat.symbolic import Dim, Sym, derived_parts, is_derived
 from ziggurat.transforms.loop.loop_simplify_index import bound_range
 from ziggurat.transforms.loop.primitives.loops import get_loops
 from ziggurat.transforms.loop.sym_index import index_of, kernel_symbols, symbol_dims
@@ -49,8 +49,7 @@ def upper_bound(d: Dim) -> int | None:
     for monomial, c in d.terms.items():
         if len(monomial) == 1 and is_derived(monomial[0]):
             name = monomial[0]
-            close = name.rindex("}")
-            inner, k = Sym.parse(name[1:close]), int(name[close + 3:])
+            inner, k = derived_parts(name)
             if c % k == 0:
                 total = total + (c // k) * (inner if c > 0 else inner - (k - 1))
                 continue
