@@ -24,6 +24,7 @@ the values from the executor, which binds them from the inputs' shapes.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
@@ -135,7 +136,26 @@ def type_symbols(t: Attribute) -> set[str]:
     return {s for d in shape_of(t) if isinstance(d, Sym) for s in d.symbols}
 
 
+def symbol_args(fop) -> dict[str, Any]:
+    """The symbols a function is given: `sym.symbols` names its trailing `index` arguments (name ->
+    argument; none without the attribute). A malformed attribute is a CompileError."""
+    from xdsl.dialects.builtin import IndexType
+
+    attr = fop.attributes.get(SYMBOLS_ATTR)
+    if attr is None:
+        return {}
+    names = [s.data for s in attr.data] if isinstance(attr, ArrayAttr) else []
+    if not all(isinstance(s, StringAttr) for s in getattr(attr, "data", ())) or not names:
+        raise CompileError(f"@{fop.sym_name.data}: {SYMBOLS_ATTR} must be a list of symbol names")
+    args = fop.body.block.args
+    tail = args[len(args) - len(names):] if len(names) <= len(args) else []
+    if len(tail) != len(names) or not all(isinstance(a.type, IndexType) for a in tail):
+        raise CompileError(f"@{fop.sym_name.data} names symbols {names} in {SYMBOLS_ATTR} but "
+                           f"does not end with {len(names)} index arguments for them")
+    return dict(zip(names, tail))
+
+
 __all__ = ["DimsAttr", "SYMBOLS_ATTR", "shape_of", "tensor_of", "memref_of_shape", "is_symbolic_type",
-           "type_symbols", "is_symbolic"]
+           "type_symbols", "is_symbolic", "symbol_args"]
 
 Symbolic = Dialect("sym", [], [DimsAttr])

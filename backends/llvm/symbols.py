@@ -1,7 +1,7 @@
 """Symbolic extents in the LLVM backend: the values of `#sym.dims` expressions.
 
 A function over symbolic buffers names its trailing `index` arguments in
-`sym.symbols` (dialects/sym.py). While it is translated, `Translator.symbols`
+`sym.symbols` (dialects/sym.py `symbol_args`). While it is translated, `Translator.symbols`
 maps each name to that argument; an expression (an address's stride, an
 allocation's size, a copy's length) is computed from them once per function, in
 its entry block, and an outlined parallel body captures the arguments as it
@@ -13,9 +13,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from llvmlite import ir
-from xdsl.dialects import func
-from xdsl.dialects.builtin import ArrayAttr, IndexType, StringAttr
-from xdsl.ir import SSAValue
 
 from ziggurat.backends.llvm.lltypes import I64
 from ziggurat.dialects.sym import SYMBOLS_ATTR, is_symbolic_type, shape_of
@@ -24,22 +21,6 @@ from ziggurat.symbolic import Dim, Sym, prod, row_major_strides
 
 if TYPE_CHECKING:
     from ziggurat.backends.llvm.translate import FuncState, Translator
-
-
-def function_symbols(fop: func.FuncOp) -> dict[str, SSAValue]:
-    """The symbols a function is given: `sym.symbols` names its trailing `index` arguments."""
-    attr = fop.attributes.get(SYMBOLS_ATTR)
-    if attr is None:
-        return {}
-    names = [s.data for s in attr.data] if isinstance(attr, ArrayAttr) else []
-    if not all(isinstance(s, StringAttr) for s in getattr(attr, "data", ())) or not names:
-        raise CompileError(f"llvm backend: @{fop.sym_name.data}: {SYMBOLS_ATTR} must be a list of symbol names")
-    args = fop.body.block.args
-    tail = args[len(args) - len(names):] if len(names) <= len(args) else []
-    if len(tail) != len(names) or not all(isinstance(a.type, IndexType) for a in tail):
-        raise CompileError(f"llvm backend: @{fop.sym_name.data} names symbols {names} in {SYMBOLS_ATTR} but "
-                           f"does not end with {len(names)} index arguments for them")
-    return dict(zip(names, tail))
 
 
 def value(t: Translator, f: FuncState, d: Dim) -> ir.Value:

@@ -50,7 +50,7 @@ from ziggurat.backends.llvm.memory import MEMORY_HANDLERS
 from ziggurat.backends.llvm.x86_ops import X86_HANDLERS
 from ziggurat.backends.llvm.options import LLVMOptions, ModuleInfo
 from ziggurat.backends.entry_slots import EntrySlots
-from ziggurat.dialects.sym import SYMBOLS_ATTR, is_symbolic_type
+from ziggurat.dialects.sym import SYMBOLS_ATTR, is_symbolic_type, symbol_args
 from ziggurat.errors import CompileError
 
 PREFER_VECTOR_WIDTH = '"prefer-vector-width"="512"'
@@ -191,7 +191,7 @@ class Translator(EntrySlots):
         defined = bool(fop.body.blocks)
         is_entry = defined and name == self.options.entry
         if is_entry:
-            n_syms = len(sym_values.function_symbols(fop))
+            n_syms = len(symbol_args(fop))
             bufs = ftype.inputs.data[:len(ftype.inputs.data) - n_syms]
             bad = [str(t) for t in bufs if not isinstance(t, MemRefType)]
             if bad or outs:
@@ -219,7 +219,7 @@ class Translator(EntrySlots):
         fn = self.funcs[fop.sym_name.data]
         f = FuncState(fn)
         block = fop.body.block
-        self.symbols = sym_values.function_symbols(fop)
+        self.symbols = symbol_args(fop)
         for arg, value in zip(block.args, fn.args):
             f.vals[arg] = value
         if self._entry is not None and self._entry[0] is fop:
@@ -260,7 +260,7 @@ class Translator(EntrySlots):
         b.ret_void()
         self.info.entry_symbol = name
         self.info.num_args = n
-        self.info.symbols = list(sym_values.function_symbols(fop))
+        self.info.symbols = list(symbol_args(fop))
         self.info.exported.append(name)
 
     # -- profiling (LLVMOptions.profile) ---------------------------------------

@@ -16,7 +16,8 @@ from xdsl.passes import ModulePass
 from ziggurat.dialects import loop
 from ziggurat.lowering.convert_loop_to_hw import const_int as _const
 from ziggurat.symbolic import Dim, Sym, SymbolicError
-from ziggurat.transforms.loop.sym_index import dim_of, enclosing_function, index_of, kernel_symbols, symbol_dims
+from ziggurat.dialects.sym import symbol_args
+from ziggurat.transforms.loop.sym_index import dim_of, enclosing_function, index_of, symbol_dims
 
 INDEX_DIVS = (arith.DivUIOp, arith.DivSIOp, arith.FloorDivSIOp)
 INDEX_REMS = (arith.RemUIOp, arith.RemSIOp)
@@ -148,7 +149,7 @@ def simplify_block(blk: loop.BlockOp) -> int:
     and run-time loop bounds give ranges: `(b * S + s) / S` is b where `s` runs below `S`."""
     fn = enclosing_function(blk)
     syms = symbol_dims(fn)
-    args = kernel_symbols(fn) if fn is not None else {}
+    args = symbol_args(fn) if fn is not None else {}
     ranges: dict[SSAValue, tuple[Dim, Dim]] = {}
     for var, bound in zip(blk.vars, blk.operands):
         r = bound_range(bound, syms)

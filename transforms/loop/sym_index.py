@@ -1,8 +1,8 @@
 """Index arithmetic over a kernel's symbols: the loop-level passes' view of run-time extents.
 
 A kernel over `#sym.dims` buffers ends with one `index` argument per symbol, named in its
-`sym.symbols` attribute (dialects/sym.py). `kernel_symbols` maps the names to the arguments,
-`symbol_dims` the arguments to their `Sym`s; `dim_of` reads a loop bound or an extent built
+`sym.symbols` attribute (dialects/sym.py `symbol_args` maps the names to the arguments);
+`symbol_dims` maps the arguments to their `Sym`s; `dim_of` reads a loop bound or an extent built
 from those and constants by `+`, `-` and `*` as a `Dim`, and `index_of` writes a `Dim` back as
 index arithmetic on the arguments (loop-simplify-index, pad_dynamic.py)."""
 
@@ -12,21 +12,11 @@ from functools import lru_cache
 
 from xdsl.builder import Builder
 from xdsl.dialects import arith, func
-from xdsl.dialects.builtin import ArrayAttr, IndexType, IntegerAttr, StringAttr
+from xdsl.dialects.builtin import IndexType, IntegerAttr
 from xdsl.ir import Operation, SSAValue
 
-from ziggurat.dialects.sym import SYMBOLS_ATTR
+from ziggurat.dialects.sym import symbol_args
 from ziggurat.symbolic import Dim, Sym
-
-
-def kernel_symbols(fn: func.FuncOp) -> dict[str, SSAValue]:
-    """The kernel's symbol arguments by name (`sym.symbols` names its trailing index arguments)."""
-    attr = fn.attributes.get(SYMBOLS_ATTR)
-    if not isinstance(attr, ArrayAttr):
-        return {}
-    names = [s.data for s in attr.data if isinstance(s, StringAttr)]
-    args = fn.body.block.args
-    return dict(zip(names, args[len(args) - len(names):])) if len(names) <= len(args) else {}
 
 
 @lru_cache(maxsize=1024)
@@ -37,7 +27,7 @@ def _parsed(name: str) -> Dim:
 def symbol_dims(fn: func.FuncOp | None) -> dict[SSAValue, Dim]:
     """Each symbol argument of `fn` (None: none) as its `Sym` (each name parsed once: loop-simplify-index
     asks for them per block)."""
-    return {a: _parsed(name) for name, a in kernel_symbols(fn).items()} if fn is not None else {}
+    return {a: _parsed(name) for name, a in symbol_args(fn).items()} if fn is not None else {}
 
 
 def enclosing_function(op: Operation) -> func.FuncOp | None:
@@ -81,4 +71,4 @@ def index_of(b: Builder, d: Dim, args: dict[str, SSAValue]) -> int | SSAValue:
     return total
 
 
-__all__ = ["dim_of", "enclosing_function", "index_of", "kernel_symbols", "symbol_dims"]
+__all__ = ["dim_of", "enclosing_function", "index_of", "symbol_dims"]

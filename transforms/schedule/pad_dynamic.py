@@ -36,7 +36,8 @@ from ziggurat.dialects.sym import memref_of_shape, shape_of
 from ziggurat.symbolic import Dim, Sym, derived_parts, is_derived
 from ziggurat.transforms.loop.loop_simplify_index import bound_range
 from ziggurat.transforms.loop.primitives.loops import get_loops
-from ziggurat.transforms.loop.sym_index import index_of, kernel_symbols, symbol_dims
+from ziggurat.dialects.sym import symbol_args
+from ziggurat.transforms.loop.sym_index import index_of, symbol_dims
 from ziggurat.transforms.schedule.pad import fill_padded, index_range, match_clamped_read, read_padded
 
 def upper_bound(d: Dim) -> int | None:
@@ -63,7 +64,7 @@ def pad_dynamic_reads(fn: func.FuncOp, top: loop.ForOp, update: loop.BlockOp) ->
     """Rewrites the clamped, zero-selected reads of `update` (under the perfect or imperfect nest
     `top`, every loop from a constant with step 1) to read zero-padded copies filled in front of
     `top`; returns how many it rewrote."""
-    args = kernel_symbols(fn)
+    args = symbol_args(fn)
     if not args:
         return 0
     syms = symbol_dims(fn)
