@@ -158,6 +158,9 @@ CPU_ISA: dict[str, tuple[str, ...]] = {
     "rocketlake": _V4 + ("avx512vnni",),
     "tigerlake": _V4 + ("avx512vnni",),
     "sapphirerapids": _V4 + ("avx512vnni", "avx512bf16", "amx-tile", "amx-int8", "amx-bf16"),
+    # what LLVM's host detection names another virtual Xeon with AMX (seen 2026-12-01); Granite Rapids alike
+    "emeraldrapids": _V4 + ("avx512vnni", "avx512bf16", "amx-tile", "amx-int8", "amx-bf16"),
+    "graniterapids": _V4 + ("avx512vnni", "avx512bf16", "amx-tile", "amx-int8", "amx-bf16"),
     "znver4": _V4 + ("avx512vnni", "avx512bf16"),
     "znver5": _V4 + ("avx512vnni", "avx512bf16"),
 }

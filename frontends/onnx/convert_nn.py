@@ -232,7 +232,10 @@ def _np_dtype(value: SSAValue) -> np.dtype:
 
 def convert_gemm(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
     """Gemm (opsets 7+; C optional from 11): alpha * A' @ B' + beta * C, where
-    A' and B' are A and B transposed by transA/transB and C broadcasts to the result."""
+    A' and B' are A and B transposed by transA/transB and C broadcasts to the result. A QDQ Gemm
+    on a target with an int8 dot product takes the int8 GEMM for A @ B' (convert_qdq_matmul.py)."""
+    from ziggurat.frontends.onnx.convert_qdq_matmul import qdq_gemm
+
     attrs = attributes(node)
     a, b = ctx.value(node.input[0]), ctx.value(node.input[1])
     a_shape, b_shape = shape_of(a), shape_of(b)
@@ -246,7 +249,9 @@ def convert_gemm(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value
     if a_shape[1] != k:
         raise ctx.shape_error(f"A' {a_shape} and B' {(k, n)} do not multiply")
     out = (a_shape[0], n)
-    y = ctx.emit(graph.MatmulOp(a, b, tensor_type(out), transpose_b=trans_b))
+    y = qdq_gemm(ctx, node)
+    if y is None:
+        y = ctx.emit(graph.MatmulOp(a, b, tensor_type(out), transpose_b=trans_b))
     alpha = float32_literal(attrs.get("alpha", 1.0))
     if alpha != 1.0:
         y = ctx.emit(graph.MulOp(y, ctx.add_constant(np.array([alpha], np.float32), f"{ctx.node_label}.alpha"), y.type))

@@ -123,6 +123,41 @@ def activation_matmul(ctx: ConversionContext, node: onnx.NodeProto) -> SSAValue 
     return _scaled_product(ctx, x, y, sx, zx, sy, zy, False, ctx.node_label or "qdq_matmul", False)
 
 
+def qdq_gemm(ctx: ConversionContext, node: onnx.NodeProto) -> SSAValue | None:
+    """`A @ B'` of a QDQ Gemm (transA 0; B' = B, or B transposed where transB is set) as the int8 GEMM
+    when A is dequantized at run time and B is a dequantized constant int8 weight, per tensor or per
+    output column (axis 0 of a transposed B, axis 1 otherwise); else None. The weight is transposed
+    once, at compile time; alpha and C stay Gemm's float steps (`convert_nn.convert_gemm`). A
+    classifier head `Gemm(DQ(x), DQ(w), bias, transB=1)` at batch 1 reads a quarter of the float
+    weight's bytes this way."""
+    dot = ctx.int8_dot
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    if dot == "none" or attrs.get("transA", 0):
+        return None
+    found = _operands(ctx, node, 2)
+    if found is None:
+        return None
+    xq, sx, zx, wq, w, sw, zw, axis = found
+    trans_b = bool(attrs.get("transB", 0))
+    wt = np.ascontiguousarray(w.T) if trans_b else w  # K x N
+    n = wt.shape[1]
+    x = ctx.value(xq)
+    if element_type(x) not in (UI8, SI8) or len(shape_of(x)) != 2 or shape_of(x)[1] != wt.shape[0] \
+            or sx.size != 1 or (zx is not None and zx.size != 1):
+        return None
+    per_column = sw.size == n and n > 1
+    column_axis = 0 if trans_b else 1
+    if sw.size not in (1, n) or (per_column and axis not in (column_axis, column_axis - 2)) \
+            or (zw is not None and zw.size != sw.size):
+        return None
+    pairs16 = no_pair_saturates(wt)
+    if dot == "avx2" and not pairs16:  # vpmaddubsw would saturate: stay float (exact)
+        return None
+    label = ctx.node_label or "qdq_gemm"
+    weight = _const(ctx, wt, f"{label}_wt") if trans_b else ctx.value(wq)
+    return _scaled_product(ctx, x, weight, sx, zx, sw, zw, per_column, label, pairs16)
+
+
 # Fewer channels than this on either side: the pointwise Conv stays a float one. Below it the GEMM is
 # small next to the two layout transposes it needs, and in efficientnet_b0 (squeeze-excite convs of 4
 # to 48 channels) the int8 form moved the output off the literal QDQ result by 13% of its range where

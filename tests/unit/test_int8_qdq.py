@@ -17,7 +17,8 @@ from onnx import numpy_helper as nh
 import ziggurat
 from ziggurat.target import Target
 
-TARGETS = sorted({"llvm -mcpu=haswell -num-cores=1", f"llvm -mcpu={Target.parse('llvm').llvm_cpu} -num-cores=2"})
+HOST2 = f"llvm -mcpu={Target.parse('llvm').llvm_cpu} -num-cores=2"  # the host's CPU, 2 threads
+TARGETS = sorted({"llvm -mcpu=haswell -num-cores=1", HOST2})
 if Target.parse("llvm").int8_dot != Target.parse(f"llvm -mcpu={Target.parse('llvm').llvm_cpu}").int8_dot:
     # the host's features are not its -mcpu's (an AMX Xeon whose hidden CPUID model LLVM takes for rocketlake)
     TARGETS.append("llvm -num-cores=2")
@@ -102,7 +103,7 @@ def test_int8_gemm_runs_in_parallel_with_its_accumulators_in_registers():
     """At 2 threads the qgemm's column panels run in an outlined OpenMP function whose loads and stores
     carry alias scopes (without them every k step went through memory: 3.7x slower than 1 thread)."""
     model = seven_bit(qdq_matmul(64, 256, 512))  # 7-bit: an int8 GEMM on AVX2 hosts too
-    m = ziggurat.compile(model, target=TARGETS[-1], cache=False)  # the host's CPU, 2 threads
+    m = ziggurat.compile(model, target=HOST2, cache=False)
     ir = m.info["llvm_ir"]
     assert "qgemm_0.omp" in ir
     assert "!alias.scope" in ir and "!noalias" in ir
@@ -153,7 +154,7 @@ def test_an_activation_times_activation_matmul_stays_float():
     g.node[3].input[1] = "wd"
     del g.node[2].attribute[:]
     x = (np.random.default_rng(0).standard_normal((16, 16)) * 3).astype(np.float32)
-    m = ziggurat.compile(model, target=TARGETS[-1])
+    m = ziggurat.compile(model, target=HOST2)
     assert "vpdpbusd" not in m.info["llvm_ir"]
     check(m(x)[0], literal(model, x))
 
@@ -270,3 +271,49 @@ def test_qdq_pointwise_conv_is_an_int8_gemm_and_matches_onnxruntime(n, ci, co, h
         int8 = min(ci, co) >= MIN_POINTWISE_CHANNELS and (dot in ("amx", "vnni") or (dot == "avx2" and no_pair_saturates(wt)))
         assert ("qgemm" in m.info["llvm_ir"]) == int8, target
         check(m(x)[0], ref)
+
+
+def qdq_gemm(m: int, k: int, n: int, trans_b: bool, seed: int = 0, seven: bool = False):
+    """x (f32) -> Q/DQ (uint8) -> Gemm with a per-output-column int8 weight (stored [N, K] with
+    transB, as a classifier head, else [K, N]) and a dequantized int32 bias -> Q/DQ."""
+    rng = np.random.default_rng(seed)
+    w = rng.integers(-127, 128, (n, k) if trans_b else (k, n))
+    ws = (rng.random(n) * 0.01 + 0.001).astype(np.float32)
+    inits = [nh.from_array((w // 2 if seven else w).astype(np.int8), "wq"), nh.from_array(ws, "ws"),
+             nh.from_array(np.zeros(n, np.int8), "wz"), nh.from_array(np.array(0.05, np.float32), "xs"),
+             nh.from_array(np.array(128, np.uint8), "xz"), nh.from_array(np.array(Y_SCALE, np.float32), "ys"),
+             nh.from_array(np.array(120, np.uint8), "yz"),
+             nh.from_array(rng.integers(-2000, 2000, n).astype(np.int32), "bq"),
+             nh.from_array(ws * np.float32(0.05), "bs"), nh.from_array(np.zeros(n, np.int32), "bz")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"]),
+             helper.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["wd"], axis=0 if trans_b else 1),
+             helper.make_node("DequantizeLinear", ["bq", "bs", "bz"], ["b"], axis=0),
+             helper.make_node("Gemm", ["xd", "wd", "b"], ["y"], transB=int(trans_b)),
+             helper.make_node("QuantizeLinear", ["y", "ys", "yz"], ["yq"]),
+             helper.make_node("DequantizeLinear", ["yq", "ys", "yz"], ["out"])]
+    g = helper.make_graph(nodes, "qdq_gemm", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [m, k])],
+                          [helper.make_tensor_value_info("out", TensorProto.FLOAT, [m, n])], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)])
+
+
+@settings(max_examples=6, deadline=None)
+@given(m=st.integers(1, 9), k=st.integers(1, 200), n=st.integers(1, 70), trans_b=st.booleans(),
+       seed=st.integers(0, 3))
+@example(m=1, k=160, n=50, trans_b=True, seed=0)
+@example(m=3, k=64, n=33, trans_b=False, seed=1)
+def test_qdq_gemm_is_an_int8_gemm_and_matches_onnxruntime(m, k, n, trans_b, seed):
+    """A QDQ Gemm (a classifier head: batch rows, transB, a dequantized int32 bias) runs as the int8 GEMM
+    on VNNI and AMX and, with 7-bit weights, on AVX2; results match the literal QDQ semantics."""
+    from ziggurat.lowering.qgemm import no_pair_saturates
+
+    model = qdq_gemm(m, k, n, trans_b, seed, seven=bool(seed % 2))
+    x = (np.random.default_rng(seed).standard_normal((m, k)) * 3).astype(np.float32)
+    ref = literal(model, x)
+    w = nh.to_array(model.graph.initializer[0])
+    for target in TARGETS:
+        compiled = ziggurat.compile(model, target=target)
+        dot = Target.parse(target).int8_dot
+        int8 = dot in ("amx", "vnni") or (dot == "avx2" and no_pair_saturates(w.T if trans_b else w))
+        assert ("qgemm" in compiled.info["llvm_ir"]) == int8, target
+        check(compiled(x)[0], ref)
