@@ -89,7 +89,10 @@ class LookupOp(IRDLOperation):
     values after simplify-graph turned the casts into float rounding); `table`
     holds n entries of the result's element type per position of the result
     dims `dims` (none: one table of n; `[1]`: one per channel of NCHW; `[1, 4]`:
-    per channel block and lane of NCHW16c). The index is truncated toward zero
+    per channel block and lane of NCHW16c). The entries are the table's last dim
+    unless `entry` says which: `[C/16, n, 16]` with `entry = 1` keeps a vector's
+    16 lanes (channels) in one 64-byte line where they read the same entry, as
+    layout-rewrite lays per-channel tables out. The index is truncated toward zero
     and clamped into the table (NaN reads entry 0), so no input reads outside
     it. `quantized-lookup` makes these from elementwise chains whose only
     varying input takes at most 256 integer values.
@@ -97,6 +100,7 @@ class LookupOp(IRDLOperation):
     ```mlir
     %y = graph.lookup %q, %t {offset = 0 : i64} : tensor<1x8x4x4xf32>, tensor<256xf32> -> tensor<1x8x4x4xf32>
     %z = graph.lookup %q, %u {offset = 0 : i64, dims = array<i64: 1>} : tensor<1x8x4x4xf32>, tensor<8x256xf32> -> tensor<1x8x4x4xf32>
+    %b = graph.lookup %p, %v {offset = 0 : i64, dims = array<i64: 1, 4>, entry = 1 : i64} : tensor<1x2x4x4x16xf32>, tensor<2x256x16xf32> -> tensor<1x2x4x4x16xf32>
     ```
     """
 
@@ -105,15 +109,18 @@ class LookupOp(IRDLOperation):
     table = operand_def(TensorType)
     offset = prop_def(IntegerAttr)
     dims = opt_prop_def(DenseArrayBase)
+    entry = opt_prop_def(IntegerAttr)
     result = result_def(TensorType)
     traits = traits_def(Pure(), OpPattern(PatternKind.ELEMWISE))
     irdl_options = (ParsePropInAttrDict(),)
     assembly_format = "$input `,` $table attr-dict `:` type($input) `,` type($table) `->` type($result)"
 
-    def __init__(self, x, table, offset: int, result_type, dims: tuple[int, ...] = ()):
+    def __init__(self, x, table, offset: int, result_type, dims: tuple[int, ...] = (), entry: int | None = None):
         props = {"offset": IntegerAttr(offset, i64)}
         if dims:
             props["dims"] = DenseArrayBase.from_list(i64, list(dims))
+        if entry is not None and entry != len(dims):
+            props["entry"] = IntegerAttr(entry, i64)
         super().__init__(operands=[x, table], result_types=[result_type], properties=props)
 
     @property
@@ -121,13 +128,28 @@ class LookupOp(IRDLOperation):
         """The result dims that select a table (empty: one table)."""
         return tuple(self.dims.get_values()) if self.dims is not None else ()
 
+    @property
+    def entry_dim(self) -> int:
+        """The table dim that holds the entries (default: the last)."""
+        return self.entry.value.data if self.entry is not None else len(self.table_dims)
+
+    def table_index(self, selectors: list, entry):
+        """The table's index list: the selectors (one per `dims`) with the entry index at `entry_dim`."""
+        out = list(selectors)
+        out.insert(self.entry_dim, entry)
+        return out
+
     def verify_(self) -> None:
         t, r = shape_of(self.table), shape_of(self.result)
         dims = self.table_dims
-        require(len(t) == len(dims) + 1 and t[-1] >= 1, self,
-                f"the table must have {len(dims) + 1} dims (one per entry of `dims`, then the entries), got shape {t}")
+        e = self.entry_dim
+        require(0 <= e <= len(dims), self, f"entry dim {e} must be within the table's {len(dims) + 1} dims")
+        require(len(t) == len(dims) + 1 and t[e] >= 1, self,
+                f"the table must have {len(dims) + 1} dims (one per entry of `dims`, and the entries), got shape {t}")
+        selectors = [n for j, n in enumerate(t) if j != e]
         for j, d in enumerate(dims):
-            require(0 <= d < len(r) and t[j] == r[d], self, f"table dim {j} ({t[j]}) must equal result dim {d}")
+            require(0 <= d < len(r) and selectors[j] == r[d], self,
+                    f"table dim {j + (j >= e)} ({selectors[j]}) must equal result dim {d}")
         require(shape_of(self.result) == shape_of(self.input), self,
                 f"result shape {shape_of(self.result)} should be the input's {shape_of(self.input)}")
         require(_elt(self.result) == _elt(self.table), self, "result and table element types differ")

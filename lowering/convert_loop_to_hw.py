@@ -184,13 +184,16 @@ class _Vectorizer:
         return True
 
     def _access(self, indices, op: Operation) -> str:
-        if isinstance(op, loop.LoadOp) and indices and indices[-1] in self.lane_index:
-            outer = [self._s(i) for i in indices[:-1]]
+        entry = [d for d, i in enumerate(indices) if i in self.lane_index] if isinstance(op, loop.LoadOp) else []
+        if len(entry) == 1:  # a table read: the entry index made from lanes, in any dim of the table
+            e = entry[0]
+            outer = [self._s(i) for d, i in enumerate(indices) if d != e]
             if any(k is None for k in outer):
-                raise NotVectorizable("a lookup's outer indices are not affine in the loop variable")
+                raise NotVectorizable("a lookup's other indices are not affine in the loop variable")
             shape = op.buffer.type.get_shape()  # type: ignore[attr-defined]
-            flat = sum(k * product(shape[d + 1:]) for d, k in enumerate(outer))  # per-lane tables
-            self.lookups[op] = (self.lane_index[indices[-1]], flat)
+            dims = [d for d in range(len(indices)) if d != e]
+            flat = sum(k * product(shape[d + 1:]) for d, k in zip(dims, outer))  # per-lane tables
+            self.lookups[op] = (self.lane_index[indices[e]], flat, e, product(shape[e + 1:]))
             return "vector"
         strides = [self._s(i) for i in indices]
         if all(s == 0 for s in strides):
@@ -399,11 +402,15 @@ class _Vectorizer:
                 continue
             if isinstance(op, loop.LoadOp) and op in self.lookups:
                 zero = b.insert(arith.ConstantOp(IntegerAttr(0, IndexType()))).result
-                idx = [mapping.get(i, i) for i in op.indices[:-1]] + [zero]  # lane 0's table
-                lanes, flat = self.lookups[op]
+                lanes, flat, e, entry_stride = self.lookups[op]
+                idx = [zero if d == e else mapping.get(i, i) for d, i in enumerate(op.indices)]  # lane 0's table
                 offsets = mapping[lanes]
+                vi = VectorType(builtin.i32, [self.width])
+                if entry_stride != 1:  # the entries `entry_stride` elements apart (a table dim after theirs)
+                    step = b.insert(arith.ConstantOp(DenseIntOrFPElementsAttr.from_list(
+                        vi, [entry_stride] * self.width))).result
+                    offsets = b.insert(arith.MuliOp(offsets, step)).result
                 if flat:  # lane l reads its own table, `flat` elements after lane l - 1's
-                    vi = VectorType(builtin.i32, [self.width])
                     iota = b.insert(arith.ConstantOp(DenseIntOrFPElementsAttr.from_list(
                         vi, [flat * k for k in range(self.width)]))).result
                     offsets = b.insert(arith.AddiOp(offsets, iota)).result

@@ -47,11 +47,11 @@ def define_qgemm(op: QGemmOp, b: Builder, x: Lookup) -> SSAValue:
 
 
 def define_lookup(op: LookupOp, b: Builder, x: Lookup) -> SSAValue:
-    """`table[i[dims].., clamp(x - offset, 0, n - 1)]`, the index made in float32 lanes (integers converted
+    """`table[i[dims].., clamp(x - offset, 0, n - 1)]` (the entry index at the op's `entry_dim`), the index made in float32 lanes (integers converted
     first; NaN gives entry 0) so that the vectorizer keeps it in 32-bit lanes and reads the table
     with one gather (convert-loop-to-hw's `hw.vlookup`)."""
     inp, table = x(op.input), x(op.table)
-    n = shape_of(table)[-1]
+    n = shape_of(table)[op.entry_dim]
     dims = op.table_dims
     offset = op.offset.value.data
     unsigned = is_unsigned(op.input.type.element_type)  # type: ignore[attr-defined]
@@ -65,7 +65,7 @@ def define_lookup(op: LookupOp, b: Builder, x: Lookup) -> SSAValue:
         t = e.min(e.max(v, e.const(0.0, f32)), e.const(float(n - 1), f32))
         t = e.select(e.cmpf(v, v, "uno"), e.const(0.0, f32), t)
         k = e._add(arith.IndexCastOp(e._add(arith.FPToSIOp(t, I32)), IndexType()))
-        return e.read(table, [i[d] for d in dims] + [k])
+        return e.read(table, op.table_index([i[d] for d in dims], k))
 
     return compute(b, "lookup", op.result.type, body)  # type: ignore[arg-type]
 

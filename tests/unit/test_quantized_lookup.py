@@ -93,6 +93,24 @@ def test_activation_chain_is_one_vector_lookup(kind, signed, target):
     within_a_step(m(x)[0], literal(model, x), 0.03)
 
 
+@pytest.mark.parametrize("signed", [False, True])
+def test_the_lookup_reads_before_the_clamp_at_any_value(signed):
+    """The lookup of a quantize step reads its value before the clamp and the NaN guard (`unclamped`,
+    uint8 only: the guard's 0 is the range's low end; int8's 0 is not, so it keeps them): NaN,
+    infinities, huge values and both ends of the range still give onnxruntime's entries."""
+    zps = (0, 0, 0) if signed else (128, 0, 10)
+    model = activation_model("silu", (0.05, 1 / 255, 0.03), zps, signed)
+    m = ziggurat.compile(model, target="llvm -num-cores=1")
+    text = m.info["llvm_ir"]
+    x = (np.random.default_rng(3).standard_normal(SHAPE) * 4).astype(np.float32)
+    special = [np.nan, np.inf, -np.inf, 1e30, -1e30, 6.4, -6.4, 6.35, -6.45, 0.0, -0.0, 1e-30]
+    x.reshape(-1)[:len(special)] = special
+    got, ref = m(x)[0], literal(model, x)
+    np.testing.assert_array_equal(got.reshape(-1)[:len(special)], ref.reshape(-1)[:len(special)])
+    within_a_step(got, ref, 0.03)
+    assert "llvm.masked.gather" in text
+
+
 @settings(max_examples=8, deadline=None)
 @given(kind=st.sampled_from(["silu", "gelu"]), s0=st.floats(0.005, 0.2), s2=st.floats(0.005, 0.2),
        z0=st.integers(0, 255), z2=st.integers(0, 255), seed=st.integers(0, 2**16))
@@ -121,6 +139,33 @@ def test_lookup_clamps_its_index():
     want = evaluate(op, [a, t])
     np.testing.assert_array_equal(got, want)
     assert want[0, :4].tolist() == [0.0, 70.0, 0.0, 40.0]  # NaN -> entry 0; 2.5 + 2 truncates to 4
+
+
+def test_a_table_with_its_entries_before_the_lanes():
+    """`entry = 1`: a [C/b, n, b] table (the lanes last) reads `table[cb, x - offset, lane]`, compiled as in
+    graph_reference, at 16 and 8 lanes."""
+    src = ("func.func @main(%a: tensor<1x2x3x16xf32>, %t: tensor<2x8x16xf32>) -> tensor<1x2x3x16xf32> {\n"
+           "  %r = graph.lookup %a, %t {offset = -1 : i64, dims = array<i64: 1, 3>, entry = 1 : i64} : "
+           "tensor<1x2x3x16xf32>, tensor<2x8x16xf32> -> tensor<1x2x3x16xf32>\n"
+           "  func.return %r : tensor<1x2x3x16xf32>\n}")
+    module = Parser(make_context(), src).parse_module()
+    assert isinstance(module, ModuleOp)
+    module.verify()
+    op = next(o for o in module.walk() if isinstance(o, graph.LookupOp))
+    assert op.entry_dim == 1
+    rng = np.random.default_rng(0)
+    a = rng.integers(-3, 10, (1, 2, 3, 16)).astype(np.float32)
+    t = rng.standard_normal((2, 8, 16)).astype(np.float32)
+    want = evaluate(op, [a, t])
+    k = np.clip(a + 1, 0, 7).astype(int)
+    cb, lane = np.indices(a.shape)[1], np.indices(a.shape)[3]
+    np.testing.assert_array_equal(want, t[cb, k, lane])
+    for target in ("llvm -num-cores=1", "llvm -mcpu=haswell -num-cores=1"):
+        imported = ImportedModel(module=module.clone(), weights=WeightStore({}), input_names=["a", "t"],
+                                 output_names=["r"], input_shapes=[(1, 2, 3, 16), (2, 8, 16)],
+                                 output_shapes=[(1, 2, 3, 16)], opset=17)
+        (got,) = ziggurat.compile(imported, target=target)(a, t)
+        np.testing.assert_array_equal(got, want)
 
 
 def test_lookup_verifies_its_table():
@@ -164,7 +209,7 @@ def channel_model(conv: bool):
 @pytest.mark.parametrize("conv", [False, True], ids=["nchw", "blocked"])
 def test_per_channel_chain_is_one_lookup(conv, target):
     """With `per-channel`, per-channel constants on the way make one table per channel ([C, 256];
-    in a conv's blocked layout [C/b, b, 256], each vector lane reading its channel's table)."""
+    in a conv's blocked layout [C/b, 256, b], each vector lane reading its channel's column)."""
     model = channel_model(conv)
     graph_passes = "simplify-graph,fold-constants,cse,dce,quantized-lookup{per-channel=true},convert-layout,fuse-ops"
     m, found = compiled(model, target, graph_passes)

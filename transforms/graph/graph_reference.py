@@ -89,9 +89,9 @@ _COMPARE = {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.great
 def _lookup(op: graph.LookupOp, args: Sequence[np.ndarray]) -> np.ndarray:
     x, table = (np.asarray(a) for a in args)
     k = np.nan_to_num(x.astype(np.float64) - op.offset.value.data, nan=0.0)
-    k = np.clip(np.trunc(k), 0, table.shape[-1] - 1).astype(np.int64)
+    k = np.clip(np.trunc(k), 0, table.shape[op.entry_dim] - 1).astype(np.int64)
     grid = np.indices(x.shape, sparse=True)
-    return table[tuple(grid[d] for d in op.table_dims) + (k,)]
+    return table[tuple(op.table_index([grid[d] for d in op.table_dims], k))]
 
 
 def _reduce(op: graph.ReduceOp, args: Sequence[np.ndarray]) -> np.ndarray:

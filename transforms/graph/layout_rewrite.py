@@ -224,8 +224,9 @@ class Rewriter:
         return t
 
     def channel_tables(self, op: graph.LookupOp) -> SSAValue:
-        """A per-channel lookup's tables [C, n] as [C/b, b, n] (the padding channels' tables repeat
-        the last one: any finite values do); a single table as it is."""
+        """A per-channel lookup's tables [C, n] as [C/b, n, b] (entry dim 1: a vector's b lanes that
+        read the same entry read one line; the padding channels' tables repeat the last one: any
+        finite values do); a single table as it is."""
         t = op.table
         if not op.table_dims:
             return t
@@ -233,7 +234,7 @@ class Rewriter:
         arr = np.asarray(self.store[t.owner.ref.data])
         c, n = arr.shape
         b = self.block
-        padded = np.concatenate([arr, np.repeat(arr[-1:], -c % b, axis=0)]).reshape(-1, b, n)
+        padded = np.concatenate([arr, np.repeat(arr[-1:], -c % b, axis=0)]).reshape(-1, b, n).transpose(0, 2, 1)
         self.repacked.append(t.owner)
         name = self.store.add(f"{t.owner.ref.data}.NCHW{b}c", np.ascontiguousarray(padded))
         return self.insert(op, graph.ConstantOp(name, _tensor(t, padded.shape)))
@@ -333,7 +334,8 @@ class Rewriter:
                                  _tensor(res, blocked_shape(_shape(res), f"NCHW{b}c")))
         elif isinstance(op, graph.LookupOp):
             new = graph.LookupOp(self.bl[op.input], self.channel_tables(op), op.offset.value.data,
-                                 _tensor(res, blocked_shape(_shape(res), f"NCHW{b}c")), (1, 4) if op.table_dims else ())
+                                 _tensor(res, blocked_shape(_shape(res), f"NCHW{b}c")), (1, 4) if op.table_dims else (),
+                                 1 if op.table_dims else None)
         elif isinstance(op, graph.MaxPool2dOp):
             x = self.bl[op.input]
             new = MaxPool2dNchwcOp(x, _tensor(res, blocked_shape(_shape(res), f"NCHW{b}c")), _ints(op.kernel),

@@ -234,7 +234,8 @@ def fold_chains(f: func.FuncOp, store: WeightStore, min_cost: int, max_table: in
         hint = v.name_hint or v.owner.name.split(".")[1]  # type: ignore[union-attr]
         ref = store.add(f"lookup.{hint}", np.ascontiguousarray(table))
         const = graph.ConstantOp(ref, TensorType(_elt(v), list(table.shape)))
-        look = graph.LookupOp(chains.root[v], const.results[0], int(chains.ints[chains.root[v]].lo), v.type,
+        lo = int(chains.ints[chains.root[v]].lo)
+        look = graph.LookupOp(unclamped(chains.root[v], chains, lo, table.shape[-1]), const.results[0], lo, v.type,
                               () if axis is None else (axis,))
         carry(look, v.owner)  # type: ignore[arg-type]
         rewriter.insert_op([const, look], InsertPoint.after(v.owner))  # type: ignore[arg-type]
@@ -242,11 +243,43 @@ def fold_chains(f: func.FuncOp, store: WeightStore, min_cost: int, max_table: in
         v.replace_all_uses_with(look.results[0])
     made = len(tables)
     if made:
-        for op in reversed(list(block.ops)):
+        for op in reversed(list(block.ops)):  # the chains' ops, and the clamps a lookup reads around
+            if isinstance(op, _CLAMP_STEPS) and not any(r.uses for r in op.results):
+                rewriter.erase_op(op)
+                continue
             if op.results and all(r in members or r in chains.consts or r in chains.vectors for r in op.results) \
                     and not any(r.uses for r in op.results):
                 rewriter.erase_op(op)
     return made
+
+
+_CLAMP_STEPS = (graph.WhereOp, graph.CompareOp, graph.MaxOp, graph.MinOp)
+
+
+def unclamped(root: SSAValue, chains: _Chains, lo: int, n: int) -> SSAValue:
+    """What a lookup of `root` may read instead: the integer-valued `a` of a quantize step's
+    `where(m == m, m, lo)` with `m = min(max(a, lo), lo + n - 1)` (or without the guard), since the
+    lookup's own clamp into its n entries from `lo` and its NaN-to-entry-0 rule pick the same entry
+    for every `a`, infinities and NaN included (the guard's value must be `lo`: entry 0). Saves
+    the clamp's and the guard's vector ops; anything else returns `root`."""
+    v = root
+    op = v.owner
+    if isinstance(op, graph.WhereOp):
+        cond = op.operands[0].owner
+        if not (isinstance(cond, graph.CompareOp) and cond.kind.data == "eq" and cond.lhs == cond.rhs == op.operands[1]) \
+                or chains.consts.get(op.operands[2]) != lo:
+            return root
+        v = op.operands[1]
+    bounds = set()
+    for _ in range(2):
+        step = v.owner
+        if isinstance(step, graph.MaxOp | graph.MinOp) and step.operands[1] in chains.consts:
+            bounds.add((type(step), chains.consts[step.operands[1]]))
+            v = step.operands[0]
+    if bounds != {(graph.MaxOp, lo), (graph.MinOp, lo + n - 1)} or v not in chains.ints or _shape(v) != _shape(root) \
+            or _elt(v) != _elt(root):
+        return root
+    return v
 
 
 @dataclass(frozen=True)
@@ -265,7 +298,9 @@ class QuantizedLookupPass(ModulePass):
     sigmoid/erf 14, pow 20, the rest 1), becomes `graph.lookup %root, %table` with the
     table of its values for every value of the root, evaluated at compile time in float64
     and rounded once per op (as ONNX's QDQ semantics computes each node separately). The
-    ops only the chain used are erased.
+    ops only the chain used are erased. Where the root is a quantize step's clamp into the
+    table's range (and its NaN guard to the range's low end), the lookup reads the value before
+    them (`unclamped`): its own index clamp picks the same entries.
 
     With `per-channel`, a chain may also pass per-channel constants (a BatchNorm that a Q/DQ
     pair kept from its conv): its table is one per channel, `[C, n]` (`dims = [1]`; at most

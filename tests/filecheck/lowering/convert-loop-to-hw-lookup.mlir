@@ -40,6 +40,27 @@ func.func @per_lane(%x: memref<8xf32>, %t: memref<8x256xf32>, %y: memref<8xf32>)
 
 // -----
 
+// Per-lane tables with the lanes last (`[n, lanes]`, layout-rewrite's per-channel tables): the
+// entries are 8 elements apart, so the offsets are the lanes' indices times 8, plus the lane.
+// CHECK-LABEL: func.func @lanes_last
+// CHECK:         %[[EIGHT:.*]] = arith.constant dense<8> : vector<8xi32>
+// CHECK-NEXT:    %[[SCALED:.*]] = arith.muli %{{.*}}, %[[EIGHT]] : vector<8xi32>
+// CHECK-NEXT:    %[[IOTA:.*]] = arith.constant dense<[0, 1, 2, 3, 4, 5, 6, 7]> : vector<8xi32>
+// CHECK-NEXT:    %[[OFF:.*]] = arith.addi %[[SCALED]], %[[IOTA]] : vector<8xi32>
+// CHECK:         hw.vlookup %t[%{{.*}}, %{{.*}}], %[[OFF]], %{{.*}} : memref<256x8xf32>
+func.func @lanes_last(%x: memref<8xf32>, %t: memref<256x8xf32>, %y: memref<8xf32>) {
+  loop.for %c = 0 to 8 vectorized {
+    %v = loop.load %x[%c] : memref<8xf32>
+    %k = arith.fptosi %v : f32 to i32
+    %j = arith.index_cast %k : i32 to index
+    %w = loop.load %t[%j, %c] : memref<256x8xf32>
+    loop.store %w, %y[%c] : memref<8xf32>
+  }
+  func.return
+}
+
+// -----
+
 // An index made from lanes that anything but a table read uses keeps the loop scalar.
 // CHECK-LABEL: func.func @other_use
 // CHECK:         hw.not_vectorized = "'loop.store' uses an index made from lanes
