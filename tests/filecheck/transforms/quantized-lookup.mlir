@@ -1,7 +1,7 @@
 // RUN: python -c "import numpy as np; np.savez('%t.npz', s=np.float32(0.05), z=np.float32(128), lo=np.float32(0), hi=np.float32(255), zero=np.float32(0), s2=np.float32(0.03), v=np.ones(4, np.float32), g=np.arange(1, 5, dtype=np.float32).reshape(4, 1, 1))"
-// RUN: sed 's#WEIGHTS#%t.npz#' %s | ziggurat-opt -p quantized-lookup --split-input-file | filecheck %s
+// RUN: sed 's#WEIGHTS#%t.npz#' %s | ziggurat-opt -p 'quantized-lookup{per-channel=false}' --split-input-file | filecheck %s
 // RUN: sed 's#WEIGHTS#%t.npz#' %s | ziggurat-opt -p 'quantized-lookup{min-cost=100}' --split-input-file | filecheck %s --check-prefix=COSTLY
-// RUN: sed 's#WEIGHTS#%t.npz#' %s | ziggurat-opt -p 'quantized-lookup{per-channel=true}' --split-input-file | filecheck %s --check-prefix=PC
+// RUN: sed 's#WEIGHTS#%t.npz#' %s | ziggurat-opt -p quantized-lookup --split-input-file | filecheck %s --check-prefix=PC
 
 // A quantize step (round, zero point, clamp, NaN guard) makes %q a root of 256 values; the
 // dequantize, sigmoid and requantize after it become one table of 256 entries. The lookup
@@ -64,7 +64,7 @@ builtin.module attributes {graph.weights_file = "WEIGHTS"} {
 
 // -----
 
-// A per-channel constant (%g, along dim 1) ends a chain, unless `per-channel`: then the chain's
+// A per-channel constant (%g, along dim 1) ends a chain with `per-channel=false`; by default the chain's
 // table is one per channel, [4, 256], selected by result dim 1.
 // CHECK-LABEL: func.func @channels
 // CHECK-NOT:   graph.lookup
