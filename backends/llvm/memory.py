@@ -85,19 +85,32 @@ def _vmaskload(t: Translator, f: FuncState, op: Operation) -> None:
     f.vals[res] = f.b.call(fn, [p, I32(element_size(vt)), mask, zero])
 
 
-def _masked_gather(t: Translator, f: FuncState, op: Operation, indices, offsets) -> None:
-    """One `llvm.masked.gather` of `op`'s result: lane l at `buf[indices]` plus `offsets(lanes)`
-    (an i64 vector of byte offsets); masked-off lanes are 0 and not read."""
+def _masked_gather(t: Translator, f: FuncState, op: Operation, indices, offsets=None, elements=None) -> None:
+    """One `llvm.masked.gather` of `op`'s result: lane l at `buf[indices]` plus either `offsets(lanes)`
+    (an i64 vector of byte offsets, for constant strides: a splat of the base plus constants, which
+    x86 selects as one `vgatherdps`) or `elements(lanes)` (an i32 vector of element offsets made at
+    run time: one vector GEP of the scalar base, which keeps the base uniform so x86 selects one
+    `vgatherdps` with dword indices, where the splat form made two `vgatherqps` at 16 lanes);
+    masked-off lanes are 0 and not read."""
     res = op.results[0]
     vt = t.ty(res.type)
     b = f.b
     lanes = vt.count
-    p = b.ptrtoint(_lane_address(t, f, op.operands[0], indices, vt), I64)
-    it = ir.VectorType(I64, lanes)
-    undef = ir.Constant(it, ir.Undefined)
-    splat = b.shuffle_vector(b.insert_element(undef, p, I32(0)), undef, ir.Constant(ir.VectorType(I32, lanes), [I32(0)] * lanes))
     pvt = ir.VectorType(vt.element.as_pointer(), lanes)
-    ptrs = b.inttoptr(b.add(splat, offsets(it, element_size(vt.element))), pvt)
+    address = _lane_address(t, f, op.operands[0], indices, vt)
+    if elements is not None:
+        base = b.bitcast(address, vt.element.as_pointer())
+        ptrs = ir.instructions.GEPInstr(b.block, base, [elements(ir.VectorType(I32, lanes))], False, "",
+                                        source_etype=vt.element)
+        ptrs.type = pvt  # a vector GEP: one pointer per lane
+        b._insert(ptrs)
+    else:
+        p = b.ptrtoint(address, I64)
+        it = ir.VectorType(I64, lanes)
+        undef = ir.Constant(it, ir.Undefined)
+        splat = b.shuffle_vector(b.insert_element(undef, p, I32(0)), undef,
+                                 ir.Constant(ir.VectorType(I32, lanes), [I32(0)] * lanes))
+        ptrs = b.inttoptr(b.add(splat, offsets(it, element_size(vt.element))), pvt)
     mask = f.get(op.operands[-1])
     fn = t.decl.function(f"llvm.masked.gather.{suffix(vt)}.v{lanes}p0", vt, [pvt, I32, mask.type, vt])
     zero = ir.Constant(vt, [ir.Constant(vt.element, 0)] * lanes)
@@ -113,8 +126,7 @@ def _vgather(t: Translator, f: FuncState, op: Operation) -> None:
 
 def _vlookup(t: Translator, f: FuncState, op: Operation) -> None:
     """hw.vlookup: lane l at `buf[indices] + offsets[l]` elements."""
-    _masked_gather(t, f, op, op.operands[1:-2],
-                   lambda it, size: f.b.mul(f.b.sext(f.get(op.operands[-2]), it), ir.Constant(it, [I64(size)] * it.count)))
+    _masked_gather(t, f, op, op.operands[1:-2], elements=lambda it: f.get(op.operands[-2]))
 
 
 def _vmaskstore(t: Translator, f: FuncState, op: Operation) -> None:
