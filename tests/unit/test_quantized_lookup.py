@@ -4,6 +4,7 @@ still matches onnxruntime's literal QDQ semantics; the lookup clamps any index i
 
 from __future__ import annotations
 
+import re
 import numpy as np
 import onnxruntime as ort
 import pytest
@@ -109,6 +110,22 @@ def test_the_lookup_reads_before_the_clamp_at_any_value(signed):
     np.testing.assert_array_equal(got.reshape(-1)[:len(special)], ref.reshape(-1)[:len(special)])
     within_a_step(got, ref, 0.03)
     assert "llvm.masked.gather" in text
+
+
+@pytest.mark.parametrize("per_channel", [False, True], ids=["one_table", "per_channel"])
+def test_a_table_read_is_one_dword_gather(per_channel):
+    """At 16 lanes a lookup is one `vgatherdps` off the table's base with dword indices (a splat of the
+    base plus i64 offsets made two `vgatherqps` of 8 lanes each), for one table and per-channel tables
+    in the blocked layout alike; checked on the assembly of an AVX-512 target on any host."""
+    model = channel_model(True) if per_channel else activation_model("silu", (0.05, 1 / 255, 0.03), (128, 0, 10))
+    m = ziggurat.compile(model, target="llvm -mcpu=skylake-avx512 -num-cores=1", cache=False)
+    asm = m._keepalive.assembly()
+    assert re.search(r"vgatherdps\s+\(%\w+,%zmm\d+,4\), %zmm", asm)  # base + 4 * dword index, 16 lanes
+    if not per_channel:  # (the blocked model's layout transform has a strided gather of its own)
+        assert "vgatherqps" not in asm
+    if Target.parse("llvm").has("avx512f"):
+        x = (np.random.default_rng(2).standard_normal(CSHAPE if per_channel else SHAPE) * 3).astype(np.float32)
+        within_a_step(m(x)[0], literal(model, x), 1 / 255 if per_channel else 0.03)
 
 
 @settings(max_examples=8, deadline=None)
