@@ -249,7 +249,7 @@ def convert_gemm(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value
     if a_shape[1] != k:
         raise ctx.shape_error(f"A' {a_shape} and B' {(k, n)} do not multiply")
     out = (a_shape[0], n)
-    y = qdq_gemm(ctx, node)
+    y = None if attrs.get("transA", 0) else qdq_gemm(ctx, node, trans_b)
     if y is None:
         y = ctx.emit(graph.MatmulOp(a, b, tensor_type(out), transpose_b=trans_b))
     alpha = float32_literal(attrs.get("alpha", 1.0))

@@ -32,7 +32,7 @@ from xdsl.dialects.builtin import f32
 from xdsl.ir import SSAValue
 
 from ziggurat.dialects import graph
-from ziggurat.frontends.onnx.context import ConversionContext, element_type, shape_of
+from ziggurat.frontends.onnx.context import ConversionContext, attributes, element_type, shape_of
 from ziggurat.frontends.onnx.convert_qdq import constant_params
 from ziggurat.frontends.onnx.convert_quant import SI8, UI8, _bin, _cast, _const, _t, int8_matmul
 from ziggurat.lowering.qgemm import no_pair_saturates
@@ -69,6 +69,26 @@ def _zero_point(ctx: ConversionContext, zp: np.ndarray | None, label: str) -> SS
     return _const(ctx, np.ascontiguousarray(zp.astype(np.int32)), label)
 
 
+def _weight_gemm(ctx: ConversionContext, x: SSAValue, wt: np.ndarray, sx: np.ndarray, zx: np.ndarray | None,
+                 sw: np.ndarray, zw: np.ndarray | None, axis: int, column_axis: int, rank: int) -> tuple[bool, bool] | None:
+    """(per_column, pairs16) of the int8 GEMM of the run-time 8-bit `x` (per-tensor scale and zero point)
+    by the constant int8 weight `wt` (K x N), dequantized per tensor or per output column (the
+    DequantizeLinear's `axis` of the stored rank-`rank` weight is its `column_axis`); None where any of
+    that does not hold, or where the target's int8 dot product is AVX2's `vpmaddubsw` and a pair of
+    the weight's products could saturate it (stay float: exact). What qdq_matmul, qdq_gemm and
+    qdq_conv_1x1 check alike."""
+    n = wt.shape[1]
+    if element_type(x) not in (UI8, SI8) or sx.size != 1 or (zx is not None and zx.size != 1):
+        return None
+    per_column = sw.size == n and n > 1
+    if sw.size not in (1, n) or (per_column and axis % rank != column_axis) or (zw is not None and zw.size != sw.size):
+        return None
+    pairs16 = no_pair_saturates(wt)
+    if ctx.int8_dot == "avx2" and not pairs16:
+        return None
+    return per_column, pairs16
+
+
 def qdq_matmul(ctx: ConversionContext, node: onnx.NodeProto) -> SSAValue | None:
     """The int8 GEMM for MatMul `node` when its operands are dequantized as above; None otherwise."""
     dot = ctx.int8_dot
@@ -76,18 +96,11 @@ def qdq_matmul(ctx: ConversionContext, node: onnx.NodeProto) -> SSAValue | None:
     if found is None:
         return activation_matmul(ctx, node) if dot == "amx" else None
     xq, sx, zx, wq, w, sw, zw, axis = found
-    pairs16 = no_pair_saturates(w)
-    if dot == "avx2" and not pairs16:  # vpmaddubsw would saturate: stay float (exact)
-        return None
     x = ctx.value(xq)
-    n = w.shape[1]
-    if element_type(x) not in (UI8, SI8) or len(shape_of(x)) < 2 or sx.size != 1 or (zx is not None and zx.size != 1):
+    params = _weight_gemm(ctx, x, w, sx, zx, sw, zw, axis, 1, 2) if len(shape_of(x)) >= 2 else None
+    if params is None:
         return None
-    per_column = sw.size == n and n > 1
-    if sw.size not in (1, n) or (per_column and axis not in (1, -1)) or (zw is not None and zw.size != sw.size):
-        return None
-    return _scaled_product(ctx, x, ctx.value(wq), sx, zx, sw, zw, per_column, ctx.node_label or "qdq_matmul",
-                           pairs16)
+    return _scaled_product(ctx, x, ctx.value(wq), sx, zx, sw, zw, params[0], ctx.node_label or "qdq_matmul", params[1])
 
 
 def _scaled_product(ctx: ConversionContext, x: SSAValue, w: SSAValue, sx: np.ndarray, zx: np.ndarray | None,
@@ -123,39 +136,26 @@ def activation_matmul(ctx: ConversionContext, node: onnx.NodeProto) -> SSAValue 
     return _scaled_product(ctx, x, y, sx, zx, sy, zy, False, ctx.node_label or "qdq_matmul", False)
 
 
-def qdq_gemm(ctx: ConversionContext, node: onnx.NodeProto) -> SSAValue | None:
-    """`A @ B'` of a QDQ Gemm (transA 0; B' = B, or B transposed where transB is set) as the int8 GEMM
+def qdq_gemm(ctx: ConversionContext, node: onnx.NodeProto, trans_b: bool) -> SSAValue | None:
+    """`A @ B'` of a QDQ Gemm without transA (B' = B, or B transposed where `trans_b`) as the int8 GEMM
     when A is dequantized at run time and B is a dequantized constant int8 weight, per tensor or per
-    output column (axis 0 of a transposed B, axis 1 otherwise); else None. The weight is transposed
-    once, at compile time; alpha and C stay Gemm's float steps (`convert_nn.convert_gemm`). A
-    classifier head `Gemm(DQ(x), DQ(w), bias, transB=1)` at batch 1 reads a quarter of the float
-    weight's bytes this way."""
-    dot = ctx.int8_dot
-    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
-    if dot == "none" or attrs.get("transA", 0):
-        return None
-    found = _operands(ctx, node, 2)
+    output column; else None. The weight is transposed once, at compile time; alpha and C stay
+    Gemm's float steps (`convert_nn.convert_gemm`). A classifier head `Gemm(DQ(x), DQ(w), bias,
+    transB=1)` at batch 1 reads a quarter of the float weight's bytes this way."""
+    found = _operands(ctx, node, 2) if ctx.int8_dot != "none" else None
     if found is None:
         return None
     xq, sx, zx, wq, w, sw, zw, axis = found
-    trans_b = bool(attrs.get("transB", 0))
     wt = np.ascontiguousarray(w.T) if trans_b else w  # K x N
-    n = wt.shape[1]
     x = ctx.value(xq)
-    if element_type(x) not in (UI8, SI8) or len(shape_of(x)) != 2 or shape_of(x)[1] != wt.shape[0] \
-            or sx.size != 1 or (zx is not None and zx.size != 1):
+    if len(shape_of(x)) != 2 or shape_of(x)[1] != wt.shape[0]:
         return None
-    per_column = sw.size == n and n > 1
-    column_axis = 0 if trans_b else 1
-    if sw.size not in (1, n) or (per_column and axis not in (column_axis, column_axis - 2)) \
-            or (zw is not None and zw.size != sw.size):
-        return None
-    pairs16 = no_pair_saturates(wt)
-    if dot == "avx2" and not pairs16:  # vpmaddubsw would saturate: stay float (exact)
+    params = _weight_gemm(ctx, x, wt, sx, zx, sw, zw, axis, 0 if trans_b else 1, 2)
+    if params is None:
         return None
     label = ctx.node_label or "qdq_gemm"
     weight = _const(ctx, wt, f"{label}_wt") if trans_b else ctx.value(wq)
-    return _scaled_product(ctx, x, weight, sx, zx, sw, zw, per_column, label, pairs16)
+    return _scaled_product(ctx, x, weight, sx, zx, sw, zw, params[0], label, params[1])
 
 
 # Fewer channels than this on either side: the pointwise Conv stays a float one. Below it the GEMM is
@@ -172,10 +172,9 @@ def qdq_conv_1x1(ctx: ConversionContext, node: onnx.NodeProto) -> SSAValue | Non
     activations as its u8 operand, so it runs transposed: `X^T[(n h w), ci] @ W^T[ci, co]` (the weight
     transposed once, at compile time, per-channel scales per column), and the result goes back to NCHW.
     The bias (a constant, or a dequantized int32 one) is added in float as Conv's is."""
-    dot = ctx.int8_dot
-    if dot == "none" or len(node.input) < 2:
+    if ctx.int8_dot == "none" or len(node.input) < 2:
         return None
-    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    attrs = attributes(node)
     if attrs.get("group", 1) != 1 or any(v != 1 for v in attrs.get("strides", [1, 1])) \
             or any(v != 1 for v in attrs.get("dilations", [1, 1])) or any(attrs.get("pads", [0, 0, 0, 0])) \
             or attrs.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET", b"VALID", "VALID"):
@@ -191,16 +190,13 @@ def qdq_conv_1x1(ctx: ConversionContext, node: onnx.NodeProto) -> SSAValue | Non
     co, ci = w.shape[:2]
     if min(co, ci) < MIN_POINTWISE_CHANNELS:
         return None
-    if element_type(x) not in (UI8, SI8) or len(xs) != 4 or xs[1] != ci or sx.size != 1 \
-            or (zx is not None and zx.size != 1):
-        return None
-    per_channel = sw.size == co and co > 1
-    if sw.size not in (1, co) or (per_channel and axis != 0) or (zw is not None and zw.size != sw.size):
+    if len(xs) != 4 or xs[1] != ci:
         return None
     wt = np.ascontiguousarray(w.reshape(co, ci).T)  # [ci, co]: K x N
-    pairs16 = no_pair_saturates(wt)
-    if dot == "avx2" and not pairs16:  # vpmaddubsw would saturate: stay float (exact)
+    params = _weight_gemm(ctx, x, wt, sx, zx, sw, zw, axis, 0, 4)
+    if params is None:
         return None
+    per_channel, pairs16 = params
     label = ctx.node_label or "qdq_conv"
     n, _, h, wd = xs
     rows = ctx.emit(graph.TransposeOp(x, [0, 2, 3, 1], _t([n, h, wd, ci], element_type(x))))
