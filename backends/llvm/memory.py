@@ -85,48 +85,42 @@ def _vmaskload(t: Translator, f: FuncState, op: Operation) -> None:
     f.vals[res] = f.b.call(fn, [p, I32(element_size(vt)), mask, zero])
 
 
-def _masked_gather(t: Translator, f: FuncState, op: Operation, indices, offsets=None, elements=None) -> None:
-    """One `llvm.masked.gather` of `op`'s result: lane l at `buf[indices]` plus either `offsets(lanes)`
-    (an i64 vector of byte offsets, for constant strides: a splat of the base plus constants, which
-    x86 selects as one `vgatherdps`) or `elements(lanes)` (an i32 vector of element offsets made at
-    run time: one vector GEP of the scalar base, which keeps the base uniform so x86 selects one
-    `vgatherdps` with dword indices, where the splat form made two `vgatherqps` at 16 lanes);
-    masked-off lanes are 0 and not read."""
-    res = op.results[0]
-    vt = t.ty(res.type)
-    b = f.b
-    lanes = vt.count
-    pvt = ir.VectorType(vt.element.as_pointer(), lanes)
-    address = _lane_address(t, f, op.operands[0], indices, vt)
-    if elements is not None:
-        base = b.bitcast(address, vt.element.as_pointer())
-        ptrs = ir.instructions.GEPInstr(b.block, base, [elements(ir.VectorType(I32, lanes))], False, "",
-                                        source_etype=vt.element)
-        ptrs.type = pvt  # a vector GEP: one pointer per lane
-        b._insert(ptrs)
-    else:
-        p = b.ptrtoint(address, I64)
-        it = ir.VectorType(I64, lanes)
-        undef = ir.Constant(it, ir.Undefined)
-        splat = b.shuffle_vector(b.insert_element(undef, p, I32(0)), undef,
-                                 ir.Constant(ir.VectorType(I32, lanes), [I32(0)] * lanes))
-        ptrs = b.inttoptr(b.add(splat, offsets(it, element_size(vt.element))), pvt)
+def _masked_gather(t: Translator, f: FuncState, op: Operation, ptrs: ir.Value) -> None:
+    """One `llvm.masked.gather` of `op`'s result from the lanes' pointers `ptrs`; masked-off lanes are
+    0 and not read."""
+    vt = t.ty(op.results[0].type)
     mask = f.get(op.operands[-1])
-    fn = t.decl.function(f"llvm.masked.gather.{suffix(vt)}.v{lanes}p0", vt, [pvt, I32, mask.type, vt])
-    zero = ir.Constant(vt, [ir.Constant(vt.element, 0)] * lanes)
-    f.vals[res] = b.call(fn, [ptrs, I32(element_size(vt.element)), mask, zero])
+    fn = t.decl.function(f"llvm.masked.gather.{suffix(vt)}.v{vt.count}p0", vt, [ptrs.type, I32, mask.type, vt])
+    zero = ir.Constant(vt, [ir.Constant(vt.element, 0)] * vt.count)
+    f.vals[op.results[0]] = f.b.call(fn, [ptrs, I32(element_size(vt.element)), mask, zero])
 
 
 def _vgather(t: Translator, f: FuncState, op: Operation) -> None:
-    """hw.vgather: lane l at `buf[indices] + stride * l` elements."""
+    """hw.vgather: lane l at `buf[indices] + stride * l` elements: a splat of the base plus constant
+    i64 byte offsets, which x86 selects as one `vgatherdps` (as a vector GEP, LLVM hoists it into a
+    vector of pointers, which made qword gathers)."""
     stride = op.attributes["stride"].value.data  # type: ignore[attr-defined]
-    _masked_gather(t, f, op, op.operands[1:-1],
-                   lambda it, size: ir.Constant(it, [I64(i * size * stride) for i in range(it.count)]))
+    vt = t.ty(op.results[0].type)
+    b, lanes = f.b, vt.count
+    p = b.ptrtoint(_lane_address(t, f, op.operands[0], op.operands[1:-1], vt), I64)
+    it = ir.VectorType(I64, lanes)
+    undef = ir.Constant(it, ir.Undefined)
+    splat = b.shuffle_vector(b.insert_element(undef, p, I32(0)), undef, ir.Constant(ir.VectorType(I32, lanes), [I32(0)] * lanes))
+    offsets = ir.Constant(it, [I64(i * element_size(vt.element) * stride) for i in range(lanes)])
+    _masked_gather(t, f, op, b.inttoptr(b.add(splat, offsets), ir.VectorType(vt.element.as_pointer(), lanes)))
 
 
 def _vlookup(t: Translator, f: FuncState, op: Operation) -> None:
-    """hw.vlookup: lane l at `buf[indices] + offsets[l]` elements."""
-    _masked_gather(t, f, op, op.operands[1:-2], elements=lambda it: f.get(op.operands[-2]))
+    """hw.vlookup: lane l at `buf[indices] + offsets[l]` elements: one vector GEP of the scalar base
+    with the i32 offsets, which keeps the base uniform, so x86 selects one `vgatherdps` with dword
+    indices (a splat of the base plus i64 byte offsets made two `vgatherqps` at 16 lanes). llvmlite's
+    builder types a GEP from scalar indices only, so the vector GEP is made as an instruction here."""
+    vt = t.ty(op.results[0].type)
+    base = f.b.bitcast(_lane_address(t, f, op.operands[0], op.operands[1:-2], vt), vt.element.as_pointer())
+    ptrs = ir.instructions.GEPInstr(f.b.block, base, [f.get(op.operands[-2])], False, "", source_etype=vt.element)
+    ptrs.type = ir.VectorType(vt.element.as_pointer(), vt.count)  # one pointer per lane
+    f.b._insert(ptrs)
+    _masked_gather(t, f, op, ptrs)
 
 
 def _vmaskstore(t: Translator, f: FuncState, op: Operation) -> None:
