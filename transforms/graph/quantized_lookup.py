@@ -23,6 +23,7 @@ from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.transforms.dead_code_elimination import is_trivially_dead
 
 import ziggurat.dtypes as dtypes
 from ziggurat.dialects import graph
@@ -242,18 +243,11 @@ def fold_chains(f: func.FuncOp, store: WeightStore, min_cost: int, max_table: in
         look.results[0].name_hint = v.name_hint
         v.replace_all_uses_with(look.results[0])
     made = len(tables)
-    if made:
-        for op in reversed(list(block.ops)):  # the chains' ops, and the clamps a lookup reads around
-            if isinstance(op, _CLAMP_STEPS) and not any(r.uses for r in op.results):
-                rewriter.erase_op(op)
-                continue
-            if op.results and all(r in members or r in chains.consts or r in chains.vectors for r in op.results) \
-                    and not any(r.uses for r in op.results):
+    if made:  # the chains' ops, their constants and the clamps a lookup reads around, now unread
+        for op in reversed(list(block.ops)):
+            if is_trivially_dead(op):
                 rewriter.erase_op(op)
     return made
-
-
-_CLAMP_STEPS = (graph.WhereOp, graph.CompareOp, graph.MaxOp, graph.MinOp)
 
 
 def unclamped(root: SSAValue, chains: _Chains, lo: int, n: int) -> SSAValue:
