@@ -47,9 +47,9 @@ def define_qgemm(op: QGemmOp, b: Builder, x: Lookup) -> SSAValue:
 
 
 def define_lookup(op: LookupOp, b: Builder, x: Lookup) -> SSAValue:
-    """`table[i[dims].., clamp(x - offset, 0, n - 1)]` (the entry index at the op's `entry_dim`), the index made in float32 lanes (integers converted
-    first; NaN gives entry 0) so that the vectorizer keeps it in 32-bit lanes and reads the table
-    with one gather (convert-loop-to-hw's `hw.vlookup`)."""
+    """`table[i[dims].., clamp(x - offset, 0, n - 1)]` (the entry index at the op's `entry_dim`), the
+    index made in float32 lanes (integers converted first; NaN gives entry 0) so that the vectorizer
+    keeps it in 32-bit lanes and reads the table with one gather (convert-loop-to-hw's `hw.vlookup`)."""
     inp, table = x(op.input), x(op.table)
     n = shape_of(table)[op.entry_dim]
     dims = op.table_dims

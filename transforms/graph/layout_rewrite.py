@@ -332,10 +332,10 @@ class Rewriter:
             kind = op.kind.data if isinstance(op, graph.ReduceOp) else "mean"
             new = graph.ReduceOp(self.bl[op.input], kind, (2, 3), True,
                                  _tensor(res, blocked_shape(_shape(res), f"NCHW{b}c")))
-        elif isinstance(op, graph.LookupOp):
+        elif isinstance(op, graph.LookupOp):  # per-channel tables: [C/b, n, b], selected by channel block and lane
+            dims, entry = ((1, 4), 1) if op.table_dims else ((), None)
             new = graph.LookupOp(self.bl[op.input], self.channel_tables(op), op.offset.value.data,
-                                 _tensor(res, blocked_shape(_shape(res), f"NCHW{b}c")), (1, 4) if op.table_dims else (),
-                                 1 if op.table_dims else None)
+                                 _tensor(res, blocked_shape(_shape(res), f"NCHW{b}c")), dims, entry)
         elif isinstance(op, graph.MaxPool2dOp):
             x = self.bl[op.input]
             new = MaxPool2dNchwcOp(x, _tensor(res, blocked_shape(_shape(res), f"NCHW{b}c")), _ints(op.kernel),
