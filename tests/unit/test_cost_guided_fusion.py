@@ -3,6 +3,8 @@ the right numbers, as fewer kernels than the rules make."""
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import onnx
 import pytest
@@ -344,3 +346,39 @@ def test_repeated_groups_are_priced_once_and_decide_the_same(monkeypatch) -> Non
     ziggurat.compile(model, pipeline=GUIDED, after_pass=lambda p, m, s: seen_apart.__setitem__(p.name, str(m)))
     assert seen["fuse-ops"] == seen_apart["fuse-ops"]
     assert 0 < shared < len(calls)
+
+
+def test_a_fresh_machine_measures_its_peaks_once_before_pricing_in_two_processes(tmp_path, monkeypatch) -> None:
+    """No cached roofline yet (a fresh machine): the peaks are measured once, in this process, before
+    the prices are shared with a forked child. Were each process to measure its own (at the same
+    moment, so each saw the other's load), one decision would compare prices on two rooflines.
+    Here the child would measure 10x lower peaks: the decisions equal those of fixed peaks."""
+    from ziggurat.backends.llvm import codegen_pool
+    from ziggurat.transforms.costs import cost_oracle
+    from ziggurat.transforms.costs.cost_oracle import Peaks
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setenv(codegen_pool.JOBS_ENV, "2")
+    main = os.getpid()
+    measured = []
+
+    def peaks() -> Peaks:
+        measured.append(os.getpid())
+        return Peaks(100.0, 20.0) if os.getpid() == main else Peaks(10.0, 2.0)
+
+    monkeypatch.setattr(cost_oracle, "measure_peaks", peaks)
+    axes = helper.make_tensor("axes", TensorProto.INT64, [1], [1])
+    nodes = []
+    for k, src in enumerate(["x", "y0", "y1", "y2"]):  # different widths: distinct groups, priced in a batch
+        nodes += [helper.make_node("ReduceMax", [src, "axes"], [f"m{k}"], keepdims=1),
+                  helper.make_node("Sub", [src, f"m{k}"], [f"d{k}"]), helper.make_node("Exp", [f"d{k}"], [f"e{k}"]),
+                  helper.make_node("ReduceSum", [f"e{k}", "axes"], [f"s{k}"], keepdims=1),
+                  helper.make_node("Div", [f"e{k}", f"s{k}"], [f"y{k}"])]
+    nodes.append(helper.make_node("Identity", ["y3"], ["y"]))
+    model = _model(nodes, (8, 96), [axes])
+    seen: dict[str, str] = {}
+    fresh = "simplify-graph,fold-constants,cse,dce,fuse-ops{cost-guided=true}"
+    ziggurat.compile(model, pipeline=fresh, after_pass=lambda p, m, s: seen.__setitem__("fresh", str(m)))
+    assert measured == [main]
+    ziggurat.compile(model, pipeline=GUIDED, after_pass=lambda p, m, s: seen.__setitem__("fixed", str(m)))
+    assert seen["fresh"] == seen["fixed"]

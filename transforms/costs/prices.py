@@ -42,6 +42,11 @@ def make_price(peak_gflops: float, bandwidth_gbs: float, database: str, vector_w
         Path(db_path).parent.mkdir(parents=True, exist_ok=True)
         Path(db_path).touch()
     oracle = oracle_from_options(peak_gflops, bandwidth_gbs, db_path)
+    # The machine's peaks are read (on a fresh machine: measured and cached) here, before `Prices` may
+    # fork: measured in the child and this process apart, at the same moment, the two would price the
+    # groups of one decision on different rooflines (whisper's first compile chose 4 of 12 matmul
+    # weights in panels, and ran 2x slower).
+    oracle.peaks  # noqa: B018
 
     def price(ops: list[Operation]) -> float:
         try:
