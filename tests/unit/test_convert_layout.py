@@ -375,3 +375,26 @@ def test_a_spatial_pool_reduces_the_blocked_tensor() -> None:
     for pool in pools:
         assert pool.kind.data == "mean"
         assert pool.input.type.get_shape() == (1, 2, 8, 8, 16) and pool.result.type.get_shape() == (1, 2, 1, 1, 16)
+
+
+@pytest.mark.parametrize("groups", [32, 4])
+def test_cost_guided_layout_prices_grouped_convs(groups):
+    """`convert-layout{cost-guided=true}` prices a region holding a depthwise or grouped conv (whose
+    blocked twin repacks its weight: pricing builds it on a scratch store of the region's weights,
+    and crashed on an assertion before) and the model still matches onnxruntime."""
+    rng = np.random.default_rng(groups)
+    nodes, inits = [], []
+    h = _conv_bn_relu(nodes, inits, rng, "x", 32, 32, 1, 1, "pw1")
+    h = _conv_bn_relu(nodes, inits, rng, h, 32, 32, 3, 1, "g", group=groups)
+    h = _conv_bn_relu(nodes, inits, rng, h, 32, 24, 1, 1, "pw2", relu=False)
+    nodes.append(helper.make_node("Identity", [h], ["y"]))
+    x = rng.standard_normal((1, 32, 14, 14)).astype(np.float32)
+    model = _model(nodes, x.shape, (1, 24, 14, 14), inits)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    (ref,) = sess.run(None, {"x": x})
+    guided = LAYOUT.replace("convert-layout{block=%d}", "convert-layout{block=16 cost-guided=true "
+                                                          "peak-gflops=100 bandwidth-gbs=20}")
+    assert guided != LAYOUT
+    compiled = ziggurat.compile(model, target="llvm -num-cores=1", pipeline=guided)
+    (got,) = compiled(x)
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)

@@ -39,6 +39,7 @@ from ziggurat.lowering.convert_graph_to_te import build_kernel
 from ziggurat.lowering.topi import COMPUTE_DEFS
 from ziggurat.transforms.graph.layout_rewrite import Rewriter
 from ziggurat.transforms.costs.kernels import lower_kernel
+from ziggurat.weights import WeightStore
 
 TRACE = "default-schedule"
 
@@ -137,8 +138,10 @@ def _scratch(region: list[Operation]) -> tuple[func.FuncOp, list[Operation]]:
     return fn, clones
 
 
-def price_region(region: list[Operation], block: int, opts) -> tuple[bool, float, float]:
-    """(keep the blocked layout?, NCHW cost in us, blocked cost in us) of one region."""
+def price_region(region: list[Operation], block: int, opts, store: WeightStore | None = None) -> tuple[bool, float, float]:
+    """(keep the blocked layout?, NCHW cost in us, blocked cost in us) of one region. `store` holds the
+    weights the region reads (a grouped conv's blocked twin repacks its weight): the blocked twin is
+    built on a scratch store of those, so pricing adds nothing to the module's store."""
     db = None
     if opts.measure:
         path = Path(opts.database) if opts.database else default_database_path()
@@ -155,7 +158,11 @@ def price_region(region: list[Operation], block: int, opts) -> tuple[bool, float
     pricer = _Pricer(oracle, db, opts.measure, block)
     before = sum(pricer.op(op) for op in region)
     fn, clones = _scratch(region)
-    rw = Rewriter(block, None)
+    scratch = None
+    if store is not None:
+        refs = {op.ref.data for op in fn.body.block.ops if isinstance(op, graph.ConstantOp)}
+        scratch = WeightStore({r: store[r] for r in refs if r in store})
+    rw = Rewriter(block, scratch)
     for op in clones:
         rw.rewrite(op)
     rw.finish()

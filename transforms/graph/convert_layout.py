@@ -122,7 +122,7 @@ class ConvertLayoutPass(ModulePass):
                 from ziggurat.transforms.costs.layout_costs import price_region
 
                 for k, region in enumerate(regions):
-                    decisions[k] = price_region(region, self.block, self)
+                    decisions[k] = price_region(region, self.block, self, store)
             for k, region in enumerate(regions):
                 keep, before, after = decisions.get(k, (True, 0.0, 0.0))
                 if not keep:
