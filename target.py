@@ -414,6 +414,15 @@ class Target:
         return "vnni" if self.has("avx512vnni") else ("avx2" if self.has("avx2") else "none")
 
     @property
+    def lookup_cost(self) -> int:
+        """What one vector of table reads (`graph.lookup`: a gather) costs, counted in vector ops: the
+        `min-cost` of quantized-lookup (lowering/pipelines.py), below which an elementwise chain of a
+        quantized value stays arithmetic. AMD's Zen cores run gathers as microcode: on a Zen 5 host
+        (2026-12-02), int8 MobileNetV3 and RegNet ran 1.13-1.15x faster with chains up to 28 ops kept
+        arithmetic than with the 16 measured on Intel AVX-512 hosts, bit for bit the same outputs."""
+        return 28 if self.llvm_cpu.startswith("znver") else 16
+
+    @property
     def vector_width(self) -> int:
         """f32 lanes in one vector register of this target (AArch64: NEON's 128 bits; wasm32: simd128's
         128 bits, else 1: scalar code)."""

@@ -61,3 +61,17 @@ def test_skip_and_options_edit_a_stage_without_string_surgery() -> None:
 def test_bad_opt_level_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="opt level must be one of"):
         pipelines.default_pipeline(7, AVX2)
+
+
+def test_the_target_cost_of_a_table_read_reaches_quantized_lookup() -> None:
+    """AMD Zen targets keep longer chains arithmetic (`Target.lookup_cost`); the others' pipelines
+    leave quantized-lookup at its own default, which is the LOOKUP_COST the builder compares with."""
+    from ziggurat.transforms.graph.quantized_lookup import QuantizedLookupPass
+
+    assert QuantizedLookupPass().min_cost == pipelines.LOOKUP_COST
+    for cpu, cost in (("haswell", None), ("skylake-avx512", None), ("sapphirerapids", None), ("znver3", 28),
+                      ("znver4", 28), ("znver5", 28)):
+        tgt = Target.parse(f"llvm -mcpu={cpu}")
+        assert tgt.lookup_cost == (cost or pipelines.LOOKUP_COST)
+        stage = pipelines.graph_stage(3, tgt)
+        assert (f"quantized-lookup{{min-cost={cost}}}" in stage) if cost else (",quantized-lookup," in stage)

@@ -38,7 +38,8 @@ MAX_ENTRIES = 1 << 15
 
 # What an op of a chain costs per element, in vector ops (a division: about 6 on AVX-512 hosts;
 # a transcendental function: its polynomial); the rest cost 1. A gather from a table costs
-# about MIN_COST: chains below it stay arithmetic.
+# about `min-cost` (the pass option; the pipelines give the target's `Target.lookup_cost`):
+# chains below it stay arithmetic.
 _COST = {graph.DivOp: 6, graph.ExpOp: 12, graph.TanhOp: 12, graph.SigmoidOp: 14, graph.ErfOp: 14,
          graph.LogOp: 12, graph.PowOp: 20, graph.SqrtOp: 4}
 
@@ -301,8 +302,9 @@ class QuantizedLookupPass(ModulePass):
     32768 entries), read in the blocked layout as `[C/16, n, 16]`, one column per vector lane
     (lanes that read the same entry read one line). On by default.
 
-    **Options:** `min-cost` (int, default 16), `max-table` (int, default 256), `per-channel`
-    (bool, default true).
+    **Options:** `min-cost` (int, default 16; the default pipelines give the target's
+    `Target.lookup_cost`: 28 on AMD Zen cores, whose gathers are microcode), `max-table` (int,
+    default 256), `per-channel` (bool, default true).
 
     Example (a dequantize, SiLU and a requantize of a uint8 value `%q`):
     ```mlir
