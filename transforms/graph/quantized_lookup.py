@@ -117,6 +117,10 @@ class _Chains:
         elif isinstance(op, graph.MaxOp | graph.MinOp) and r[0] and r[1]:
             f = max if isinstance(op, graph.MaxOp) else min
             out = _Ints(f(r[0].lo, r[1].lo), f(r[0].hi, r[1].hi), r[0].nan_free and r[1].nan_free)
+        elif isinstance(op, graph.WhereOp) and (bound := _select_bound(op)) is not None and r[1] and r[2]:
+            c = r[2].lo  # where(a > c, a, c) is max(a, c), where(a < c, a, c) min(a, c); NaN goes to c
+            f = max if bound == "gt" else min
+            out = _Ints(f(r[1].lo, c), f(r[1].hi, c), r[2].nan_free)
         elif isinstance(op, graph.WhereOp) and r[1] and r[2]:
             cond = ops[0].owner
             guarded = (isinstance(cond, graph.CompareOp) and cond.kind.data == "eq" and cond.lhs == cond.rhs == ops[1])
@@ -155,6 +159,16 @@ class _Chains:
                 return None
             self.axis[op.results[0]] = d
         return root
+
+
+def _select_bound(op: graph.WhereOp) -> str | None:
+    """'gt' for `where(a > c, a, c)`, 'lt' for `where(a < c, a, c)` (simplify-graph's form of a
+    quantize step's clamp: a bound by a select, NaN to the bound), else None."""
+    cond = op.cond.owner
+    if isinstance(cond, graph.CompareOp) and cond.kind.data in ("gt", "lt") and cond.lhs == op.lhs \
+            and cond.rhs == op.rhs:
+        return cond.kind.data
+    return None
 
 
 def _one_axis(shape: tuple[int, ...], out: tuple[int, ...]) -> int | None:
@@ -253,13 +267,14 @@ def fold_chains(f: func.FuncOp, store: WeightStore, min_cost: int, max_table: in
 
 def unclamped(root: SSAValue, chains: _Chains, lo: int, n: int) -> SSAValue:
     """What a lookup of `root` may read instead: the integer-valued `a` of a quantize step's
-    `where(m == m, m, lo)` with `m = min(max(a, lo), lo + n - 1)` (or without the guard), since the
+    `where(m == m, m, lo)` with `m = min(max(a, lo), lo + n - 1)` (or without the guard; or the
+    clamp as two selects, `where(a > lo, a, lo)` and `where(b < hi, b, hi)`), since the
     lookup's own clamp into its n entries from `lo` and its NaN-to-entry-0 rule pick the same entry
     for every `a`, infinities and NaN included (the guard's value must be `lo`: entry 0). Saves
     the clamp's and the guard's vector ops; anything else returns `root`."""
     v = root
     op = v.owner
-    if isinstance(op, graph.WhereOp):
+    if isinstance(op, graph.WhereOp) and _select_bound(op) is None:
         cond = op.operands[0].owner
         if not (isinstance(cond, graph.CompareOp) and cond.kind.data == "eq" and cond.lhs == cond.rhs == op.operands[1]) \
                 or chains.consts.get(op.operands[2]) != lo:
@@ -271,6 +286,9 @@ def unclamped(root: SSAValue, chains: _Chains, lo: int, n: int) -> SSAValue:
         if isinstance(step, graph.MaxOp | graph.MinOp) and step.operands[1] in chains.consts:
             bounds.add((type(step), chains.consts[step.operands[1]]))
             v = step.operands[0]
+        elif isinstance(step, graph.WhereOp) and (bound := _select_bound(step)) and step.rhs in chains.consts:
+            bounds.add((graph.MaxOp if bound == "gt" else graph.MinOp, chains.consts[step.rhs]))  # NaN -> the bound
+            v = step.lhs
     if bounds != {(graph.MaxOp, lo), (graph.MinOp, lo + n - 1)} or v not in chains.ints or _shape(v) != _shape(root) \
             or _elt(v) != _elt(root):
         return root

@@ -237,7 +237,13 @@ class RemoveExactCastPair(_WithWeights):
     """cast(cast(x : f32 -> int) -> f32) ==> where(x == x, x, 0) where x is an integer inside the
     int type's range but for NaN (which the casts make 0): a quantize-dequantize pair's
     `clamp(round(x / s) + zp, lo, hi)` through uint8 and back is that float already, and the
-    compare and select cost fewer vector instructions than the saturating cast and its way back."""
+    compare and select cost fewer vector instructions than the saturating cast and its way back.
+
+    Where x is `min(max(a, 0), hi)` (a uint8 or uint16 quantize step's clamp, whose low end is the
+    guard's 0), the clamp and guard become `where(b < hi, b, hi)` of `b = where(a > 0, a, 0)`:
+    the same float for every `a` (NaN and -0.0 go to +0.0, as the guard and IEEE maximum send
+    them), and x86's max and min instructions each (2 instructions where the NaN-propagating
+    clamp and the guard took 6)."""
 
     def __init__(self, store: WeightStore):
         super().__init__(store)
@@ -258,12 +264,40 @@ class RemoveExactCastPair(_WithWeights):
         if span is None or not (lo <= span[0] and span[1] <= hi):
             return
         x = inner.input
+        selects = self._select_clamp(x)
+        if selects:
+            rewriter.replace(op, selects)
+            return
         if self._zero is None:  # one weight for every guard (cse then merges the constants)
             self._zero = self.constant("cast_pair.zero", np.zeros((), np.float32)).ref.data
         zero = graph.ConstantOp(self._zero, TensorType(builtin.f32, []))
         ordered = graph.CompareOp(x, x, "eq", x.type)
         keep = graph.WhereOp(ordered.result, x, zero.result, x.type)
         rewriter.replace(op, [zero, ordered, keep])
+
+    def _select_clamp(self, x: SSAValue) -> list[Operation]:
+        """`b = where(a > 0, a, 0)`, `where(b < hi, b, hi)` for `x = min(max(a, 0), hi)` with scalar
+        constant bounds; [] for any other `x`."""
+        top = x.owner
+        if not isinstance(top, graph.MinOp) or not isinstance(low := top.lhs.owner, graph.MaxOp):
+            return []
+        lo_v, hi_v = self._through_reshapes(low.rhs), self._through_reshapes(top.rhs)
+        if lo_v is None or hi_v is None or lo_v.size != 1 or hi_v.size != 1 or float(lo_v.reshape(())) != 0.0 \
+                or np.signbit(lo_v.reshape(())) or not float(hi_v.reshape(())) > 0.0:
+            return []
+        a = low.lhs
+        if a.type != x.type:
+            return []
+        above = graph.CompareOp(a, low.rhs, "gt", a.type)
+        b = graph.WhereOp(above.result, a, low.rhs, a.type)
+        below = graph.CompareOp(b.result, top.rhs, "lt", a.type)
+        return [above, b, below, graph.WhereOp(below.result, b.result, top.rhs, a.type)]
+
+    def _through_reshapes(self, v: SSAValue) -> np.ndarray | None:
+        """The constant `v` holds, looking through reshapes (fold-constants runs after this pass)."""
+        while isinstance(v.owner, graph.ReshapeOp):
+            v = v.owner.input
+        return self.value(v)
 
     def _integral(self, v: SSAValue, depth: int) -> tuple[float, float] | None:
         """(min, max) of `v`'s elements where each is an integer or +-inf (rounded values, and
