@@ -378,7 +378,9 @@ class SimplifyGraphPass(ModulePass):
       same after a rank-2 matmul, with weights rewritten at compile time; any other
       `batch_norm(x) ==> x * a + c` with per-channel constants (or ops on computed parameters);
     - `cast(cast(x : f32 -> ui8/i8/ui16/i16) -> f32) ==> where(x == x, x, 0)` where x is a clamped,
-      rounded value inside the integer range (an int8 model's quantize-dequantize pair).
+      rounded value inside the integer range (an int8 model's quantize-dequantize pair); for a
+      uint8/uint16 step's `x = min(max(a, 0), hi)`, `==> where(b < hi, b, hi)` of
+      `b = where(a > 0, a, 0)` instead (the same values, NaN to 0; x86's max and min).
     Ops left dead are erased; run `cse` and `dce` after it for the rest.
 
     Example:
