@@ -45,6 +45,20 @@ def layer_norm_model(shape=(2, 8, 64)) -> onnx.ModelProto:
     return _model(nodes, shape, [scale, bias])
 
 
+def softmax_chain_model(n: int, shape=(8, 96)) -> onnx.ModelProto:
+    """`n` softmax chains one after another (each reads the last one's result)."""
+    axes = helper.make_tensor("axes", TensorProto.INT64, [1], [1])
+    nodes = []
+    for k in range(n):
+        src = "x" if k == 0 else f"y{k - 1}"
+        nodes += [helper.make_node("ReduceMax", [src, "axes"], [f"m{k}"], keepdims=1),
+                  helper.make_node("Sub", [src, f"m{k}"], [f"d{k}"]), helper.make_node("Exp", [f"d{k}"], [f"e{k}"]),
+                  helper.make_node("ReduceSum", [f"e{k}", "axes"], [f"s{k}"], keepdims=1),
+                  helper.make_node("Div", [f"e{k}", f"s{k}"], [f"y{k}"])]
+    nodes.append(helper.make_node("Identity", [f"y{n - 1}"], ["y"]))
+    return _model(nodes, shape, [axes])
+
+
 def _softmax_ref(x: np.ndarray) -> np.ndarray:
     e = np.exp(x - x.max(axis=1, keepdims=True))
     return e / e.sum(axis=1, keepdims=True)
@@ -320,15 +334,7 @@ def test_repeated_groups_are_priced_once_and_decide_the_same(monkeypatch) -> Non
 
     monkeypatch.setenv(codegen_pool.JOBS_ENV, "1")
 
-    axes = helper.make_tensor("axes", TensorProto.INT64, [1], [1])
-    nodes = []
-    for k, src in enumerate(["x", "y0"]):
-        nodes += [helper.make_node("ReduceMax", [src, "axes"], [f"m{k}"], keepdims=1),
-                  helper.make_node("Sub", [src, f"m{k}"], [f"d{k}"]), helper.make_node("Exp", [f"d{k}"], [f"e{k}"]),
-                  helper.make_node("ReduceSum", [f"e{k}", "axes"], [f"s{k}"], keepdims=1),
-                  helper.make_node("Div", [f"e{k}", f"s{k}"], [f"y{k}"])]
-    nodes.append(helper.make_node("Identity", ["y1"], ["y"]))
-    model = _model(nodes, (8, 96), [axes])
+    model = softmax_chain_model(2)
     calls = []
     real = prices.make_price
 
@@ -367,15 +373,7 @@ def test_a_fresh_machine_measures_its_peaks_once_before_pricing_in_two_processes
         return Peaks(100.0, 20.0) if os.getpid() == main else Peaks(10.0, 2.0)
 
     monkeypatch.setattr(cost_oracle, "measure_peaks", peaks)
-    axes = helper.make_tensor("axes", TensorProto.INT64, [1], [1])
-    nodes = []
-    for k, src in enumerate(["x", "y0", "y1", "y2"]):  # different widths: distinct groups, priced in a batch
-        nodes += [helper.make_node("ReduceMax", [src, "axes"], [f"m{k}"], keepdims=1),
-                  helper.make_node("Sub", [src, f"m{k}"], [f"d{k}"]), helper.make_node("Exp", [f"d{k}"], [f"e{k}"]),
-                  helper.make_node("ReduceSum", [f"e{k}", "axes"], [f"s{k}"], keepdims=1),
-                  helper.make_node("Div", [f"e{k}", f"s{k}"], [f"y{k}"])]
-    nodes.append(helper.make_node("Identity", ["y3"], ["y"]))
-    model = _model(nodes, (8, 96), [axes])
+    model = softmax_chain_model(4)  # a round's candidate groups: more than MIN_BATCH, priced in a batch
     seen: dict[str, str] = {}
     fresh = "simplify-graph,fold-constants,cse,dce,fuse-ops{cost-guided=true}"
     ziggurat.compile(model, pipeline=fresh, after_pass=lambda p, m, s: seen.__setitem__("fresh", str(m)))
