@@ -133,6 +133,11 @@ def host_arch() -> str:
     """This machine's architecture, as `triple_arch` names it."""
     return _ARCH_ALIASES.get(platform.machine().lower(), platform.machine().lower())
 
+# Vector ops one table read costs (`Target.lookup_cost`): on Intel hosts (quantized-lookup's own default
+# `min-cost`) and on AMD Zen cores.
+LOOKUP_COST = 16
+ZEN_LOOKUP_COST = 28
+
 # LLVM x86 CPU names -> the instruction sets ziggurat reads from them (a target given by
 # -mcpu alone). tests/unit/test_target.py checks each entry against the code LLVM emits.
 _V3 = ("avx", "avx2", "fma")
@@ -420,7 +425,7 @@ class Target:
         quantized value stays arithmetic. AMD's Zen cores run gathers as microcode: on a Zen 5 host
         (2026-12-02), int8 MobileNetV3 and RegNet ran 1.13-1.15x faster with chains up to 28 ops kept
         arithmetic than with the 16 measured on Intel AVX-512 hosts, bit for bit the same outputs."""
-        return 28 if self.llvm_cpu.startswith("znver") else 16
+        return ZEN_LOOKUP_COST if self.llvm_cpu.startswith("znver") else LOOKUP_COST
 
     @property
     def vector_width(self) -> int:

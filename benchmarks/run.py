@@ -240,11 +240,13 @@ def _shared_models(folder: Path, only: set[str] | None):
     if not folder.is_dir():
         print(f"skipping shared models: {folder} does not exist", file=sys.stderr)
         return []
-    found = sorted(d for d in folder.iterdir() if (d / "model.onnx").exists() and (only is None or d.name in only))
-    usable = [d for d in found if (d / "inputs.npz").exists() and (d / "expected.npz").exists()]
-    for d in sorted(set(found) - set(usable)):  # the dynamic-axes models ship inputs per shape
-        print(f"skipping {d.name}: no inputs.npz and expected.npz (a model with dynamic axes: "
-              "python -m benchmarks.dynamic_models times those)", file=sys.stderr)
+    usable = []
+    for d in sorted(d for d in folder.iterdir() if (d / "model.onnx").exists() and (only is None or d.name in only)):
+        if (d / "inputs.npz").exists() and (d / "expected.npz").exists():
+            usable.append(d)
+        else:  # the dynamic-axes models ship inputs per shape
+            print(f"skipping {d.name}: no inputs.npz and expected.npz (a model with dynamic axes: "
+                  "python -m benchmarks.dynamic_models times those)", file=sys.stderr)
     return usable
 
 

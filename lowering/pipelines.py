@@ -53,7 +53,7 @@ from functools import cache
 
 from xdsl.passes import ModulePass, PassPipeline
 
-from ziggurat.target import Target
+from ziggurat.target import LOOKUP_COST, Target
 
 GRAPH: dict[int, tuple[str, ...]] = {
     0: (),
@@ -120,11 +120,6 @@ OPT_LEVELS = tuple(sorted(GRAPH))
 STAGE_ENDS = frozenset({TO_LOOP[-1], *(p[-1] for p in MODULE.values() if p)})
 
 
-# quantized-lookup's own `min-cost` (the cost of a table read on Intel hosts): pipelines name the option
-# only for targets whose reads cost otherwise (`Target.lookup_cost`), so the others' strings stay as they were.
-LOOKUP_COST = 16
-
-
 def _width(t: Target) -> dict[str, object]:
     return {"vector-width": t.vector_width}
 
@@ -140,6 +135,8 @@ def _registers(t: Target) -> dict[str, object]:
 # key is a registered pass and every option one of its fields.
 TARGET_OPTIONS: dict[str, Callable[[Target, int], dict[str, object]]] = {
     "convert-layout": lambda t, level: {"block": t.vector_width},
+    # named only where a read costs other than quantized-lookup's own default (LOOKUP_COST): the other
+    # targets' strings stay as they were
     "quantized-lookup": lambda t, level: {} if t.lookup_cost == LOOKUP_COST else {"min-cost": t.lookup_cost},
     "pack-weight-panels": lambda t, level: {"width": t.vector_width},
     "loop-dynamic-schedule": lambda t, level: _width(t),

@@ -29,6 +29,7 @@ import ziggurat.dtypes as dtypes
 from ziggurat.dialects import graph
 from ziggurat.dialects.graph_dtype import CastOp
 from ziggurat.lowering.locations import carry
+from ziggurat.target import LOOKUP_COST
 from ziggurat.transforms.graph.graph_reference import LANEWISE, apply, supports
 from ziggurat.transforms.graph.weight_binding import bodies_with_weights
 from ziggurat.weights import WeightStore
@@ -341,7 +342,7 @@ class QuantizedLookupPass(ModulePass):
     """
 
     name = "quantized-lookup"
-    min_cost: int = 16
+    min_cost: int = LOOKUP_COST
     max_table: int = 256
     per_channel: bool = True
 

@@ -54,6 +54,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ziggurat.dialects import loop
+from ziggurat.transforms.loop.plan_memory import memref_nbytes
 from ziggurat.transforms.schedule.nest import ReduceNest, depends, packable_a, packable_b, prepacked, stride
 
 BLOCKING = (8, 7, 6, 4, 3, 2)
@@ -247,20 +248,14 @@ def _blocks_inside(nest: ReduceNest, second: tuple[int, int] | None) -> list[int
     `REREAD_BYTES`, once per step of it: every pass of the output-channel blocks then reads the whole
     input map again from memory. Segformer's 1x1 fuse conv (1024 -> 256 channels over 64x64: a 16 MB
     input read 8 times) ran at 41 GFLOP/s so, 52 of the model's 67 ms. None: as written."""
-    if second is None:
+    if second is None or nest.spatial[second[0]].trip_count // second[1] < 2:
         return None
-    d, factor = second
-    steps = nest.spatial[d].trip_count // factor
+    d = second[0]
     var = nest.update.vars[d]
     memo: dict = {}
     for o in nest.update.body.walk():
-        if not isinstance(o, loop.LoadOp) or o.buffer == nest.out or any(depends(i, var, memo) for i in o.indices):
-            continue
-        t = o.buffer.type
-        size = max(1, getattr(t.element_type, "bitwidth", 32) // 8)
-        for n in t.get_shape():
-            size *= n
-        if steps >= 2 and size > REREAD_BYTES:
+        if isinstance(o, loop.LoadOp) and o.buffer != nest.out and memref_nbytes(o.buffer.type) > REREAD_BYTES \
+                and not any(depends(i, var, memo) for i in o.indices):
             return [k for k in range(len(nest.spatial) - 1) if k != d] + [d]
     return None
 
