@@ -46,9 +46,16 @@ class QGemmOp(IRDLOperation):
     weight, that no pair of consecutive-k products of b with unsigned bytes
     leaves int16: `vpmaddubsw` is exact; its te block is then `qgemm_s16`).
 
+    The wide form holds the same 8-bit values widened to i16: `a` `[..., M, K]`
+    i16 and `b` `[..., K/2, 2*N]` i16 (`B[k, j]` at `[k // 2, 2 * j + k % 2]`),
+    the layout of `vpmaddwd`: AVX2's exact int8 GEMM for weights that would
+    saturate `vpmaddubsw` (te block `qgemm_w16`, tensorized onto
+    `x86_avx2_s16_8x2` on any target with AVX2).
+
     ```mlir
     %c = graph.qgemm %a, %b : tensor<8x64xui8>, tensor<16x128xi8> -> tensor<8x32xi32>
     %d = graph.qgemm %a, %b {pairs16} : tensor<8x64xui8>, tensor<16x128xi8> -> tensor<8x32xi32>
+    %e = graph.qgemm %a16, %b16 : tensor<8x64xi16>, tensor<32x64xi16> -> tensor<8x32xi32>
     ```
     """
 
@@ -65,19 +72,29 @@ class QGemmOp(IRDLOperation):
         super().__init__(operands=[a, b], result_types=[result_type],
                          properties={"pairs16": UnitAttr()} if pairs16 else {})
 
+    @property
+    def group(self) -> int:
+        """k values per packed lane of b: 4 bytes (vpdpbusd, vpmaddubsw) or 2 int16 (vpmaddwd)."""
+        return 2 if _elt(self.a) == IntegerType(16) else 4
+
     def verify_(self) -> None:
         a, b, r = shape_of(self.a), shape_of(self.b), shape_of(self.result)
-        require(_elt(self.a) == IntegerType(8, Signedness.UNSIGNED), self, f"a must hold ui8, got {self.a.type}")
-        require(_elt(self.b) == IntegerType(8), self, f"b must hold i8 (signed), got {self.b.type}")
+        g = self.group
+        if g == 2:
+            require(_elt(self.b) == IntegerType(16), self, f"b must hold i16 with an i16 a, got {self.b.type}")
+            require(self.pairs16 is None, self, "pairs16 applies to 8-bit operands only")
+        else:
+            require(_elt(self.a) == IntegerType(8, Signedness.UNSIGNED), self, f"a must hold ui8 (or i16), got {self.a.type}")
+            require(_elt(self.b) == IntegerType(8), self, f"b must hold i8 (signed), got {self.b.type}")
         require(_elt(self.result) == IntegerType(32), self, f"the result must hold i32, got {self.result.type}")
         require(len(a) >= 2 and len(b) >= 2, self, "a and b need at least 2 dims")
         m, k = a[-2:]
-        kq, n4 = b[-2:]
-        require(k % 4 == 0 and kq * 4 == k, self, f"a's K = {k} must be a multiple of 4 and equal 4 x b's dim -2 ({kq})")
-        require(n4 % 64 == 0, self, f"b's last dim {n4} must be 4 x N with N a multiple of 16")
+        kq, ng = b[-2:]
+        require(k % 4 == 0 and kq * g == k, self, f"a's K = {k} must be a multiple of 4 and equal {g} x b's dim -2 ({kq})")
+        require(ng % (16 * g) == 0, self, f"b's last dim {ng} must be {g} x N with N a multiple of 16")
         batch_b = b[:-2]
         require(len(batch_b) == 0 or batch_b == a[:-2], self, f"b's batch dims {batch_b} must be empty or equal a's {a[:-2]}")
-        want = (*a[:-2], m, n4 // 4)
+        want = (*a[:-2], m, ng // g)
         require(r == want, self, f"result shape {r} should be {want}")
 
 

@@ -10,6 +10,7 @@ instruction. The backend emits the LLVM intrinsic and needs the CPU feature in
 %q = x86vec.bcast_group %a4 : vector<4xi8> -> vector<64xi8>
 %c1 = x86vec.dpbusd %c0, %q, %b : vector<16xi32>, vector<64xi8>, vector<64xi8>
 %d1 = x86vec.maddubs_dot %d0, %q8, %b8 : vector<8xi32>, vector<32xi8>, vector<32xi8>
+%e1 = x86vec.maddwd_dot %e0, %p16, %w16 : vector<8xi32>, vector<16xi16>, vector<16xi16>
 %f1 = x86vec.dpbf16ps %f0, %x, %y : vector<16xf32>, vector<32xbf16>, vector<32xbf16>
 ```
 """
@@ -120,6 +121,30 @@ class MaddubsDotOp(_U8S8DotOp):
 
 
 @irdl_op_definition
+class MaddwdDotOp(_DotOp):
+    """`vpmaddwd` then `vpaddd`: each i32 lane adds the products of 2 signed 16-bit values of `lhs`
+    with 2 of `rhs`, summed in i32: exact for any int16 inputs but (-32768)^2 pairs (never reached
+    by widened 8-bit values). AVX2's exact int8 GEMM for weights that would saturate
+    `maddubs_dot`: both operands widened to int16 (lowering/qgemm.py `WIDE16_BLOCK`).
+
+    ```mlir
+    %c1 = x86vec.maddwd_dot %c0, %a_i16, %b_i16 : vector<8xi32>, vector<16xi16>, vector<16xi16>
+    ```
+    """
+
+    name = "x86vec.maddwd_dot"
+    GROUP: ClassVar[int] = 2
+    ACC_KIND: ClassVar[str] = "i32"
+    IN_KIND: ClassVar[str] = "i16"
+
+    def _acc_ok(self, t: Attribute) -> bool:
+        return _is_int(t, 32)
+
+    def _in_ok(self, t: Attribute) -> bool:
+        return _is_int(t, 16)
+
+
+@irdl_op_definition
 class Dpbf16psOp(_DotOp):
     """`vdpbf16ps`: each f32 lane adds the dot product of 2 bf16 pairs (AVX512-BF16).
 
@@ -177,7 +202,8 @@ class BcastGroupOp(IRDLOperation):
 FEATURES: dict[str, dict[int, str]] = {
     DpbusdOp.name: {128: "avxvnni", 256: "avxvnni", 512: "avx512vnni"},
     MaddubsDotOp.name: {128: "avx", 256: "avx2", 512: "avx512bw"},
+    MaddwdDotOp.name: {128: "avx", 256: "avx2", 512: "avx512bw"},
     Dpbf16psOp.name: {128: "avx512bf16", 256: "avx512bf16", 512: "avx512bf16"},
 }
 
-X86Vec = Dialect("x86vec", [DpbusdOp, MaddubsDotOp, Dpbf16psOp, BcastGroupOp], [])
+X86Vec = Dialect("x86vec", [DpbusdOp, MaddubsDotOp, MaddwdDotOp, Dpbf16psOp, BcastGroupOp], [])

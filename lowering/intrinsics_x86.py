@@ -7,6 +7,10 @@
 - `x86_avx2_u8s8_8x4`: the same at 8 lanes with AVX2's `vpmaddubsw` +
   `vpmaddwd` (`x86vec.maddubs_dot`): exact where no pair of products
   saturates int16 (lowering/qgemm.py `no_pair_saturates` decides where it is used).
+- `x86_avx2_s16_8x2`: 8 i32 lanes, each += 2 int16 of `a` (shared) times
+  that lane's 2 int16 of `b` (`[k/2][N][2]`), one `vpmaddwd` + `vpaddd`
+  (`x86vec.maddwd_dot`): exact for widened 8-bit operands, AVX2's int8 GEMM
+  for weights that would saturate `vpmaddubsw`.
 - `x86_bf16_16x2`: the same with bf16 pairs into 16 f32 lanes, one
   `vdpbf16ps` (AVX512-BF16); `b` is packed `[k/2][N][2]`.
 """
@@ -20,6 +24,7 @@ from ziggurat.dialects import hw, x86vec
 from ziggurat.lowering.tensor_intrin import Access, TensorIntrin
 
 I8 = IntegerType(8)
+I16 = IntegerType(16)
 I32 = IntegerType(32)
 BF16 = BFloat16Type()
 F32 = Float32Type()
@@ -55,6 +60,7 @@ func.func @{name}(%a: memref<{group}x{in_t}>, %b: memref<{wide}x{in_t}>, %c: mem
 
 VNNI_DESC = dot_description("vnni_u8s8_16x4", 4, 16, "i8", "i32", "arith.extui", "arith.extsi", "arith.muli", "arith.addi")
 AVX2_DESC = dot_description("avx2_u8s8_8x4", 4, 8, "i8", "i32", "arith.extui", "arith.extsi", "arith.muli", "arith.addi")
+AVX2_S16_DESC = dot_description("avx2_s16_8x2", 2, 8, "i16", "i32", "arith.extsi", "arith.extsi", "arith.muli", "arith.addi")
 BF16_DESC = dot_description("bf16_16x2", 2, 16, "bf16", "f32", "arith.extf", "arith.extf", "arith.mulf", "arith.addf")
 
 
@@ -86,6 +92,12 @@ X86_INTRINSICS = (TensorIntrin(
     features=("avx2",),
     doc="8 i32 lanes += 4 u8 (broadcast) x 4 s8 per lane: vpmaddubsw, vpmaddwd with ones, vpaddd "
         "(pairs of products saturate int16: used where the weights keep them in range)",
+), TensorIntrin(
+    name="x86_avx2_s16_8x2",
+    description=AVX2_S16_DESC,
+    implement=_dot_emitter(VectorType(I16, [2]), VectorType(I16, [16]), VectorType(I32, [8]), x86vec.MaddwdDotOp),
+    features=("avx2",),
+    doc="8 i32 lanes += 2 i16 (broadcast) x 2 i16 per lane: vpmaddwd, vpaddd (exact)",
 ), TensorIntrin(
     name="x86_bf16_16x2",
     description=BF16_DESC,

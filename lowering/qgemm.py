@@ -102,7 +102,12 @@ def pack_b(b: np.ndarray, n_pad: int | None = None, k_pad: int | None = None) ->
 EXACT16_BLOCK = "qgemm_s16"
 """The te/loop block of a `graph.qgemm {pairs16}`: its int16 pairs cannot saturate, so AVX2's
 `vpmaddubsw` is exact on it; a plain `qgemm` block stays scalar on AVX2."""
-QGEMM_BLOCKS = ("qgemm", EXACT16_BLOCK)
+WIDE16_BLOCK = "qgemm_w16"
+"""The te/loop block of a `graph.qgemm` over int16 operands (8-bit values widened, B packed
+`[K/2][2 N]`): AVX2's exact int8 GEMM for weights that would saturate `vpmaddubsw`, 8 lanes of
+`vpmaddwd` (`x86_avx2_s16_8x2`) on any target with AVX2."""
+QGEMM_BLOCKS = ("qgemm", EXACT16_BLOCK, WIDE16_BLOCK)
+WIDE16_DOT = ("x86_avx2_s16_8x2", 8, 4)
 
 DOTS = {"vnni": (INTRIN, 16, 8), "avx2": ("x86_avx2_u8s8_8x4", 8, 4)}
 PARALLEL_MACS = 1 << 18
@@ -135,10 +140,13 @@ def schedule_qgemm(fn, block: str = "qgemm", dot: str | None = None) -> bool:
     nest, which is correct but scalar) for a target without one. A GEMM of `PARALLEL_MACS` or
     more runs its outermost loop with two or more trips `parallel`."""
     from ziggurat.target import Target
-    from ziggurat.transforms.loop.primitives.api import Schedule
 
     if dot is None:
         dot = Target.parse("llvm").int8_dot
+    if block == WIDE16_BLOCK:  # int16 operands: vpmaddwd wherever AVX2 is (VNNI and AMX hosts have it)
+        if dot == "none":
+            return False
+        return _tensorize(fn, block, *WIDE16_DOT)
     if dot == "amx":  # whole C blocks in AMX tiles over all of K (lowering/qgemm_amx.py)
         from ziggurat.lowering.qgemm_amx import schedule_qgemm_amx
 
@@ -146,7 +154,14 @@ def schedule_qgemm(fn, block: str = "qgemm", dot: str | None = None) -> bool:
         return True
     if dot not in DOTS or (dot == "avx2" and block != EXACT16_BLOCK):  # vpmaddubsw saturates pairs
         return False
-    intrin, lanes, max_rows = DOTS[dot]
+    return _tensorize(fn, block, *DOTS[dot])
+
+
+def _tensorize(fn, block: str, intrin: str, lanes: int, max_rows: int) -> bool:
+    """Register blocks of at most `max_rows` rows x 2 vectors of `lanes` columns, the k groups
+    outside them, each step tensorized onto `intrin` (its group: the innermost k loop)."""
+    from ziggurat.transforms.loop.primitives.api import Schedule
+
     s = Schedule(fn)
     nb = len(s.get_loops(block)) - 4
     s.decompose_reduction(block, s.get_loops(block)[0])
@@ -171,7 +186,7 @@ def schedule_qgemm(fn, block: str = "qgemm", dot: str | None = None) -> bool:
     # batch, column panel, row block, k quads, then the register block (rows, vectors), lanes, 4 k
     order = [*cur[:nb], jo, io, cur[-2], ii, jv, jl, cur[-1]]
     s.reorder(*[x for x in order if x is not None])
-    if m * n * cur[-2].op.trip_count * 4 >= PARALLEL_MACS:
+    if m * n * cur[-2].op.trip_count * cur[-1].op.trip_count >= PARALLEL_MACS:
         first = next((lp for lp in s.get_loops(block)[:nb + 2] if lp.op.trip_count >= 2), None)
         if first is not None:
             s.parallel(first)

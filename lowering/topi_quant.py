@@ -18,7 +18,7 @@ from xdsl.ir import SSAValue
 
 from ziggurat.dtypes import is_unsigned
 from ziggurat.dialects.graph_quant import LookupOp, QGemmOp
-from ziggurat.lowering.qgemm import EXACT16_BLOCK
+from ziggurat.lowering.qgemm import EXACT16_BLOCK, WIDE16_BLOCK
 from ziggurat.lowering.te_builder import Expr, compute, reduce
 from ziggurat.lowering.topi_base import Define, Lookup, shape_of
 
@@ -32,18 +32,21 @@ def define_qgemm(op: QGemmOp, b: Builder, x: Lookup) -> SSAValue:
     batch = len(a_shape) - 2
     b_batched = len(b_shape) > 2
 
+    g = op.group
+
     def body(e: Expr, i: Sequence[SSAValue], r: Sequence[SSAValue]) -> SSAValue:
         ko, ki = r
         lead = list(i[:batch])
         row, col = i[batch], i[batch + 1]
-        xa = e.read(a, lead + [row, e.affine([(ko, 4), (ki, 1)])])
-        wb = e.read(w, (lead if b_batched else []) + [ko, e.affine([(col, 4), (ki, 1)])])
-        xe = e._add(arith.ExtUIOp(xa, I32))
+        xa = e.read(a, lead + [row, e.affine([(ko, g), (ki, 1)])])
+        wb = e.read(w, (lead if b_batched else []) + [ko, e.affine([(col, g), (ki, 1)])])
+        xe = e._add(arith.ExtSIOp(xa, I32) if g == 2 else arith.ExtUIOp(xa, I32))
         we = e._add(arith.ExtSIOp(wb, I32))
         return e._add(arith.MuliOp(xe, we))
 
-    tag = EXACT16_BLOCK if op.pairs16 is not None else "qgemm"  # lowering/qgemm.py: AVX2 takes qgemm_s16 only
-    return reduce(b, tag, "add", 0, op.result.type, [k // 4, 4], body)  # type: ignore[arg-type]
+    # lowering/qgemm.py: AVX2 takes qgemm_s16 (vpmaddubsw) and qgemm_w16 (vpmaddwd) only
+    tag = WIDE16_BLOCK if g == 2 else (EXACT16_BLOCK if op.pairs16 is not None else "qgemm")
+    return reduce(b, tag, "add", 0, op.result.type, [k // g, g], body)  # type: ignore[arg-type]
 
 
 def define_lookup(op: LookupOp, b: Builder, x: Lookup) -> SSAValue:

@@ -7,6 +7,7 @@ CPU has AVX-512 VNNI (`c` on such a host), and the C compiler gets what it makes
                           saturating vpdpbusds)
     x86vec.maddubs_dot -> the same with each pair of products summed with int16 saturation first
                           (vpmaddubsw, then vpmaddwd with ones)
+    x86vec.maddwd_dot  -> acc[i] + a[2i] * b[2i] + a[2i+1] * b[2i+1] in int32 (int16 inputs: vpmaddwd, vpaddd)
     x86vec.dpbf16ps    -> CompileError (bf16 has no C type here)
 """
 
@@ -60,8 +61,20 @@ def _maddubs_dot(e: Emitter, op: Operation) -> None:
     e.define(op.results[0], f"{name}({e.get(acc)}, {e.get(a)}, {e.get(b)})")
 
 
+def _maddwd_dot(e: Emitter, op: Operation) -> None:
+    acc, a, b = op.operands
+    at, vt = e.types.c(acc.type), e.types.c(a.type)
+    n = e.types.lanes(acc.type)  # type: ignore[arg-type]
+    name = f"zg_maddwd_{at}_{vt}"
+    e.helper(name, f"static inline {at} {name}({at} acc, {vt} a, {vt} b) {{ for (int i = 0; i < {n}; ++i) {{ "
+                   "int32_t s = (int32_t)a[2 * i] * (int32_t)b[2 * i] + (int32_t)a[2 * i + 1] * (int32_t)b[2 * i + 1]; "
+                   "acc[i] = (int32_t)((uint32_t)acc[i] + (uint32_t)s); } return acc; }")
+    e.define(op.results[0], f"{name}({e.get(acc)}, {e.get(a)}, {e.get(b)})")
+
+
 X86_HANDLERS = {
     "x86vec.bcast_group": _bcast_group,
     "x86vec.dpbusd": _dpbusd,
     "x86vec.maddubs_dot": _maddubs_dot,
+    "x86vec.maddwd_dot": _maddwd_dot,
 }

@@ -7,6 +7,7 @@ a CPU that would stop it with SIGILL.
 
     x86vec.dpbusd (512-bit)   -> @llvm.x86.avx512.vpdpbusd.512(<16 x i32>, <64 x i8>, <64 x i8>)
     x86vec.maddubs_dot (256-bit) -> @llvm.x86.avx2.pmadd.ub.sw, @llvm.x86.avx2.pmadd.wd with ones, add
+    x86vec.maddwd_dot (256-bit) -> @llvm.x86.avx2.pmadd.wd, add
     x86vec.dpbf16ps (512-bit) -> @llvm.x86.avx512bf16.dpbf16ps.512(<16 x float>, <32 x bfloat>, <32 x bfloat>)
     x86vec.bcast_group        -> bitcast to i32, splat, bitcast back
     amx.tile_config           -> a 64-byte palette-1 block on the stack, @llvm.x86.ldtilecfg
@@ -84,6 +85,15 @@ def _maddubs_dot(t: Translator, f: FuncState, op: Operation) -> None:
     f.vals[op.results[0]] = f.b.add(acc, quads)
 
 
+def _maddwd_dot(t: Translator, f: FuncState, op: Operation) -> None:
+    """acc + pmaddwd(lhs, rhs): i16 x i16 products summed in i32 pairs (exact)."""
+    acc, lhs, rhs = (f.get(v) for v in op.operands)
+    _, wd, feature = _MADDUBS[acc.type.count * 32]
+    require_feature(t, op, feature)
+    pairs = f.b.call(t.decl.function(f"llvm.{wd}", acc.type, [lhs.type, rhs.type]), [lhs, rhs])
+    f.vals[op.results[0]] = f.b.add(acc, pairs)
+
+
 def _bcast_group(t: Translator, f: FuncState, op: Operation) -> None:
     src = f.get(op.operands[0])
     rt = t.ty(op.results[0].type)
@@ -156,6 +166,7 @@ def _tile_release(t: Translator, f: FuncState, op: Operation) -> None:
 X86_HANDLERS = {
     "x86vec.dpbusd": _dot,
     "x86vec.maddubs_dot": _maddubs_dot,
+    "x86vec.maddwd_dot": _maddwd_dot,
     "x86vec.dpbf16ps": _dot,
     "x86vec.bcast_group": _bcast_group,
     "amx.tile_config": _tile_config,

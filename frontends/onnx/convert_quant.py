@@ -33,6 +33,7 @@ from ziggurat.frontends.onnx.context import ConversionContext, Value, attributes
 I32 = IntegerType(32)
 UI8 = IntegerType(8, Signedness.UNSIGNED)
 SI8 = IntegerType(8)
+I16 = IntegerType(16)
 
 
 def _t(shape: Sequence[int], elt) -> TensorType:
@@ -87,11 +88,13 @@ def _zero_point(ctx: ConversionContext, node: onnx.NodeProto, index: int, what: 
 
 
 def int8_matmul(ctx: ConversionContext, a: SSAValue, b: SSAValue, za: SSAValue | None, zb: SSAValue | None,
-                label: str, pairs16: bool = False) -> SSAValue:
+                label: str, form: str = "") -> SSAValue:
     """(a - za) @ (b - zb) in i32 for 8-bit a [..., M, K] and b [..., K, N] (2-D b broadcasts);
-    za is a scalar or per row of a ([M]), zb a scalar or per column of b ([N]). `pairs16`: the
-    caller checked that b (signed) keeps every int16 pair of products in range (`graph.qgemm`'s
-    property: AVX2's int8 GEMM may run it)."""
+    za is a scalar or per row of a ([M]), zb a scalar or per column of b ([N]). `form`: 'pairs16',
+    the caller checked that b (signed) keeps every int16 pair of products in range (`graph.qgemm`'s
+    property: AVX2's `vpmaddubsw` GEMM may run it); 'wide16', both operands widened to int16 and b
+    packed `[K/2][2 N]` (`graph.qgemm`'s wide form: AVX2's exact `vpmaddwd` GEMM); '' the 8-bit
+    form for the target's int8 dot product."""
     a_shape, b_shape = list(shape_of(a)), list(shape_of(b))
     if len(a_shape) < 2 or len(b_shape) < 2 or a_shape[-1] != b_shape[-2]:
         raise ctx.shape_error(f"cannot multiply {a_shape} by {b_shape}")
@@ -116,11 +119,14 @@ def int8_matmul(ctx: ConversionContext, a: SSAValue, b: SSAValue, za: SSAValue |
     ap = _pad_last2(ctx, a, 0, kp - k, f"{label}_a")
     bp = _pad_last2(ctx, b, kp - k, np_ - n, f"{label}_b")
     lead = list(shape_of(bp)[:-2])
-    packed = _reshape(ctx, bp, lead + [kp // 4, 4, np_])
+    g, lane_t = (2, I16) if form == "wide16" else (4, SI8)
+    if g == 2:  # through f32: exact for 8-bit values, and int <-> float casts have vector forms (extui has none)
+        ap, bp = _cast(ctx, _cast(ctx, ap, f32), I16), _cast(ctx, bp, I16)
+    packed = _reshape(ctx, bp, lead + [kp // g, g, np_])
     perm = list(range(len(lead))) + [len(lead), len(lead) + 2, len(lead) + 1]
-    packed = ctx.emit(graph.TransposeOp(packed, perm, _t(lead + [kp // 4, np_, 4], SI8)))
-    packed = _reshape(ctx, packed, lead + [kp // 4, 4 * np_])
-    c = ctx.emit(QGemmOp(ap, packed, _t(a_shape[:-2] + [m, np_], I32), pairs16=pairs16 and not zb_shift))
+    packed = ctx.emit(graph.TransposeOp(packed, perm, _t(lead + [kp // g, np_, g], lane_t)))
+    packed = _reshape(ctx, packed, lead + [kp // g, g * np_])
+    c = ctx.emit(QGemmOp(ap, packed, _t(a_shape[:-2] + [m, np_], I32), pairs16=form == "pairs16" and not zb_shift))
     if np_ != n:
         starts = [0] * len(shape_of(c))
         c = ctx.emit(graph.SliceOp(c, starts, [1] * len(starts), _t(a_shape[:-2] + [m, n], I32)))

@@ -111,14 +111,23 @@ def test_int8_gemm_runs_in_parallel_with_its_accumulators_in_registers():
     check(m(x)[0], literal(model, x))
 
 
-def test_avx2_keeps_full_range_weights_float():
-    """Full-range int8 weights could saturate vpmaddubsw's int16 pairs: on AVX2 the MatMul stays a
-    float one (exact), where onnxruntime's AVX2 kernels would saturate."""
-    model = qdq_matmul(16, 32, 16)
-    m = ziggurat.compile(model, target="llvm -mcpu=haswell -num-cores=1", cache=False)
-    assert "vpmaddubsw" not in m._keepalive.assembly()
-    x = (np.random.default_rng(3).standard_normal((16, 32)) * 3).astype(np.float32)
-    check(m(x)[0], literal(model, x))
+@pytest.mark.parametrize("m,k,n", [(16, 32, 16), (5, 70, 33), (64, 384, 96)])
+def test_avx2_runs_full_range_weights_on_vpmaddwd_exactly(m, k, n):
+    """Full-range int8 weights could saturate vpmaddubsw's int16 pairs (where onnxruntime's AVX2
+    kernels do): on AVX2 the MatMul is the wide int8 GEMM instead, both operands widened to int16,
+    `vpmaddwd` and no `vpmaddubsw`, exact (the literal QDQ result but for ties)."""
+    from ziggurat.dialects.graph_quant import QGemmOp
+    from ziggurat.frontends.onnx import import_onnx
+
+    model = qdq_matmul(m, k, n)
+    gemms = [op for op in import_onnx(model, int8_dot="avx2").module.walk() if isinstance(op, QGemmOp)]
+    assert [op.group for op in gemms] == [2]  # graph.qgemm's wide form
+    c = ziggurat.compile(model, target="llvm -mcpu=haswell -num-cores=1", cache=False)
+    asm = c._keepalive.assembly()
+    assert "vpmaddwd" in asm and "vpmaddubsw" not in asm
+    if Target.parse("llvm").has("avx2"):
+        x = (np.random.default_rng(3).standard_normal((m, k)) * 3).astype(np.float32)
+        check(c(x)[0], literal(model, x))
 
 
 @settings(max_examples=40, deadline=None)
@@ -304,7 +313,8 @@ def qdq_gemm(m: int, k: int, n: int, trans_b: bool, seed: int = 0, seven: bool =
 @example(m=3, k=64, n=33, trans_b=False, seed=1)
 def test_qdq_gemm_is_an_int8_gemm_and_matches_onnxruntime(m, k, n, trans_b, seed):
     """A QDQ Gemm (a classifier head: batch rows, transB, a dequantized int32 bias) runs as the int8 GEMM
-    on VNNI and AMX and, with 7-bit weights, on AVX2; results match the literal QDQ semantics."""
+    on VNNI and AMX and on AVX2 (7-bit weights: vpmaddubsw, full-range: the wide form on vpmaddwd);
+    results match the literal QDQ semantics."""
     from ziggurat.lowering.qgemm import no_pair_saturates
 
     model = qdq_gemm(m, k, n, trans_b, seed, seven=bool(seed % 2))
@@ -314,6 +324,7 @@ def test_qdq_gemm_is_an_int8_gemm_and_matches_onnxruntime(m, k, n, trans_b, seed
     for target in TARGETS:
         compiled = ziggurat.compile(model, target=target)
         dot = Target.parse(target).int8_dot
-        int8 = dot in ("amx", "vnni") or (dot == "avx2" and no_pair_saturates(w.T if trans_b else w))
-        assert ("qgemm" in compiled.info["llvm_ir"]) == int8, target
+        assert "qgemm" in compiled.info["llvm_ir"], target  # AVX2: vpmaddubsw (7-bit) or vpmaddwd
+        if dot == "avx2":
+            assert ("pmadd.ub.sw" in compiled.info["llvm_ir"]) == no_pair_saturates(w.T if trans_b else w), target
         check(compiled(x)[0], ref)

@@ -37,3 +37,11 @@ func.func @maddubs_lanes(%c: vector<8xi32>, %a: vector<64xi8>) {
   func.return
 }
 // CHECK: 'x86vec.maddubs_dot' op lhs must be vector<32xi8> for a 8-lane accumulator, got vector<64xi8>
+
+// -----
+
+func.func @maddwd_bytes(%c: vector<8xi32>, %a: vector<16xi8>) {
+  %r = x86vec.maddwd_dot %c, %a, %a : vector<8xi32>, vector<16xi8>, vector<16xi8>
+  func.return
+}
+// CHECK: 'x86vec.maddwd_dot' op lhs must be vector<16xi16> for a 8-lane accumulator, got vector<16xi8>

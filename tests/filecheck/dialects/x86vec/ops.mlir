@@ -24,6 +24,13 @@ func.func @avx2(%c: vector<8xi32>, %q: vector<32xi8>, %b: vector<32xi8>) -> vect
   func.return %r : vector<8xi32>
 }
 
+// CHECK-LABEL: func.func @avx2_wide
+func.func @avx2_wide(%c: vector<8xi32>, %a: vector<16xi16>, %b: vector<16xi16>) -> vector<8xi32> {
+  // CHECK-NEXT: %r = x86vec.maddwd_dot %c, %a, %b : vector<8xi32>, vector<16xi16>, vector<16xi16>
+  %r = x86vec.maddwd_dot %c, %a, %b : vector<8xi32>, vector<16xi16>, vector<16xi16>
+  func.return %r : vector<8xi32>
+}
+
 // CHECK-LABEL: func.func @bf16
 func.func @bf16(%f: vector<8xf32>, %x: vector<16xbf16>, %y: vector<16xbf16>) -> vector<8xf32> {
   // CHECK-NEXT: %r = x86vec.dpbf16ps %f, %x, %y : vector<8xf32>, vector<16xbf16>, vector<16xbf16>
