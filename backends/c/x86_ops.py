@@ -36,40 +36,30 @@ def _bcast_group(e: Emitter, op: Operation) -> None:
     e.define(res, f"({e.types.c(res.type)})({splat}){{{', '.join([word] * (rbytes // 4))}}}")
 
 
-def _dpbusd(e: Emitter, op: Operation) -> None:
-    acc, a, b = op.operands
-    at, vt = e.types.c(acc.type), e.types.c(a.type)
-    n = e.types.lanes(acc.type)  # type: ignore[arg-type]
-    name = f"zg_dpbusd_{at}_{vt}"
-    e.helper(name, f"static inline {at} {name}({at} acc, {vt} a, {vt} b) {{ for (int i = 0; i < {n}; ++i) {{ "
-                   "int32_t s = 0; for (int k = 0; k < 4; ++k) s += (int32_t)(uint8_t)a[4 * i + k] * (int32_t)b[4 * i + k]; "
-                   "acc[i] = (int32_t)((uint32_t)acc[i] + (uint32_t)s); } return acc; }")
-    e.define(op.results[0], f"{name}({e.get(acc)}, {e.get(a)}, {e.get(b)})")
+def _lane_dot(tag: str, lane_sum: str):
+    """The handler of an i32-lane dot product: a static helper whose loop over lanes `i` computes
+    `int32_t s` by `lane_sum` (C statements over vectors `a`, `b`) and adds it to acc[i], wrapping."""
+
+    def emit(e: Emitter, op: Operation) -> None:
+        acc, a, b = op.operands
+        at, vt = e.types.c(acc.type), e.types.c(a.type)
+        n = e.types.lanes(acc.type)  # type: ignore[arg-type]
+        name = f"zg_{tag}_{at}_{vt}"
+        e.helper(name, f"static inline {at} {name}({at} acc, {vt} a, {vt} b) {{ for (int i = 0; i < {n}; ++i) {{ "
+                       f"{lane_sum} acc[i] = (int32_t)((uint32_t)acc[i] + (uint32_t)s); }} return acc; }}")
+        e.define(op.results[0], f"{name}({e.get(acc)}, {e.get(a)}, {e.get(b)})")
+
+    return emit
 
 
-def _maddubs_dot(e: Emitter, op: Operation) -> None:
-    acc, a, b = op.operands
-    at, vt = e.types.c(acc.type), e.types.c(a.type)
-    n = e.types.lanes(acc.type)  # type: ignore[arg-type]
-    name = f"zg_maddubs_{at}_{vt}"
-    pair = "(int32_t)(uint8_t)a[{0}] * (int32_t)b[{0}] + (int32_t)(uint8_t)a[{1}] * (int32_t)b[{1}]"
-    e.helper(name, f"static inline {at} {name}({at} acc, {vt} a, {vt} b) {{ for (int i = 0; i < {n}; ++i) {{ "
-                   "int32_t s = 0; for (int k = 0; k < 4; k += 2) { int32_t p = "
-                   + pair.format("4 * i + k", "4 * i + k + 1") + "; "
-                   "s += p > 32767 ? 32767 : (p < -32768 ? -32768 : p); } "
-                   "acc[i] = (int32_t)((uint32_t)acc[i] + (uint32_t)s); } return acc; }")
-    e.define(op.results[0], f"{name}({e.get(acc)}, {e.get(a)}, {e.get(b)})")
-
-
-def _maddwd_dot(e: Emitter, op: Operation) -> None:
-    acc, a, b = op.operands
-    at, vt = e.types.c(acc.type), e.types.c(a.type)
-    n = e.types.lanes(acc.type)  # type: ignore[arg-type]
-    name = f"zg_maddwd_{at}_{vt}"
-    e.helper(name, f"static inline {at} {name}({at} acc, {vt} a, {vt} b) {{ for (int i = 0; i < {n}; ++i) {{ "
-                   "int32_t s = (int32_t)a[2 * i] * (int32_t)b[2 * i] + (int32_t)a[2 * i + 1] * (int32_t)b[2 * i + 1]; "
-                   "acc[i] = (int32_t)((uint32_t)acc[i] + (uint32_t)s); } return acc; }")
-    e.define(op.results[0], f"{name}({e.get(acc)}, {e.get(a)}, {e.get(b)})")
+_PAIR = "(int32_t)(uint8_t)a[{0}] * (int32_t)b[{0}] + (int32_t)(uint8_t)a[{1}] * (int32_t)b[{1}]"
+_dpbusd = _lane_dot("dpbusd", "int32_t s = 0; for (int k = 0; k < 4; ++k) "
+                              "s += (int32_t)(uint8_t)a[4 * i + k] * (int32_t)b[4 * i + k];")
+_maddubs_dot = _lane_dot("maddubs", "int32_t s = 0; for (int k = 0; k < 4; k += 2) { int32_t p = "
+                         + _PAIR.format("4 * i + k", "4 * i + k + 1") + "; "
+                         "s += p > 32767 ? 32767 : (p < -32768 ? -32768 : p); }")
+_maddwd_dot = _lane_dot("maddwd", "int32_t s = (int32_t)a[2 * i] * (int32_t)b[2 * i] "
+                                  "+ (int32_t)a[2 * i + 1] * (int32_t)b[2 * i + 1];")
 
 
 X86_HANDLERS = {
