@@ -4,7 +4,7 @@ func.func @signed_a(%a: tensor<8x64xi8>, %b: tensor<16x128xi8>) {
   %c = graph.qgemm %a, %b : tensor<8x64xi8>, tensor<16x128xi8> -> tensor<8x32xi32>
   func.return
 }
-// CHECK: 'graph.qgemm' op a must hold ui8, got tensor<8x64xi8>
+// CHECK: 'graph.qgemm' op a must hold ui8 (or i16), got tensor<8x64xi8>
 
 // -----
 
@@ -21,3 +21,11 @@ func.func @n_not_16(%a: tensor<8x64xui8>, %b: tensor<16x40xi8>) {
   func.return
 }
 // CHECK: 'graph.qgemm' op b's last dim 40 must be 4 x N with N a multiple of 16
+
+// -----
+
+func.func @wide_a_byte_b(%a: tensor<8x64xi16>, %b: tensor<32x64xi8>) {
+  %c = graph.qgemm %a, %b : tensor<8x64xi16>, tensor<32x64xi8> -> tensor<8x32xi32>
+  func.return
+}
+// CHECK: 'graph.qgemm' op b must hold i16 with an i16 a, got tensor<32x64xi8>

@@ -9,3 +9,11 @@ func.func @q(%a: tensor<8x64xui8>, %b: tensor<16x128xi8>, %e: tensor<2x3x64xui8>
   %d = graph.qgemm %e, %b : tensor<2x3x64xui8>, tensor<16x128xi8> -> tensor<2x3x32xi32>
   func.return %c : tensor<8x32xi32>
 }
+
+// The wide form (AVX2's exact int8 GEMM): 8-bit values widened to i16, b packed [K/2][2N].
+// CHECK-LABEL: func.func @wide
+// CHECK-NEXT: %c = graph.qgemm %a, %b : tensor<8x64xi16>, tensor<32x64xi16> -> tensor<8x32xi32>
+func.func @wide(%a: tensor<8x64xi16>, %b: tensor<32x64xi16>) -> tensor<8x32xi32> {
+  %c = graph.qgemm %a, %b : tensor<8x64xi16>, tensor<32x64xi16> -> tensor<8x32xi32>
+  func.return %c : tensor<8x32xi32>
+}
