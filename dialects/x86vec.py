@@ -78,18 +78,25 @@ class _DotOp(IRDLOperation):
             raise VerifyException(f"'{self.name}' op result type must equal the accumulator type")
 
 
-class _U8S8DotOp(_DotOp):
-    """Four unsigned bytes of `lhs` times four signed bytes of `rhs` into each i32 lane."""
+class _IntDotOp(_DotOp):
+    """Integer inputs of `IN_BITS` bits into i32 lanes."""
 
-    GROUP: ClassVar[int] = 4
     ACC_KIND: ClassVar[str] = "i32"
-    IN_KIND: ClassVar[str] = "i8"
+    IN_BITS: ClassVar[int]
 
     def _acc_ok(self, t: Attribute) -> bool:
         return _is_int(t, 32)
 
     def _in_ok(self, t: Attribute) -> bool:
-        return _is_int(t, 8)
+        return _is_int(t, self.IN_BITS)
+
+
+class _U8S8DotOp(_IntDotOp):
+    """Four unsigned bytes of `lhs` times four signed bytes of `rhs` into each i32 lane."""
+
+    GROUP: ClassVar[int] = 4
+    IN_KIND: ClassVar[str] = "i8"
+    IN_BITS: ClassVar[int] = 8
 
 
 @irdl_op_definition
@@ -121,7 +128,7 @@ class MaddubsDotOp(_U8S8DotOp):
 
 
 @irdl_op_definition
-class MaddwdDotOp(_DotOp):
+class MaddwdDotOp(_IntDotOp):
     """`vpmaddwd` then `vpaddd`: each i32 lane adds the products of 2 signed 16-bit values of `lhs`
     with 2 of `rhs`, summed in i32: exact for any int16 inputs but (-32768)^2 pairs (never reached
     by widened 8-bit values). AVX2's exact int8 GEMM for weights that would saturate
@@ -134,14 +141,8 @@ class MaddwdDotOp(_DotOp):
 
     name = "x86vec.maddwd_dot"
     GROUP: ClassVar[int] = 2
-    ACC_KIND: ClassVar[str] = "i32"
     IN_KIND: ClassVar[str] = "i16"
-
-    def _acc_ok(self, t: Attribute) -> bool:
-        return _is_int(t, 32)
-
-    def _in_ok(self, t: Attribute) -> bool:
-        return _is_int(t, 16)
+    IN_BITS: ClassVar[int] = 16
 
 
 @irdl_op_definition

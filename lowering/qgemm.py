@@ -134,7 +134,8 @@ def no_pair_saturates(b: np.ndarray, a_max: int = 255) -> bool:
 def schedule_qgemm(fn, block: str = "qgemm", dot: str | None = None) -> bool:
     """The default schedule of a lowered `graph.qgemm` kernel: register blocks and tensorized
     int8 dot steps. `dot` is the target's int8 dot product (`Target.int8_dot`: 'vnni', 16 lanes of
-    `vpdpbusd`; 'avx2', 8 lanes of `vpmaddubsw` + `vpmaddwd`; 'none'); the default pipelines pass
+    `vpdpbusd`; 'avx2', 8 lanes of `vpmaddubsw` + `vpmaddwd`; 'none'; a `WIDE16_BLOCK` takes
+    `vpmaddwd` on int16 pairs wherever the target has one of them); the default pipelines pass
     `loop-default-schedule{int8-dot=...}` from the target; None asks the default target
     (`Target.parse("llvm")`). Returns False (leaving the plain
     nest, which is correct but scalar) for a target without one. A GEMM of `PARALLEL_MACS` or
@@ -183,7 +184,7 @@ def _tensorize(fn, block: str, intrin: str, lanes: int, max_rows: int) -> bool:
     jo = cur[p_j] if has_jo else None
     jv = cur[p_jr] if nv > 1 else None
     jl = cur[p_jr + (1 if nv > 1 else 0)]
-    # batch, column panel, row block, k quads, then the register block (rows, vectors), lanes, 4 k
+    # batch, column panel, row block, k groups, then the register block (rows, vectors), lanes, the group
     order = [*cur[:nb], jo, io, cur[-2], ii, jv, jl, cur[-1]]
     s.reorder(*[x for x in order if x is not None])
     if m * n * cur[-2].op.trip_count * cur[-1].op.trip_count >= PARALLEL_MACS:

@@ -80,9 +80,7 @@ def _maddubs_dot(t: Translator, f: FuncState, op: Operation) -> None:
     require_feature(t, op, feature)
     i16v = ir.VectorType(I16, 2 * lanes)
     pairs = f.b.call(t.decl.function(f"llvm.{ubsw}", i16v, [lhs.type, rhs.type]), [lhs, rhs])
-    ones = ir.Constant(i16v, [I16(1)] * (2 * lanes))
-    quads = f.b.call(t.decl.function(f"llvm.{wd}", acc.type, [i16v, i16v]), [pairs, ones])
-    f.vals[op.results[0]] = f.b.add(acc, quads)
+    f.vals[op.results[0]] = _add_pmaddwd(t, f, wd, acc, pairs, ir.Constant(i16v, [I16(1)] * (2 * lanes)))
 
 
 def _maddwd_dot(t: Translator, f: FuncState, op: Operation) -> None:
@@ -90,8 +88,12 @@ def _maddwd_dot(t: Translator, f: FuncState, op: Operation) -> None:
     acc, lhs, rhs = (f.get(v) for v in op.operands)
     _, wd, feature = _MADDUBS[acc.type.count * 32]
     require_feature(t, op, feature)
-    pairs = f.b.call(t.decl.function(f"llvm.{wd}", acc.type, [lhs.type, rhs.type]), [lhs, rhs])
-    f.vals[op.results[0]] = f.b.add(acc, pairs)
+    f.vals[op.results[0]] = _add_pmaddwd(t, f, wd, acc, lhs, rhs)
+
+
+def _add_pmaddwd(t: Translator, f: FuncState, wd: str, acc, lhs, rhs):
+    """acc + pmaddwd(lhs, rhs) (`wd`: the intrinsic's name for acc's width)."""
+    return f.b.add(acc, f.b.call(t.decl.function(f"llvm.{wd}", acc.type, [lhs.type, rhs.type]), [lhs, rhs]))
 
 
 def _bcast_group(t: Translator, f: FuncState, op: Operation) -> None:

@@ -72,7 +72,7 @@ def _zero_point(ctx: ConversionContext, zp: np.ndarray | None, label: str) -> SS
 
 
 def _weight_gemm(ctx: ConversionContext, x: SSAValue, wt: np.ndarray, sx: np.ndarray, zx: np.ndarray | None,
-                 sw: np.ndarray, zw: np.ndarray | None, axis: int, column_axis: int, rank: int) -> tuple[bool, bool] | None:
+                 sw: np.ndarray, zw: np.ndarray | None, axis: int, column_axis: int, rank: int) -> tuple[bool, str] | None:
     """(per_column, form) of the int8 GEMM of the run-time 8-bit `x` (per-tensor scale and zero point)
     by the constant int8 weight `wt` (K x N), dequantized per tensor or per output column (the
     DequantizeLinear's `axis` of the stored rank-`rank` weight is its `column_axis`); None where any of
