@@ -265,8 +265,8 @@ def qdq_pointwise_conv(n: int, ci: int, co: int, hw: int, seed: int = 0, seven: 
 @example(n=2, ci=64, co=90, hw=2, seed=1)
 def test_qdq_pointwise_conv_is_an_int8_gemm_and_matches_onnxruntime(n, ci, co, hw, seed):
     """A 1x1 QDQ Conv with 64 or more channels on each side runs as the int8 GEMM on the activations laid
-    out as rows (per-channel weight scales per column), on VNNI and, with 7-bit weights, on AVX2; results
-    match the literal QDQ semantics."""
+    out as rows (per-channel weight scales per column), on VNNI and on AVX2 (7-bit weights on
+    vpmaddubsw, full-range ones on the wide int8 GEMM); results match the literal QDQ semantics."""
     from ziggurat.frontends.onnx.convert_qdq_matmul import MIN_POINTWISE_CHANNELS
     from ziggurat.lowering.qgemm import no_pair_saturates
 
@@ -277,8 +277,10 @@ def test_qdq_pointwise_conv_is_an_int8_gemm_and_matches_onnxruntime(n, ci, co, h
     for target in TARGETS:
         m = ziggurat.compile(model, target=target)
         dot = Target.parse(target).int8_dot
-        int8 = min(ci, co) >= MIN_POINTWISE_CHANNELS and (dot in ("amx", "vnni") or (dot == "avx2" and no_pair_saturates(wt)))
+        int8 = min(ci, co) >= MIN_POINTWISE_CHANNELS and dot in ("amx", "vnni", "avx2")
         assert ("qgemm" in m.info["llvm_ir"]) == int8, target
+        if int8 and dot == "avx2":  # the 8-bit form where no pair saturates, else the wide (int16) one
+            assert ("pmadd.ub.sw" in m.info["llvm_ir"]) == no_pair_saturates(wt), target
         check(m(x)[0], ref)
 
 
