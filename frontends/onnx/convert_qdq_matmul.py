@@ -19,8 +19,8 @@ products with int16 saturation; onnxruntime's AVX2 kernels accept that error and
 pair of which can saturate against any uint8 activation (`qgemm.no_pair_saturates`: 7-bit
 weights always pass), so its results are exact; other weights take AVX2's `vpmaddwd` on both
 operands widened to int16 (`graph.qgemm`'s wide form: exact, about 1.5x the fp32 FMA rate on a
-Zen 3 core), MatMul and Gemm only (a pointwise Conv stays float there); on targets without an
-int8 dot product the MatMul stays a float one on the folded weight. Conditions: x uint8 or int8 at run time, rank >= 2,
+Zen 3 core), pointwise Convs included; on targets without an int8 dot product the MatMul
+stays a float one on the folded weight. Conditions: x uint8 or int8 at run time, rank >= 2,
 per-tensor scale and zero point; w a constant 2-D int8 with per-tensor or per-column
 (axis 1) scale and zero point. A pointwise Conv (1x1, stride 1, no padding, one group) with a
 per-output-channel int8 weight is the same GEMM on the activations laid out as rows (`qdq_conv_1x1`).

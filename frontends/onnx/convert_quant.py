@@ -102,8 +102,9 @@ def int8_matmul(ctx: ConversionContext, a: SSAValue, b: SSAValue, za: SSAValue |
         raise ctx.unsupported(f"batch dims of B {b_shape[:-2]} must equal A's {a_shape[:-2]} or be absent")
     m, k = a_shape[-2:]
     n = b_shape[-1]
-    za_shift = 128 if element_type(a) == SI8 else 0
-    zb_shift = -128 if element_type(b) == UI8 else 0
+    wide = form == "wide16"  # int16 holds u8 and s8 alike: no shift to the u8 x s8 instruction's signs
+    za_shift = 128 if element_type(a) == SI8 and not wide else 0
+    zb_shift = -128 if element_type(b) == UI8 and not wide else 0
     if za_shift:
         a = _cast(ctx, _bin(ctx, graph.AddOp, _cast(ctx, a, I32), _const(ctx, np.array(128, np.int32), f"{label}_s")), UI8)
     if zb_shift:
@@ -119,9 +120,9 @@ def int8_matmul(ctx: ConversionContext, a: SSAValue, b: SSAValue, za: SSAValue |
     ap = _pad_last2(ctx, a, 0, kp - k, f"{label}_a")
     bp = _pad_last2(ctx, b, kp - k, np_ - n, f"{label}_b")
     lead = list(shape_of(bp)[:-2])
-    g, lane_t = (2, I16) if form == "wide16" else (4, SI8)
-    if g == 2:  # through f32: exact for 8-bit values, and int <-> float casts have vector forms (extui has none)
-        ap, bp = _cast(ctx, _cast(ctx, ap, f32), I16), _cast(ctx, bp, I16)
+    g, lane_t = (2, I16) if wide else (4, SI8)
+    if wide:  # through f32: exact for 8-bit values, and int <-> float casts have vector forms (extui has none)
+        ap, bp = _cast(ctx, _cast(ctx, ap, f32), I16), _cast(ctx, _cast(ctx, bp, f32), I16)
     packed = _reshape(ctx, bp, lead + [kp // g, g, np_])
     perm = list(range(len(lead))) + [len(lead), len(lead) + 2, len(lead) + 1]
     packed = ctx.emit(graph.TransposeOp(packed, perm, _t(lead + [kp // g, np_, g], lane_t)))

@@ -130,6 +130,23 @@ def test_avx2_runs_full_range_weights_on_vpmaddwd_exactly(m, k, n):
         check(c(x)[0], literal(model, x))
 
 
+@pytest.mark.parametrize("zero_point", [0, 5])
+def test_wide_gemm_takes_int8_activations_unshifted(zero_point):
+    """The wide form holds int8 activations in int16 as they are: no shift to uint8 and no
+    zero-point correction it would bring, so an int8 activation costs the same graph as a uint8 one;
+    the result is the literal QDQ one."""
+    from ziggurat.frontends.onnx import import_onnx
+
+    unsigned, signed = qdq_matmul(16, 64, 32), qdq_matmul(16, 64, 32)
+    signed.graph.initializer[4].CopyFrom(nh.from_array(np.array(zero_point, np.int8), "xz"))
+    ops = [sum(1 for _ in import_onnx(mdl, int8_dot="avx2").module.walk()) for mdl in (unsigned, signed)]
+    assert ops[1] <= ops[0]
+    if Target.parse("llvm").has("avx2"):
+        c = ziggurat.compile(signed, target="llvm -mcpu=haswell -num-cores=1", cache=False)
+        x = (np.random.default_rng(5).standard_normal((16, 64)) * 3).astype(np.float32)
+        check(c(x)[0], literal(signed, x))
+
+
 @settings(max_examples=40, deadline=None)
 @given(w=st.lists(st.integers(-128, 127), min_size=2, max_size=12))
 def test_no_pair_saturates_is_exactly_when_vpmaddubsw_is_exact(w):
