@@ -45,3 +45,27 @@ def test_a_crashing_candidate_is_a_record_and_the_dask_worker_survives(client):
     results = runner.run(inputs, builder.build(inputs))
     assert [r.error for r in results] == ["crash", "ok"]
     builder.close()
+
+
+def test_whole_model_tuning_through_a_local_dask_cluster(client, tmp_path):
+    """`tune_model` (what `ziggurat tune MODEL --dask-scheduler ADDR` runs) with the Dask builder and
+    runner: every kernel of the model gets records, and the model compiled with them matches numpy."""
+    import onnx
+
+    import ziggurat
+    from tests.unit.test_autotune_tuner import mlp, mlp_reference
+    from ziggurat.autotune import extract_tasks, tune_model
+
+    path = tmp_path / "mlp.onnx"
+    onnx.save(mlp(), path)
+    names = {n for n, _, _ in extract_tasks(str(path), target=TARGET)}
+    builder, runner = DaskBuilder(client, timeout=120), DaskRunner(client, timeout=20, **FAST)
+    with JSONDatabase(tmp_path / "r.jsonl", fsync=False) as db:
+        results = tune_model(str(path), 2 * len(names), db, target=TARGET, batch_size=2, builder=builder,
+                             runner=runner, progress=False)
+        assert {r.name for r in results} == names and all(r.trials >= 1 for r in results)
+        assert {r.workload.name for r in db.records() if r.ok} == names
+    x = np.random.default_rng(2).standard_normal((4, 32)).astype(np.float32)
+    tuned = ziggurat.compile(str(path), target=TARGET, tuning_db=str(tmp_path / "r.jsonl"))
+    assert sorted(tuned.info["stats"].tuned_kernels) == sorted(names)
+    np.testing.assert_allclose(tuned(x)[0], mlp_reference(x), rtol=1e-4, atol=1e-4)
