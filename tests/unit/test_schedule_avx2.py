@@ -210,25 +210,45 @@ def test_pad_halo_boxes_cover_the_border_once(shape, data):
     assert (count == 1).all()
 
 
-@pytest.mark.parametrize("kind", ["pointwise", "grouped"])
-def test_avx2_14x14_conv_takes_long_rows(kind):
-    """An NCHW8c conv over a 14x14 map: the two-vector block would take 2 rows x 2 output-channel blocks
-    (4 accumulators, FMA-latency bound), so the plan is 7 output positions of one vector
-    (`plan._long_rows`); the numbers match onnxruntime. Regnet's such convs ran 1.9-2.8x faster so on Zen 3."""
-    import onnxruntime as ort
-
-    rng = np.random.default_rng(3)
-    c, group = 64, (1 if kind == "pointwise" else 8)
-    k = 1 if kind == "pointwise" else 3
-    wt = rand(rng, (c, c // group, k, k))
+def _conv_model(c: int, cout: int, hw: int, k: int, group: int, rng) -> tuple:
+    wt = rand(rng, (cout, c // group, k, k))
     node = helper.make_node("Conv", ["x", "w"], ["y"], pads=[k // 2] * 4, kernel_shape=[k, k], group=group)
-    g = helper.make_graph([node], "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, c, 14, 14))],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, (1, c, 14, 14))],
+    g = helper.make_graph([node], "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, c, hw, hw))],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, (1, cout, hw, hw))],
                           [numpy_helper.from_array(wt, "w")])
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
-    x = rand(rng, (1, c, 14, 14))
-    (got,), ir = run8(model, [x], 1)
-    assert "conv2d_nchwc" in ir and "0 to 14 step 7" in ir and "0 to 14 step 2" not in ir
+    return model, rand(rng, (1, c, hw, hw))
+
+
+@pytest.mark.parametrize("c,cout,hw,k,group,tile", [
+    (64, 64, 14, 1, 1, [[3, 7]]),           # 2 rows x 2 channel blocks would be 4 accumulators: 7 columns
+    (64, 64, 14, 3, 8, [[3, 7]]),           # the same for a grouped conv
+    (64, 24, 56, 1, 1, [[1, 3], [3, 4]]),   # 3 channel blocks (odd) x 4 columns
+    (64, 40, 28, 1, 1, [[1, 5], [3, 2]]),   # 5 channel blocks x 2 columns
+    (64, 104, 56, 1, 1, [[3, 8]]),          # 13 blocks (prime): the one-vector block along the columns
+    (64, 64, 7, 5, 64, [[3, 7]]),           # depthwise over a 7x7 map: 7 columns (none before)
+    (64, 64, 56, 1, 1, [[1, 2], [3, 4]]),   # 2 channel blocks x 4 columns (not 4 rows)
+])
+def test_avx2_conv_plans(c, cout, hw, k, group, tile):
+    """The 8-lane plans of NCHW8c convs (`plan.default_plan` through the template's `default_knobs`, as
+    the default schedule and the tuner's default point see them), each from what whole-model tuning of
+    regnet_y_small and mobilenetv3_large found on a Zen 3 core; the numbers match onnxruntime."""
+    import onnxruntime as ort
+    from xdsl.dialects import func
+
+    from ziggurat.autotune.space import SearchSpace
+    from ziggurat.autotune.template import default_knobs
+    from ziggurat.autotune.tuner import extract_tasks
+
+    model, x = _conv_model(c, cout, hw, k, group, np.random.default_rng(c + cout + hw))
+    target = f"llvm -mattr={AVX2} -num-cores=1"
+    convs = [(n, t) for n, t, _ in extract_tasks(model, target=target) if "conv2d_nchwc" in n]
+    assert len(convs) == 1
+    name, text = convs[0]
+    fn = next(f for f in SearchSpace(text, name).module.ops if isinstance(f, func.FuncOp) and f.sym_name.data == name)
+    (knobs,) = default_knobs(fn, 8)
+    assert [list(t) for t in knobs["tile"]] == tile and knobs["nvec"] == 1
+    (got,), _ = run8(model, [x], 1)
     want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

@@ -32,7 +32,13 @@ The analytic choice, by vector width:
   registers; the rest hold the streamed vectors and a broadcast). Where the
   map takes fewer rows than a one-vector row block along it (a 14x14 map:
   2 rows x 2 channel blocks against 7 positions of one vector), the longer
-  one-vector block (`_long_rows`). Where it declines, the 16-lane plan.
+  one-vector block (`_long_rows`). An odd number of output-channel blocks
+  is stepped by 3 or 5 where one of them divides it (3 x 4 rows, 5 x 2
+  rows). Between loops of equal row factors the inner one is blocked (a
+  conv's output columns: the tile reads one contiguous stretch of the
+  input, not one row per tile point), also by the one-vector block. A
+  depthwise conv (`plan_shared`) takes 7 columns where 7 divides the map.
+  Where it declines, the 16-lane plan.
 * 4 lanes with 32 registers (AArch64 NEON): the 16-lane budget (`MAX_ACC_WIDE`,
   `ROWS_WIDE`: the 8x8 NEON GEMM block of 16 accumulators); 4 lanes with 16
   (SSE) the 8-lane one. `register_budget` takes the count from the target.
@@ -186,14 +192,15 @@ def _wide(width: int, registers: int) -> bool:
     return registers >= 32 if registers else width >= 16
 
 
-def plan_vector(nest: ReduceNest, width: int, free: list[int], kc: int) -> BlockPlan:
+def plan_vector(nest: ReduceNest, width: int, free: list[int], kc: int, inner_ties: bool = False) -> BlockPlan:
     """The one-vector block: the loop of `free` with the largest factor of `BLOCKING` dividing it
-    (none when no factor divides any), B packed where it is a plain matmul's k-blocked operand."""
+    (none when no factor divides any; on a tie the outer loop, or with `inner_ties` the inner one),
+    B packed where it is a plain matmul's k-blocked operand."""
     best, factor = -1, 1
     for d in free:
         trips = nest.spatial[d].trip_count
         u = next((u for u in BLOCKING if trips % u == 0), 1)
-        if u > factor:
+        if u > factor or (inner_ties and u == factor > 1):
             best, factor = d, u
     tile = [(best, factor)] if best >= 0 else []
     pack = packable_b(nest, kc, width) is not None
@@ -214,18 +221,21 @@ def plan_narrow(nest: ReduceNest, width: int, free: list[int], streamed_dims: li
         kc = KC  # a 256-deep packed slice pays off from k = 512 up with 8 lanes
     second: tuple[int, int] | None = None
     nvec = 1
+    few = max_acc <= MAX_ACC  # 16 registers: ties go to the inner loop, odd channel-block counts step by 3 or 5
     if ub % (2 * width) == 0:
         nvec = 2
     else:
         second = next(((d, 2) for d in streamed_dims if spatial[d].trip_count % 2 == 0), None)
+        if second is None and few:
+            second = next(((d, f) for f in (3, 5) for d in streamed_dims if spatial[d].trip_count % f == 0), None)
         if second is None:
             return None
-    vecs = 2
+    vecs = second[1] if second else 2
     best: tuple[int, int] | None = None  # (rows, loop)
     for d in free:
         trips = spatial[d].trip_count
         u = next((u for u in rows if trips % u == 0 and u * vecs <= max_acc), 1)
-        if u > 1 and (best is None or u > best[0]):
+        if u > 1 and (best is None or u > best[0] or (few and u == best[0])):
             best = (u, d)
     if second is not None:
         long_rows = _long_rows(nest, free, max_acc)
@@ -256,7 +266,7 @@ def _long_rows(nest: ReduceNest, free: list[int], max_acc: int) -> tuple[int, in
     for d in free:
         trips = nest.spatial[d].trip_count
         u = next((u for u in BLOCKING if trips % u == 0 and u <= max_acc), 1)
-        if u > 1 and (best is None or u > best[1]):
+        if u > 1 and (best is None or u >= best[1]):
             best = (d, u)
     return best
 
@@ -291,6 +301,8 @@ def plan_shared(nest: ReduceNest, width: int, used: list[int], registers: int = 
         return None
     d = max(used)
     max_acc, rows = register_budget(width, registers)
+    if not _wide(width, registers):
+        rows = (7,) + rows  # one vector a point: 7 of 12 accumulators (the 7x7 to 28x28 maps of late stages)
     trips = nest.spatial[d].trip_count
     u = next((u for u in rows if trips % u == 0 and u <= max_acc), 1)
     if u < 2:
@@ -345,7 +357,7 @@ def default_plan(nest: ReduceNest, width: int, pack_a: bool = False, registers: 
         shared = plan_shared(nest, width, used, registers)
         if shared is not None:
             return shared
-    return plan_vector(nest, width, free, kc)
+    return plan_vector(nest, width, free, kc, inner_ties=not _wide(width, registers))
 
 
 def mc_choices(nest: ReduceNest, p: BlockPlan, width: int) -> list[int]:
