@@ -38,6 +38,11 @@ The analytic choice, by vector width:
   conv's output columns: the tile reads one contiguous stretch of the
   input, not one row per tile point), also by the one-vector block. A
   depthwise conv (`plan_shared`) takes 7 columns where 7 divides the map.
+  The second vector's loop must leave the broadcast operand alone
+  (`_broadcast_free`: a conv's output-channel blocks, not a batched
+  matmul's heads or a grouped conv's one-block groups, where both operands
+  walk it and no broadcast is shared); the one-vector block then takes up
+  to `MAX_ACC` rows where `BLOCKING` leaves fewer than 8 (500 rows: 10).
   Where it declines, the 16-lane plan.
 * 4 lanes with 32 registers (AArch64 NEON): the 16-lane budget (`MAX_ACC_WIDE`,
   `ROWS_WIDE`: the 8x8 NEON GEMM block of 16 accumulators); 4 lanes with 16
@@ -200,6 +205,8 @@ def plan_vector(nest: ReduceNest, width: int, free: list[int], kc: int, inner_ti
     for d in free:
         trips = nest.spatial[d].trip_count
         u = next((u for u in BLOCKING if trips % u == 0), 1)
+        if inner_ties and u < 8:  # 16 registers: up to MAX_ACC rows where BLOCKING leaves it latency bound (500: 10, not 4)
+            u = max((v for v in range(u, MAX_ACC + 1) if trips % v == 0), default=u)
         if u > factor or (inner_ties and u == factor > 1):
             best, factor = d, u
     tile = [(best, factor)] if best >= 0 else []
@@ -225,6 +232,8 @@ def plan_narrow(nest: ReduceNest, width: int, free: list[int], streamed_dims: li
     if ub % (2 * width) == 0:
         nvec = 2
     else:
+        if few:  # a loop that the broadcast operand also walks (a batched matmul's heads) reuses no broadcast
+            streamed_dims = [d for d in streamed_dims if _broadcast_free(nest, d)]
         second = next(((d, 2) for d in streamed_dims if spatial[d].trip_count % 2 == 0), None)
         if second is None and few:
             second = next(((d, f) for f in (3, 5) for d in streamed_dims if spatial[d].trip_count % f == 0), None)
@@ -254,6 +263,21 @@ def plan_narrow(nest: ReduceNest, width: int, free: list[int], streamed_dims: li
     with_a = pack_a and packable_a(nest, tile) is not None
     return BlockPlan(tile, nvec, kc, pack, with_a, rorder=list(range(len(nest.reduction))),
                      sorder=_blocks_inside(nest, second))
+
+
+def _broadcast_free(nest: ReduceNest, d: int) -> bool:
+    """Whether no read broadcast along `L` (one whose indices do not depend on `L`) depends on spatial loop
+    `d`: a conv's output-channel blocks (the input is broadcast, the weight streamed), not a batched
+    matmul's heads (both operands walk them). Only such a loop makes a second vector of the 2-D block
+    share the broadcasts of the first."""
+    lvar, var = nest.update.vars[len(nest.spatial) - 1], nest.update.vars[d]
+    lmemo: dict = {}
+    dmemo: dict = {}
+    for o in nest.update.body.walk():
+        if isinstance(o, loop.LoadOp) and o.buffer != nest.out \
+                and not any(depends(i, lvar, lmemo) for i in o.indices) and any(depends(i, var, dmemo) for i in o.indices):
+            return False
+    return True
 
 
 def _long_rows(nest: ReduceNest, free: list[int], max_acc: int) -> tuple[int, int] | None:
