@@ -41,8 +41,9 @@ func.func @matmul(%a: memref<16x8xf32>, %b: memref<8x32xf32>, %c: memref<16x32xf
 // A padded conv in NCHW8c (L = the 8 output lanes, one vector): the input is
 // copied into a zero-padded local buffer (zeros in the halo: rows 0 and 7, then
 // columns 0 and 7 of rows 1..6; then the interior at +1), the
-// reduction reads it without tests, and the block is 6 output rows x 2
-// output-channel blocks (12 accumulators).
+// reduction reads it without tests, and the block is 6 output columns x 2
+// output-channel blocks (12 accumulators; columns, not rows, on a tie: one
+// contiguous stretch of the input per tile).
 // CHECK-LABEL: func.func @conv_nchw8c
 // CHECK:         %[[PAD:.*]] = loop.alloc "local" : memref<1x2x8x8x8xf32>
 // CHECK:         loop.for %q2 = 0 to 1 serial {
@@ -59,8 +60,8 @@ func.func @matmul(%a: memref<16x8xf32>, %b: memref<8x32xf32>, %c: memref<16x32xf
 // CHECK:         loop.block "conv_pad_copy"
 // CHECK:           loop.store %{{.*}}, %[[PAD]]
 // CHECK:         loop.for %i1 = 0 to 2 step 2 serial {
-// CHECK-NEXT:      loop.for %i2 = 0 to 6 step 6 serial {
-// CHECK-NEXT:        loop.for %i3 = 0 to 6 serial {
+// CHECK-NEXT:      loop.for %i2 = 0 to 6 serial {
+// CHECK-NEXT:        loop.for %i3 = 0 to 6 step 6 serial {
 // CHECK-NEXT:          %[[ACC:.*]] = loop.alloc "local" : memref<12x16xf32>
 // CHECK-NEXT:          loop.for %i4 = 0 to 8 vectorized {
 // CHECK:                 loop.for %r3 = 0 to 8 serial {
