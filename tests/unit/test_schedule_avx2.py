@@ -106,16 +106,8 @@ def test_avx2_conv_block_matches_onnxruntime(c, cout, h, w, k, s, pads, threads)
 
     if h + pads[0] + pads[2] < k or w + pads[1] + pads[3] < k:
         return
-    rng = np.random.default_rng(c * 7 + cout * 11 + h * 13 + w)
     ho, wo = (h + pads[0] + pads[2] - k) // s + 1, (w + pads[1] + pads[3] - k) // s + 1
-    wt = rand(rng, (cout, c, k, k))
-    node = helper.make_node("Conv", ["x", "w"], ["y"], pads=pads, kernel_shape=[k, k], strides=[s, s])
-    g = helper.make_graph([node], "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, c, h, w))],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, (1, cout, ho, wo))],
-                          [numpy_helper.from_array(wt, "w")])
-    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    x = rand(rng, (1, c, h, w))
+    model, x = _conv_model(c, cout, (h, w), k, 1, np.random.default_rng(c * 7 + cout * 11 + h * 13 + w), s, pads)
     (got,), ir = run8(model, [x], threads)
     # whether some read falls in the padding (a bottom or right pad a strided window never reaches
     # leaves every read in bounds: loop-simplify-index drops the clamps and nothing is copied)
@@ -210,22 +202,25 @@ def test_pad_halo_boxes_cover_the_border_once(shape, data):
     assert (count == 1).all()
 
 
-def _conv_model(c: int, cout: int, hw: int, k: int, group: int, rng) -> tuple:
+def _conv_model(c: int, cout: int, hw: tuple[int, int], k: int, group: int, rng, s: int = 1,
+                pads: list[int] | None = None) -> tuple:
+    """An ONNX Conv of a random (cout, c / group, k, k) weight over a (1, c, h, w) input (stride `s`, `pads`
+    or 'same'), and a random input for it."""
+    (h, w), pads = hw, pads if pads is not None else [k // 2] * 4
+    ho, wo = (h + pads[0] + pads[2] - k) // s + 1, (w + pads[1] + pads[3] - k) // s + 1
     wt = rand(rng, (cout, c // group, k, k))
-    node = helper.make_node("Conv", ["x", "w"], ["y"], pads=[k // 2] * 4, kernel_shape=[k, k], group=group)
-    g = helper.make_graph([node], "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, c, hw, hw))],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, (1, cout, hw, hw))],
+    node = helper.make_node("Conv", ["x", "w"], ["y"], pads=pads, kernel_shape=[k, k], strides=[s, s], group=group)
+    g = helper.make_graph([node], "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, c, h, w))],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, (1, cout, ho, wo))],
                           [numpy_helper.from_array(wt, "w")])
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
-    return model, rand(rng, (1, c, hw, hw))
+    return model, rand(rng, (1, c, h, w))
 
 
 def _default_tile(model, kind: str) -> tuple[list, int]:
     """(tile, nvec) of the 8-lane default plan of the one kernel of `model` whose name holds `kind`
     (`template.default_knobs`: what the default schedule and the tuner's default point build)."""
-    from xdsl.dialects import func
-
     from ziggurat.autotune.space import SearchSpace
     from ziggurat.autotune.template import default_knobs
     from ziggurat.autotune.tuner import extract_tasks
@@ -233,13 +228,13 @@ def _default_tile(model, kind: str) -> tuple[list, int]:
     found = [(n, t) for n, t, _ in extract_tasks(model, target=f"llvm -mattr={AVX2} -num-cores=1") if kind in n]
     assert len(found) == 1
     name, text = found[0]
-    fn = next(f for f in SearchSpace(text, name).module.ops if isinstance(f, func.FuncOp) and f.sym_name.data == name)
-    (knobs,) = default_knobs(fn, 8)
+    (knobs,) = default_knobs(next(iter(SearchSpace(text, name).module.ops)), 8)
     return [list(t) for t in knobs["tile"]], knobs["nvec"]
 
 
 @pytest.mark.parametrize("c,cout,hw,k,group,tile", [
     (64, 64, 14, 1, 1, [[3, 7]]),           # 2 rows x 2 channel blocks would be 4 accumulators: 7 columns
+    (64, 64, 10, 1, 1, [[3, 10]]),          # the same on a 10x10 map: 10 columns
     (64, 64, 14, 3, 8, [[3, 7]]),           # the same for a grouped conv
     (64, 24, 56, 1, 1, [[1, 3], [3, 4]]),   # 3 channel blocks (odd) x 4 columns
     (64, 40, 28, 1, 1, [[1, 5], [3, 2]]),   # 5 channel blocks x 2 columns
@@ -253,7 +248,7 @@ def test_avx2_conv_plans(c, cout, hw, k, group, tile):
     regnet_y_small and mobilenetv3_large found on a Zen 3 core; the numbers match onnxruntime."""
     import onnxruntime as ort
 
-    model, x = _conv_model(c, cout, hw, k, group, np.random.default_rng(c + cout + hw))
+    model, x = _conv_model(c, cout, (hw, hw), k, group, np.random.default_rng(c + cout + hw))
     assert _default_tile(model, "conv2d_nchwc") == (tile, 1)
     (got,), _ = run8(model, [x], 1)
     want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]

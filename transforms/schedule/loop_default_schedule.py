@@ -71,10 +71,10 @@ class LoopDefaultSchedulePass(ModulePass):
     instead (transforms/schedule/plan.py): `U` rows (6, 4, 3 or 2) times two
     vectors, along `L` (`L` walks 8-lane panels two at a time) or, when `L`
     is one vector (a conv in NCHW8c), over a second output-channel block, at
-    most 12 accumulators (a conv whose map takes fewer rows so than a
-    one-vector block of 8 or 7 positions, a 14x14 map, takes that block;
-    an odd number of channel blocks steps by 3 or 5; on equal factors the
-    output columns are blocked, not the rows); a matmul's B is packed as one block for k of 512
+    most 12 accumulators (fewer than 8 in flight, a 14x14 map's 2 rows x 2
+    blocks, give way to a longer one-vector block: 7 columns; an odd number
+    of channel blocks steps by 3 or 5; on equal factors the output columns
+    are blocked, not the rows); a matmul's B is packed as one block for k of 512
     up to 1024 (`plan.ONE_BLOCK`) and k = 256 with >= 32 rows (B
     packed once, no init nest, no reload of partial sums), and k-blocked by
     256 and packed beyond; a dot-product tile keeps at most 4 x 2 points.

@@ -32,14 +32,14 @@ The analytic choice, by vector width:
   registers; the rest hold the streamed vectors and a broadcast). Where the
   map takes fewer rows than a one-vector row block along it (a 14x14 map:
   2 rows x 2 channel blocks against 7 positions of one vector), the longer
-  one-vector block (`_long_rows`). An odd number of output-channel blocks
+  one-vector block (`_row_block`). An odd number of output-channel blocks
   is stepped by 3 or 5 where one of them divides it (3 x 4 rows, 5 x 2
   rows). Between loops of equal row factors the inner one is blocked (a
   conv's output columns: the tile reads one contiguous stretch of the
   input, not one row per tile point), also by the one-vector block. A
   depthwise conv (`plan_shared`) takes 7 columns where 7 divides the map.
   The second vector's loop must leave the broadcast operand alone
-  (`_broadcast_free`: a conv's output-channel blocks, not a batched
+  (`plan_parts`' last list: a conv's output-channel blocks, not a batched
   matmul's heads or a grouped conv's one-block groups, where both operands
   walk it and no broadcast is shared); the one-vector block then takes up
   to `MAX_ACC` rows where `BLOCKING` leaves fewer than 8 (500 rows: 10).
@@ -74,6 +74,7 @@ BLOCKING = (8, 7, 6, 4, 3, 2)
 DOT_BLOCKING = (4, 3, 2)
 KC = 256  # reduction block: a 256-deep slice of a streamed operand stays in L2
 MAX_ACC = 12  # accumulator vectors of a 16-register target
+IN_FLIGHT = 8  # FMAs a core keeps in flight (2 ports x 4 cycles): fewer accumulators leave it latency bound
 ROWS = (6, 4, 3, 2)
 # 32 registers (AVX-512): up to 24 accumulators, rows up to 8 of two vectors (the 8x32 GEMM block), 7 for
 # the 7x7 and 14x14 maps of late conv stages. A conv 1x256x7x7 -> 256 3x3 in NCHW16c on the Zen 4 host:
@@ -147,15 +148,19 @@ class BlockPlan:
                    int(k.get("mc", 0)))
 
 
-def plan_parts(nest: ReduceNest) -> tuple[list[int], list[int], int] | None:
+def plan_parts(nest: ReduceNest) -> tuple[list[int], list[int], int, list[int]] | None:
     """(spatial loops other than `L` with >= 2 trips that no `L`-dependent read
-    uses, those such reads do use, reduction block size or 0); None when the
-    nest takes no vector block along `L`."""
+    uses, those such reads do use, reduction block size or 0, those of the used
+    loops that no read broadcast along `L` uses); None when the nest takes no
+    vector block along `L`. Only a loop of the last list lets a second vector of
+    the 2-D block share the first's broadcasts: a conv's output-channel blocks
+    (the input is broadcast, the weight streamed), not a batched matmul's heads
+    or a grouped conv's one-block groups (both operands walk them)."""
     n = len(nest.spatial)
     lvar = nest.update.vars[n - 1]
     if nest.spatial[-1].trip_count < 8:
         return None
-    streamed = []
+    streamed, broadcast = [], []
     memo: dict = {}
     dmemo: dict = {}
     pre = prepacked(nest)
@@ -163,6 +168,7 @@ def plan_parts(nest: ReduceNest) -> tuple[list[int], list[int], int] | None:
         if not isinstance(o, loop.LoadOp) or o.buffer == nest.out:
             continue
         if not any(depends(i, lvar, dmemo) for i in o.indices):
+            broadcast.append(o)
             continue
         if o is pre:
             streamed.append(o)
@@ -171,18 +177,21 @@ def plan_parts(nest: ReduceNest) -> tuple[list[int], list[int], int] | None:
         if step is None or step < 1 or any(depends(i, lvar, dmemo) for i in o.indices[:-1]):
             return None
         streamed.append(o)
-    free, used = [], []
+    free, used, paired = [], [], []
     for d in range(n - 1):
         var, trips = nest.update.vars[d], nest.spatial[d].trip_count
         if trips < 2:
             continue
-        if any(depends(i, var, {}) for o in streamed for i in o.indices):
+        vmemo: dict = {}
+        if any(depends(i, var, vmemo) for o in streamed for i in o.indices):
             used.append(d)
+            if not any(depends(i, var, vmemo) for o in broadcast for i in o.indices):
+                paired.append(d)
         else:
             free.append(d)
     red = nest.reduction[0].trip_count
     kc = KC if red > 2 * KC and red % KC == 0 else 0
-    return free, used, kc
+    return free, used, kc, paired
 
 
 def register_budget(width: int, registers: int = 0) -> tuple[int, tuple[int, ...]]:
@@ -197,19 +206,11 @@ def _wide(width: int, registers: int) -> bool:
     return registers >= 32 if registers else width >= 16
 
 
-def plan_vector(nest: ReduceNest, width: int, free: list[int], kc: int, inner_ties: bool = False) -> BlockPlan:
-    """The one-vector block: the loop of `free` with the largest factor of `BLOCKING` dividing it
-    (none when no factor divides any; on a tie the outer loop, or with `inner_ties` the inner one),
-    B packed where it is a plain matmul's k-blocked operand."""
-    best, factor = -1, 1
-    for d in free:
-        trips = nest.spatial[d].trip_count
-        u = next((u for u in BLOCKING if trips % u == 0), 1)
-        if inner_ties and u < 8:  # 16 registers: up to MAX_ACC rows where BLOCKING leaves it latency bound (500: 10, not 4)
-            u = max((v for v in range(u, MAX_ACC + 1) if trips % v == 0), default=u)
-        if u > factor or (inner_ties and u == factor > 1):
-            best, factor = d, u
-    tile = [(best, factor)] if best >= 0 else []
+def plan_vector(nest: ReduceNest, width: int, free: list[int], kc: int, few: bool = False) -> BlockPlan:
+    """The one-vector block along `free` (`_row_block`; `few`: a 16-register target), B packed where
+    it is a plain matmul's k-blocked operand."""
+    rows = _row_block(nest, free, few)
+    tile = [rows] if rows else []
     pack = packable_b(nest, kc, width) is not None
     return BlockPlan(tile, 1, kc, pack, rorder=list(range(len(nest.reduction))))
 
@@ -232,8 +233,6 @@ def plan_narrow(nest: ReduceNest, width: int, free: list[int], streamed_dims: li
     if ub % (2 * width) == 0:
         nvec = 2
     else:
-        if few:  # a loop that the broadcast operand also walks (a batched matmul's heads) reuses no broadcast
-            streamed_dims = [d for d in streamed_dims if _broadcast_free(nest, d)]
         second = next(((d, 2) for d in streamed_dims if spatial[d].trip_count % 2 == 0), None)
         if second is None and few:
             second = next(((d, f) for f in (3, 5) for d in streamed_dims if spatial[d].trip_count % f == 0), None)
@@ -246,9 +245,10 @@ def plan_narrow(nest: ReduceNest, width: int, free: list[int], streamed_dims: li
         u = next((u for u in rows if trips % u == 0 and u * vecs <= max_acc), 1)
         if u > 1 and (best is None or u > best[0] or (few and u == best[0])):
             best = (u, d)
-    if second is not None:
-        long_rows = _long_rows(nest, free, max_acc)
-        if long_rows is not None and long_rows[1] > vecs * (best[0] if best else 0):
+    accumulators = vecs * (best[0] if best else 0)
+    if second is not None and accumulators < IN_FLIGHT:  # latency bound: a longer one-vector block where there is one
+        long_rows = _row_block(nest, free, few)
+        if long_rows is not None and long_rows[1] > accumulators:
             return BlockPlan([long_rows], 1, kc, prepacked(nest, width) is not None,
                              rorder=list(range(len(nest.reduction))))
     if best is None:
@@ -265,32 +265,19 @@ def plan_narrow(nest: ReduceNest, width: int, free: list[int], streamed_dims: li
                      sorder=_blocks_inside(nest, second))
 
 
-def _broadcast_free(nest: ReduceNest, d: int) -> bool:
-    """Whether no read broadcast along `L` (one whose indices do not depend on `L`) depends on spatial loop
-    `d`: a conv's output-channel blocks (the input is broadcast, the weight streamed), not a batched
-    matmul's heads (both operands walk them). Only such a loop makes a second vector of the 2-D block
-    share the broadcasts of the first."""
-    lvar, var = nest.update.vars[len(nest.spatial) - 1], nest.update.vars[d]
-    lmemo: dict = {}
-    dmemo: dict = {}
-    for o in nest.update.body.walk():
-        if isinstance(o, loop.LoadOp) and o.buffer != nest.out \
-                and not any(depends(i, lvar, lmemo) for i in o.indices) and any(depends(i, var, dmemo) for i in o.indices):
-            return False
-    return True
-
-
-def _long_rows(nest: ReduceNest, free: list[int], max_acc: int) -> tuple[int, int] | None:
-    """(loop, factor) of the longest one-vector row block along a loop of `free`: the largest factor of
-    `BLOCKING` (8, 7, ...) within `max_acc` that divides it; None where none does. With 16 registers a conv
-    in NCHW8c whose maps take only 2 or 3 rows of the two-vector block (14x14: 2 rows x 2 channel blocks,
-    4 accumulators) is FMA-latency bound; 7 rows of one vector keep 7 FMAs in flight (regnet_y_small's
-    14x14 convs 1.9-2.8x faster on a Zen 3 core)."""
+def _row_block(nest: ReduceNest, free: list[int], few: bool) -> tuple[int, int] | None:
+    """(loop, factor) of the one-vector row block: the loop of `free` with the largest factor of
+    `BLOCKING` dividing it, None where none divides any. With 16 registers (`few`) up to `MAX_ACC`
+    rows where `BLOCKING` leaves fewer than `IN_FLIGHT` (500 rows: 10, not 4), and the inner loop on a
+    tie (a conv's output columns: one contiguous stretch of the input per tile, not one row per point;
+    regnet_y_small's 14x14 convs 1.9-2.8x faster with 7 columns than with 2 rows x 2 channel blocks)."""
     best: tuple[int, int] | None = None
     for d in free:
         trips = nest.spatial[d].trip_count
-        u = next((u for u in BLOCKING if trips % u == 0 and u <= max_acc), 1)
-        if u > 1 and (best is None or u >= best[1]):
+        u = next((u for u in BLOCKING if trips % u == 0), 1)
+        if few and u < IN_FLIGHT:
+            u = max(v for v in range(u, MAX_ACC + 1) if trips % v == 0)
+        if u > 1 and (best is None or u > best[1] or (few and u == best[1])):
             best = (d, u)
     return best
 
@@ -373,15 +360,16 @@ def default_plan(nest: ReduceNest, width: int, pack_a: bool = False, registers: 
     parts = plan_parts(nest)
     if parts is None:
         return plan_dot(nest, width, registers)
-    free, used, kc = parts
-    narrow = plan_narrow(nest, width, free, used, kc, pack_a, *register_budget(width, registers))
+    free, used, kc, paired = parts
+    few = not _wide(width, registers)  # 32-register plans keep pairing any used loop (unmeasured otherwise)
+    narrow = plan_narrow(nest, width, free, paired if few else used, kc, pack_a, *register_budget(width, registers))
     if narrow is not None:
         return narrow
     if not free:
         shared = plan_shared(nest, width, used, registers)
         if shared is not None:
             return shared
-    return plan_vector(nest, width, free, kc, inner_ties=not _wide(width, registers))
+    return plan_vector(nest, width, free, kc, few)
 
 
 def mc_choices(nest: ReduceNest, p: BlockPlan, width: int) -> list[int]:
