@@ -121,8 +121,12 @@ def int8_matmul(ctx: ConversionContext, a: SSAValue, b: SSAValue, za: SSAValue |
     bp = _pad_last2(ctx, b, kp - k, np_ - n, f"{label}_b")
     lead = list(shape_of(bp)[:-2])
     g, lane_t = (2, I16) if wide else (4, SI8)
-    if wide:  # through f32: exact for 8-bit values, and int <-> float casts have vector forms (extui has none)
-        ap, bp = _cast(ctx, _cast(ctx, ap, f32), I16), _cast(ctx, _cast(ctx, bp, f32), I16)
+    if wide:
+        # a (run time) through f32: exact for 8-bit values, and int <-> float casts have vector forms (extui
+        # has none); b (a constant int8 weight) sign-extended directly, a cast fold-constants evaluates, so the
+        # packed weight is made once at compile time (through f32 it was repacked on every call: a float to
+        # int cast saturates, and graph_reference folds none)
+        ap, bp = _cast(ctx, _cast(ctx, ap, f32), I16), _cast(ctx, bp, I16)
     packed = _reshape(ctx, bp, lead + [kp // g, g, np_])
     perm = list(range(len(lead))) + [len(lead), len(lead) + 2, len(lead) + 1]
     packed = ctx.emit(graph.TransposeOp(packed, perm, _t(lead + [kp // g, np_, g], lane_t)))

@@ -115,14 +115,22 @@ def test_int8_gemm_runs_in_parallel_with_its_accumulators_in_registers():
 def test_avx2_runs_full_range_weights_on_vpmaddwd_exactly(m, k, n):
     """Full-range int8 weights could saturate vpmaddubsw's int16 pairs (where onnxruntime's AVX2
     kernels do): on AVX2 the MatMul is the wide int8 GEMM instead, both operands widened to int16,
-    `vpmaddwd` and no `vpmaddubsw`, exact (the literal QDQ result but for ties)."""
+    `vpmaddwd` and no `vpmaddubsw`, exact (the literal QDQ result but for ties); the weight's
+    int16 panel folds to a constant (it was once repacked on every call)."""
     from ziggurat.dialects.graph_quant import QGemmOp
     from ziggurat.frontends.onnx import import_onnx
 
     model = qdq_matmul(m, k, n)
     gemms = [op for op in import_onnx(model, int8_dot="avx2").module.walk() if isinstance(op, QGemmOp)]
     assert [op.group for op in gemms] == [2]  # graph.qgemm's wide form
-    c = ziggurat.compile(model, target="llvm -mcpu=haswell -num-cores=1", cache=False)
+    packed: list[str] = []
+
+    def after(p, module, seconds):
+        if p.name == "fold-constants":
+            packed[:] = [op.operands[1].owner.name for op in module.walk() if isinstance(op, QGemmOp)]
+
+    c = ziggurat.compile(model, target="llvm -mcpu=haswell -num-cores=1", cache=False, after_pass=after)
+    assert packed == ["graph.constant"]  # the int16 weight panel is packed once, at compile time
     asm = c._keepalive.assembly()
     assert "vpmaddwd" in asm and "vpmaddubsw" not in asm
     if Target.parse("llvm").has("avx2"):
