@@ -52,6 +52,10 @@ class QGemmOp(IRDLOperation):
     saturate `vpmaddubsw` (te block `qgemm_w16`, tensorized onto
     `x86_avx2_s16_8x2` on any target with AVX2).
 
+    b's rows may be longer than `g * N` (the result's N): lanes past it are padding, never read (the
+    frontend pads AVX2's packed rows to an odd number of 64-byte lines, so that the k steps of one
+    column panel do not share an L1 set).
+
     ```mlir
     %c = graph.qgemm %a, %b : tensor<8x64xui8>, tensor<16x128xi8> -> tensor<8x32xi32>
     %d = graph.qgemm %a, %b {pairs16} : tensor<8x64xui8>, tensor<16x128xi8> -> tensor<8x32xi32>
@@ -91,11 +95,13 @@ class QGemmOp(IRDLOperation):
         m, k = a[-2:]
         kq, ng = b[-2:]
         require(k % 4 == 0 and kq * g == k, self, f"a's K = {k} must be a multiple of 4 and equal {g} x b's dim -2 ({kq})")
-        require(ng % (16 * g) == 0, self, f"b's last dim {ng} must be {g} x N with N a multiple of 16")
+        require(ng % (16 * g) == 0, self, f"b's last dim {ng} must be {g} x N (plus padding) with N a multiple of 16")
         batch_b = b[:-2]
         require(len(batch_b) == 0 or batch_b == a[:-2], self, f"b's batch dims {batch_b} must be empty or equal a's {a[:-2]}")
-        want = (*a[:-2], m, ng // g)
-        require(r == want, self, f"result shape {r} should be {want}")
+        require(len(r) == len(a) and r[:-1] == (*a[:-2], m), self, f"result shape {r} should be {(*a[:-2], m)} x N")
+        n = r[-1]
+        require(n % 16 == 0 and g * n <= ng, self, f"result N = {n} must be a multiple of 16 and at most b's last dim / {g} "
+                f"({ng // g})")
 
 
 @irdl_op_definition

@@ -123,6 +123,8 @@ def test_avx2_runs_full_range_weights_on_vpmaddwd_exactly(m, k, n):
     model = qdq_matmul(m, k, n)
     gemms = [op for op in import_onnx(model, int8_dot="avx2").module.walk() if isinstance(op, QGemmOp)]
     assert [op.group for op in gemms] == [2]  # graph.qgemm's wide form
+    row_lines = gemms[0].b.type.get_shape()[-1] * 2 // 64  # int16 lanes, in 64-byte lines
+    assert row_lines % 2 == 1  # an odd number: the k steps of a column panel do not share one L1 set
     packed: list[str] = []
 
     def after(p, module, seconds):

@@ -20,7 +20,7 @@ func.func @n_not_16(%a: tensor<8x64xui8>, %b: tensor<16x40xi8>) {
   %c = graph.qgemm %a, %b : tensor<8x64xui8>, tensor<16x40xi8> -> tensor<8x10xi32>
   func.return
 }
-// CHECK: 'graph.qgemm' op b's last dim 40 must be 4 x N with N a multiple of 16
+// CHECK: 'graph.qgemm' op b's last dim 40 must be 4 x N (plus padding) with N a multiple of 16
 
 // -----
 
@@ -29,3 +29,11 @@ func.func @wide_a_byte_b(%a: tensor<8x64xi16>, %b: tensor<32x64xi8>) {
   func.return
 }
 // CHECK: 'graph.qgemm' op b must hold i16 with an i16 a, got tensor<32x64xi8>
+
+// -----
+
+func.func @n_past_b(%a: tensor<8x64xi16>, %b: tensor<32x64xi16>) {
+  %c = graph.qgemm %a, %b : tensor<8x64xi16>, tensor<32x64xi16> -> tensor<8x48xi32>
+  func.return
+}
+// CHECK: 'graph.qgemm' op result N = 48 must be a multiple of 16 and at most b's last dim / 2 (32)

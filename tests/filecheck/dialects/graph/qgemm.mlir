@@ -17,3 +17,11 @@ func.func @wide(%a: tensor<8x64xi16>, %b: tensor<32x64xi16>) -> tensor<8x32xi32>
   %c = graph.qgemm %a, %b : tensor<8x64xi16>, tensor<32x64xi16> -> tensor<8x32xi32>
   func.return %c : tensor<8x32xi32>
 }
+
+// b's rows may be padded past 2N (AVX2's packed rows: an odd number of 64-byte lines); N is the result's.
+// CHECK-LABEL: func.func @padded_rows
+// CHECK-NEXT: %c = graph.qgemm %a, %b : tensor<8x64xi16>, tensor<32x96xi16> -> tensor<8x32xi32>
+func.func @padded_rows(%a: tensor<8x64xi16>, %b: tensor<32x96xi16>) -> tensor<8x32xi32> {
+  %c = graph.qgemm %a, %b : tensor<8x64xi16>, tensor<32x96xi16> -> tensor<8x32xi32>
+  func.return %c : tensor<8x32xi32>
+}
