@@ -390,15 +390,19 @@ def pretrain_from_db(model: GBTCostModel, db: JSONDatabase, target_key: str, own
     return model.pretrain(records, stored_features)
 
 
-def _validation_reserve(tuner: Tuner, tasks: list[Task], validate: int) -> float:
+def _validation_reserve(tuner: Tuner, tasks: list[Task], validate: int, revert: bool = False) -> float:
     """Seconds the final validation round is expected to take: per task the default and `validate`
-    finalists, each built once and run 5 times, at the build and run seconds per candidate so far."""
-    if not validate or not tuner.measured:
+    finalists, each built once and run 5 times, at the build and run seconds per candidate so far.
+    With `revert`, also the model check's revert round (the default alone, once per task the
+    tuned build changes), which it runs when the tuned model is not faster: unreserved, it took
+    llama_tiny_lm's 10-minute run to 628 s."""
+    if not (validate or revert) or not tuner.measured:
         return 0.0
     per_build, per_run = tuner.timing["build"] / tuner.measured, tuner.timing["run"] / tuner.measured
     # a task is validated when a candidate was measured faster than its default (Tuner.validate)
-    traces = sum(min(1 + validate, 1 + max(t.trials - 1, 0)) for t in tasks
-                 if np.isfinite(t.best_cost) and t.best_cost < t.default_cost)
+    improved = [t for t in tasks if np.isfinite(t.best_cost) and t.best_cost < t.default_cost]
+    traces = sum(min(1 + validate, 1 + max(t.trials - 1, 0)) for t in improved) if validate else 0
+    traces += len(improved) if revert else 0
     return traces * (per_build + 5 * per_run)
 
 
@@ -446,7 +450,7 @@ def tune_model(model: Any, trials: int | None, db: JSONDatabase, target: str | T
         while trials is None or done < trials:
             if time_budget is not None and batches:
                 per_batch = (time.time() - looping) / batches
-                reserve = _validation_reserve(tuner, tasks, validate)
+                reserve = _validation_reserve(tuner, tasks, validate, revert=model_check)
                 if model_check:  # two compiles (each about an extraction) and the paired timing
                     reserve += 2.5 * extract_s + 3 * (BLOCKS * RUNS + 1) * estimated_latency(tasks)
                 if time.time() - started + per_batch + reserve > time_budget:

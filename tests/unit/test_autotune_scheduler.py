@@ -54,6 +54,22 @@ def test_first_batches_go_to_every_task_then_to_the_largest_expected_gain() -> N
     assert s.next() is b
 
 
+def test_the_budget_reserves_the_model_checks_revert_round() -> None:
+    """The model check re-measures the default of every kernel the tuned build changes when that build
+    is not faster; the budget reserves that round too (without it a 600 s run took 628 s)."""
+    from types import SimpleNamespace
+
+    from ziggurat.autotune.tuner import _validation_reserve
+
+    tuner = SimpleNamespace(measured=10, timing={"build": 20.0, "run": 1.0})  # 2 s a build, 0.1 s a run
+    tasks = [T("won", 1, 1e-3, 2e-3, 16), T("lost", 1, 2e-3, 2e-3, 16), T("won2", 1, 1e-3, 3e-3, 16)]
+    per = 2.0 + 5 * 0.1
+    assert _validation_reserve(tuner, tasks, 0) == 0.0
+    assert _validation_reserve(tuner, tasks, 0, revert=True) == pytest.approx(2 * per)  # the two improved
+    assert _validation_reserve(tuner, tasks, 4) == pytest.approx(2 * 5 * per)  # default + 4 finalists each
+    assert _validation_reserve(tuner, tasks, 4, revert=True) == pytest.approx(2 * 6 * per)
+
+
 def test_kernels_under_one_percent_get_only_their_first_batch() -> None:
     big, tiny = T("big", 1, 1e-3, 1e-3, 8), T("tiny", 1)
     s = TaskScheduler([big, tiny])
