@@ -98,8 +98,12 @@ def _masked_gather(t: Translator, f: FuncState, op: Operation, ptrs: ir.Value) -
 def _vgather(t: Translator, f: FuncState, op: Operation) -> None:
     """hw.vgather: lane l at `buf[indices] + stride * l` elements: a splat of the base plus constant
     i64 byte offsets, which x86 selects as one `vgatherdps` (as a vector GEP, LLVM hoists it into a
-    vector of pointers, which made qword gathers)."""
+    vector of pointers, which made qword gathers); stride 1 is a masked load (a plain load where
+    every lane is on)."""
     stride = op.attributes["stride"].value.data  # type: ignore[attr-defined]
+    if stride == 1:  # consecutive elements (a [C, 1, 1] per-channel constant read along C): one masked load
+        _vmaskload(t, f, op)
+        return
     vt = t.ty(op.results[0].type)
     b, lanes = f.b, vt.count
     p = b.ptrtoint(_lane_address(t, f, op.operands[0], op.operands[1:-1], vt), I64)

@@ -181,3 +181,35 @@ def test_output_channel_blocks_go_inside_when_the_input_map_is_large(cin, inside
     (ref,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
     (got,) = ziggurat.compile(model, target="llvm -num-cores=2")(x)
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("channels", [64, 20])
+def test_global_average_pool_of_channels_last_values_is_vector_code(channels):
+    """GlobalAveragePool over values read channels-last (an int8 pointwise conv's rows, transposed back
+    to NCHW) with per-channel [C, 1, 1] constants on the way: the sums are [N, C], so the channels are
+    the nest's vector loop, and the constants read along C are contiguous (one masked load each). Before,
+    the nest's last loops had 1 trip and the whole kernel stayed scalar (mobilenetv3's int8 head)."""
+    import onnxruntime as ort
+    from onnx import numpy_helper as nh
+    from xdsl.dialects import func
+
+    rng = np.random.default_rng(channels)
+    inits = [nh.from_array(rng.standard_normal((channels, 1, 1)).astype(np.float32), n) for n in ("s", "b")]
+    nodes = [helper.make_node("Transpose", ["x"], ["t"], perm=[0, 3, 1, 2]),
+             helper.make_node("Mul", ["t", "s"], ["m"]), helper.make_node("Add", ["m", "b"], ["a"]),
+             helper.make_node("Relu", ["a"], ["r"]), helper.make_node("GlobalAveragePool", ["r"], ["y"])]
+    g = helper.make_graph(nodes, "gap", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 7, 7, channels])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, channels, 1, 1])], inits)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    pools: list[str] = []
+
+    def after(p, module, seconds):
+        if p.name == "convert-loop-to-hw":
+            pools.extend(str(f) for f in module.walk() if isinstance(f, func.FuncOp) and "global_avg_pool" in str(f))
+
+    m = ziggurat.compile(model, target="llvm -mcpu=haswell -num-cores=1", cache=False, after_pass=after)
+    assert len(pools) == 1 and "hw.vload" in pools[0] and "hw.not_vectorized" not in pools[0]
+    if Target.parse("llvm").has("avx2"):
+        x = rng.standard_normal((1, 7, 7, channels)).astype(np.float32)
+        ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+        np.testing.assert_allclose(m(x)[0], ref, rtol=1e-5, atol=1e-5)

@@ -173,8 +173,9 @@ def plan_parts(nest: ReduceNest) -> tuple[list[int], list[int], int, list[int]] 
         if o is pre:
             streamed.append(o)
             continue
-        step = stride(o.indices[-1], lvar, memo)
-        if step is None or step < 1 or any(depends(i, lvar, dmemo) for i in o.indices[:-1]):
+        last = _lane_index(o)  # the index L walks: the last, or one followed by 1-extent dims only
+        step = stride(o.indices[last], lvar, memo)
+        if step is None or step < 1 or any(depends(i, lvar, dmemo) for i in o.indices[:last]):
             return None
         streamed.append(o)
     free, used, paired = [], [], []
@@ -192,6 +193,16 @@ def plan_parts(nest: ReduceNest) -> tuple[list[int], list[int], int, list[int]] 
     red = nest.reduction[0].trip_count
     kc = KC if red > 2 * KC and red % KC == 0 else 0
     return free, used, kc, paired
+
+
+def _lane_index(load: loop.LoadOp) -> int:
+    """The position of the index that the vector loop may walk in `load`: the last, moved left past
+    dims of extent 1 (a per-channel [C, 1, 1] constant read at [c, 0, 0] walks C with stride 1)."""
+    shape = load.buffer.type.get_shape()  # type: ignore[attr-defined]
+    last = len(load.indices) - 1
+    while last > 0 and shape[last] == 1:
+        last -= 1
+    return last
 
 
 def register_budget(width: int, registers: int = 0) -> tuple[int, tuple[int, ...]]:
