@@ -225,18 +225,14 @@ def define_global_avg_pool(op: graph.GlobalAvgPoolOp, b: Builder, x: Lookup) -> 
     def body(e: Expr, i, r) -> SSAValue:
         return e.read(inp, [i[0], i[1], *r])
 
-    # The sums as [N, C] where the sizes are static: the channels are the reduction nest's innermost
-    # spatial loop, so a channels-last input (an int8 pointwise conv's rows, read transposed) takes the
-    # vector block along them; as [N, C, 1, 1] that loop had trailing 1-trip loops and stayed scalar.
-    flat = not any(isinstance(d, Sym) for d in shape[:2])
-    sums = reduce(b, "global_avg_pool_sum", "add", 0.0, TensorType(out_type.element_type, shape[:2]) if flat else out_type, spatial, body)
-
-    def at(e: Expr, i) -> SSAValue:
-        return e.read(sums, list(i[:2]) if flat else i)
-
+    # The sums as [N, C]: the channels are the reduction nest's innermost spatial loop, so a channels-last
+    # input (an int8 pointwise conv's rows, read transposed) takes the vector block along them; as
+    # [N, C, 1, 1] that loop had trailing 1-trip loops and stayed scalar.
+    sums = reduce(b, "global_avg_pool_sum", "add", 0.0, tensor_of(out_type.element_type, shape[:2]), spatial, body)
     if isinstance(size, Sym):  # a symbolic map: times the reciprocal of its run-time size
-        return compute(b, "global_avg_pool", out_type, lambda e, i: e.mul(at(e, i), e.div(e.const(1.0), e.extent(size))))
-    return compute(b, "global_avg_pool", out_type, lambda e, i: e.mul(at(e, i), e.const(1.0 / size)))
+        return compute(b, "global_avg_pool", out_type,
+                       lambda e, i: e.mul(e.read(sums, i[:2]), e.div(e.const(1.0), e.extent(size))))
+    return compute(b, "global_avg_pool", out_type, lambda e, i: e.mul(e.read(sums, i[:2]), e.const(1.0 / size)))
 
 
 def define_batch_norm(op: graph.BatchNormOp, b: Builder, x: Lookup) -> SSAValue:
