@@ -111,6 +111,15 @@ WIDE16_DOT = ("x86_avx2_s16_8x2", 8, 4)
 
 DOTS = {"vnni": (INTRIN, 16, 8), "avx2": ("x86_avx2_u8s8_8x4", 8, 4)}
 PARALLEL_MACS = 1 << 18
+A_PART_MIN_BYTES = 4 << 20
+A_PART_BYTES = 128 << 10
+"""A GEMM whose A operand holds `A_PART_MIN_BYTES` or more runs it in parts of at most
+`A_PART_BYTES` rows, each part across all column panels (segformer's decode head: 4096 x 1024
+int16, 8 MB, streamed from memory once per 16-column panel); smaller A stays whole (the whole
+int8 models ran 0.965-1.021x with parts for every GEMM)."""
+B_PANEL_BYTES = 16 << 10
+"""A column panel of B (2 vectors of columns) over K is cut into k blocks of at most this many
+bytes, half an L1, where it holds more: every row block re-reads the panel."""
 """An int8 GEMM of at least this many multiply-adds (about 10 us on one core) runs its outermost
 loop with two or more trips `parallel` (loop-parallelize-outer sees no work in a tensorized nest,
 so it would stay serial); with one thread the backend runs it serially."""
@@ -158,6 +167,37 @@ def schedule_qgemm(fn, block: str = "qgemm", dot: str | None = None) -> bool:
     return _tensorize(fn, block, *DOTS[dot])
 
 
+def _row_part(blocks: int, block_bytes: int) -> int:
+    """Row blocks per part of A for a GEMM whose A (`blocks` register blocks of rows of
+    `block_bytes` each) is `A_PART_MIN_BYTES` or more, else 0: the largest divisor of `blocks`
+    whose part fits `A_PART_BYTES`. Each part then crosses all column panels while it stays in
+    L2, where the whole A would stream from memory once per panel."""
+    if blocks * block_bytes < A_PART_MIN_BYTES:
+        return 0
+    fit = max(1, A_PART_BYTES // block_bytes)
+    part = max(d for d in range(1, min(blocks, fit) + 1) if blocks % d == 0)
+    return part if part < blocks else 0
+
+
+def _k_block(steps: int, step_bytes: int) -> int:
+    """k groups per block where one column panel of B over all `steps` (`step_bytes` each) holds
+    more than `B_PANEL_BYTES`, else 0: the largest divisor of `steps` whose panel fits, so the
+    panel stays in L1 while the row blocks cross it."""
+    if steps * step_bytes <= B_PANEL_BYTES:
+        return 0
+    fit = max(1, B_PANEL_BYTES // step_bytes)
+    return max(d for d in range(1, min(steps, fit) + 1) if steps % d == 0)
+
+
+def _elt_bytes(fn, block: str) -> int:
+    """Bytes of one element of the A operand (the first buffer the block reads)."""
+    from ziggurat.dialects import loop
+
+    blk = next(o for o in fn.walk() if isinstance(o, loop.BlockOp) and o.block_name.data == block)
+    read = next(o for o in blk.body.walk() if isinstance(o, loop.LoadOp))
+    return max(1, getattr(read.buffer.type.element_type, "bitwidth", 8) // 8)
+
+
 def _tensorize(fn, block: str, intrin: str, lanes: int, max_rows: int) -> bool:
     """Register blocks of at most `max_rows` rows x 2 vectors of `lanes` columns, the k groups
     outside them, each step tensorized onto `intrin` (its group: the innermost k loop)."""
@@ -179,19 +219,35 @@ def _tensorize(fn, block: str, intrin: str, lanes: int, max_rows: int) -> bool:
     p_jr = p_j + (1 if has_jo else 0)
     if nv > 1:
         s.split(s.get_loops(block)[p_jr], lanes)  # jv, jl
+    k_bytes = cur[-2].op.trip_count * cur[-1].op.trip_count * _elt_bytes(fn, block)
+    part = _row_part(m // mr, mr * k_bytes) if has_jo else 0
+    if part:
+        s.split(s.get_loops(block)[nb], part)  # ip (parts of A), io
+    kc = _k_block(cur[-2].op.trip_count, nv * lanes * cur[-1].op.trip_count * _elt_bytes(fn, block))
+    if kc:
+        s.split(s.get_loops(block)[-2], kc)  # kb, the k groups
     cur = s.get_loops(block)
-    io, ii = cur[nb], (cur[nb + 1] if mr > 1 else None)
-    jo = cur[p_j] if has_jo else None
-    jv = cur[p_jr] if nv > 1 else None
-    jl = cur[p_jr + (1 if nv > 1 else 0)]
-    # batch, column panel, row block, k groups, then the register block (rows, vectors), lanes, the group
-    order = [*cur[:nb], jo, io, cur[-2], ii, jv, jl, cur[-1]]
+    kb = cur[-3] if kc else None
+    ip = cur[nb] if part else None
+    io = cur[nb + (1 if part else 0)]
+    ii = cur[nb + (2 if part else 1)] if mr > 1 else None
+    off = 1 if part else 0
+    jo = cur[p_j + off] if has_jo else None
+    jv = cur[p_jr + off] if nv > 1 else None
+    jl = cur[p_jr + off + (1 if nv > 1 else 0)]
+    # batch, part of A, column panel, row block, k groups, then the register block (rows, vectors),
+    # lanes, the group
+    order = [*cur[:nb], ip, jo, kb, io, cur[-2], ii, jv, jl, cur[-1]]
     s.reorder(*[x for x in order if x is not None])
-    if m * n * cur[-2].op.trip_count * cur[-1].op.trip_count >= PARALLEL_MACS:
-        first = next((lp for lp in s.get_loops(block)[:nb + 2] if lp.op.trip_count >= 2), None)
+    macs = m * n * cur[-2].op.trip_count * (kb.op.trip_count if kb else 1) * cur[-1].op.trip_count
+    if macs >= PARALLEL_MACS:  # never the k blocks (a reduction)
+        loops = s.get_loops(block)
+        outer = nb + sum(x is not None for x in (ip, jo))
+        io_at = outer + (1 if kb is not None else 0)
+        first = next((lp for lp in [*loops[:outer], loops[io_at]] if lp.op.trip_count >= 2), None)
         if first is not None:
             s.parallel(first)
-    pos = nb + (1 if jo is not None else 0) + 2
+    pos = nb + sum(x is not None for x in (ip, jo, kb)) + 2
     for part in (ii, jv):
         if part is not None:
             s.unroll(s.get_loops(block)[pos])

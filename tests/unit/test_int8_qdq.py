@@ -157,6 +157,67 @@ def test_wide_gemm_takes_int8_activations_unshifted(zero_point):
         check(c(x)[0], literal(signed, x))
 
 
+@settings(max_examples=60, deadline=None)
+@given(steps=st.integers(1, 2000), step_bytes=st.sampled_from([64, 128]), blocks=st.integers(1, 3000),
+       block_bytes=st.integers(64, 8192))
+def test_k_blocks_and_row_parts_divide_and_fit(steps, step_bytes, blocks, block_bytes):
+    """A k block divides the k groups and its B panel fits `B_PANEL_BYTES` (none where the whole
+    panel fits); a part of A divides the row blocks and fits `A_PART_BYTES` (none for A under
+    `A_PART_MIN_BYTES`, or where one part would be all of A)."""
+    from ziggurat.lowering import qgemm as qg
+
+    kc = qg._k_block(steps, step_bytes)
+    if steps * step_bytes <= qg.B_PANEL_BYTES:
+        assert kc == 0
+    else:
+        assert 0 < kc < steps and steps % kc == 0
+        assert kc * step_bytes <= qg.B_PANEL_BYTES or kc == 1
+    part = qg._row_part(blocks, block_bytes)
+    if blocks * block_bytes < qg.A_PART_MIN_BYTES:
+        assert part == 0
+    elif part:
+        assert blocks % part == 0 and part < blocks
+        assert part * block_bytes <= qg.A_PART_BYTES or part == 1
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_large_int8_gemms_run_in_k_blocks_and_parts_of_a(monkeypatch, threads):
+    """A GEMM whose B panel outgrows L1 runs its k groups in blocks, one whose A outgrows L2 in
+    parts of rows that each cross all column panels (thresholds shrunk here so that a small GEMM
+    takes both); the k blocks stay serial and the result is the literal QDQ one."""
+    from ziggurat.dialects import loop
+    from ziggurat.lowering import qgemm as qg
+
+    monkeypatch.setattr(qg, "B_PANEL_BYTES", 1024)  # 16 k groups of one 64-byte panel step
+    monkeypatch.setattr(qg, "A_PART_MIN_BYTES", 8 << 10)
+    monkeypatch.setattr(qg, "A_PART_BYTES", 2 << 10)
+    model = qdq_matmul(64, 96, 48)
+    nests: list[list[tuple[int, str]]] = []
+
+    def after(p, module, seconds):
+        if p.name == "loop-default-schedule":
+            for dot in module.walk():
+                if dot.name == "x86vec.maddwd_dot":  # the tensorized step of the wide int8 GEMM
+                    loops, op = [], dot.parent_op()
+                    while op is not None and isinstance(op, loop.ForOp):
+                        loops.insert(0, (op.trip_count, op.kind.data))
+                        op = op.parent_op()
+                    nests.append(loops)
+
+    c = ziggurat.compile(model, target=f"llvm -mcpu=haswell -num-cores={threads}", cache=False, after_pass=after)
+    assert len(nests) == 1
+    trips = [t for t, _ in nests[0]]
+    # the parts of A (8 of 2 row blocks: 1.5 of 2 KB), the column panels (48 / 16), the k blocks
+    # (48 pairs / 16), the row blocks of the part (2 of 4 rows), the k groups of the block, then
+    # the register block
+    assert trips[:5] == [8, 3, 3, 2, 16], nests[0]
+    assert nests[0][2][1] == "serial"  # the k blocks: a reduction
+    assert nests[0][0][1] == "parallel"  # the parts of A (one thread runs it serially)
+    if Target.parse("llvm").has("avx2"):
+        x = (np.random.default_rng(5).standard_normal((64, 96)) * 3).astype(np.float32)
+        check(c(x)[0], literal(model, x))
+
+
 @settings(max_examples=40, deadline=None)
 @given(w=st.lists(st.integers(-128, 127), min_size=2, max_size=12))
 def test_no_pair_saturates_is_exactly_when_vpmaddubsw_is_exact(w):
