@@ -30,10 +30,12 @@ names, whose output is the first input of a node a call names, is listed before
 it (`_place_folded`: a node folded away without its location carried along).
 
 Flops are counted on the final loop nest (`count_work` of the cost oracle: an
-FMA counts 2, a `math` op MATH_OP_FLOPS); bytes are the sizes of the kernel's
+FMA counts 2, a `math` op MATH_OP_FLOPS; an int8 GEMM's integer multiply-adds,
+its tensorized dot steps, count 2 each too); bytes are the sizes of the kernel's
 argument buffers. The roofline time is `max(flops / (peak x threads), bytes /
 bandwidth)` with the peaks `machine_peaks` measured once per machine for one
-thread; `roof_pct` is that time over the measured one.
+thread (the f32 FMA peak, so an int8 GEMM's roof can pass 100%); `roof_pct` is
+that time over the measured one.
 
 ```python
 prof = profile_model("model.onnx", target="llvm -num-cores=1", rounds=20)
@@ -296,7 +298,8 @@ def _place_folded(nodes: Sequence[Any], found: list[list[str]]) -> None:
 
 
 def _work(module: Any, kernel: str) -> tuple[float, float]:
-    """Float ops of one call of `kernel` and the bytes of its argument buffers."""
+    """Ops of one call of `kernel` (float ops and the integer multiply-adds of tensorized dot
+    steps, 2 each) and the bytes of its argument buffers."""
     from xdsl.dialects.builtin import MemRefType
 
     from ziggurat.errors import ZigguratError
@@ -306,7 +309,8 @@ def _work(module: Any, kernel: str) -> tuple[float, float]:
     fn = next(f for f in module.ops if getattr(f, "sym_name", None) is not None and f.sym_name.data == kernel)
     nbytes = sum(memref_nbytes(t) for t in fn.function_type.inputs.data if isinstance(t, MemRefType))
     try:
-        flops = count_work(module, kernel).flops
+        work = count_work(module, kernel)
+        flops = work.flops + work.dot_ops  # an int8 GEMM's multiply-adds count as 2 ops, as a float FMA
     except (ZigguratError, KeyError, ValueError, AttributeError):
         flops = 0.0
     return float(flops), float(nbytes)

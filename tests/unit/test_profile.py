@@ -217,3 +217,15 @@ def test_a_conv_folded_with_its_batchnorm_keeps_its_name():
                          rounds=1, warmup=0)
     conv = [s for s in prof.sites if any(o.startswith("graph.conv2d") for o in s.ops)]  # (8 lanes: + layout transforms)
     assert len(conv) == 1 and conv[0].nodes[-3:] == ("conv", "bn", "relu"), prof.sites
+
+
+@pytest.mark.skipif(not ziggurat.target.Target.parse("llvm").has("avx2"), reason="runs an AVX2 int8 GEMM")
+def test_an_int8_gemm_counts_its_multiply_adds():
+    """A QDQ MatMul's int8 GEMM (tensorized dot steps, no float op) counts 2 ops per multiply-add,
+    as a float FMA does: its row shows 2 M N K ops, not 0 GFLOP/s."""
+    from tests.unit.test_int8_qdq import qdq_matmul
+
+    prof = profile_model(qdq_matmul(64, 96, 48), target="llvm -mcpu=haswell -num-cores=1", rounds=2, warmup=1)
+    rows = [r for r in prof.rows if r.kernel.startswith("qgemm")]
+    assert len(rows) == 1 and rows[0].flops == 2 * 64 * 96 * 48
+    assert rows[0].gflops > 0

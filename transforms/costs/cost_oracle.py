@@ -111,7 +111,8 @@ class Work:
     how many of the float ops are scalar (outside every vectorized loop), and the scalarized
     index divisions inside vectorized loops (`INDEX_DIV_OPS` per lane), and the cache lines
     that loads fetch past L1 on set conflicts (`_conflict_lines`), and the bytes a pack nest
-    copies (`copy_bytes`: B into panels, a phase before the compute)."""
+    copies (`copy_bytes`: B into panels, a phase before the compute), and the ops of tensorized
+    dot steps (`dot_ops`: an int8 GEMM's multiply-adds, which `flops` leaves out)."""
 
     flops: float
     bytes: float
@@ -119,6 +120,7 @@ class Work:
     scalar_index_ops: float = 0.0
     conflict_lines: float = 0.0
     copy_bytes: float = 0.0
+    dot_ops: float = 0.0  # multiply-adds of tensorized dot steps (int8 GEMMs), 2 ops each; not in flops
 
 
 def _op_flops(op: Operation) -> float:
@@ -243,7 +245,7 @@ def count_work(module: ModuleOp | func.FuncOp, name: str | None = None) -> Work:
     index: list[float] = [0.0]
     scalar = _scalar_flops(fn.body.block.ops, index=index)
     return Work(float(st.flops + MATH_OP_FLOPS * st.math_ops), float(footprint(st.accesses, ())), scalar, index[0],
-                _conflict_lines(st.accesses), st.copy_bytes)
+                _conflict_lines(st.accesses), st.copy_bytes, st.dot_ops)
 
 
 # ---------------------------------------------------------------- peak measurement

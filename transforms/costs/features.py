@@ -107,6 +107,7 @@ class WalkState:
     n_reduction_blocks: int = 0
     max_depth: int = 0
     copy_bytes: float = 0.0  # bytes read and written by pack nests (blocks named `*` + PACK_SUFFIX)
+    dot_ops: float = 0.0  # the multiply-adds of tensorized dot steps (x86vec dots), 2 ops each
 
 
 def _lanes(t) -> int:
@@ -202,6 +203,9 @@ def walk_loops(st: WalkState, ops) -> None:
         elif op.results:
             lanes = _lanes(op.results[0].type)
             st.max_width = max(st.max_width, lanes)
+            group = getattr(op, "GROUP", None)  # an x86vec dot: `lanes` accumulators += `group` products
+            if isinstance(group, int) and name.startswith("x86vec."):
+                st.dot_ops += trips * 2 * lanes * group
             if name == "hw.vfma" or name == "math.fma":
                 n = 2 * lanes
             elif name == "hw.vreduce":
