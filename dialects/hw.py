@@ -361,10 +361,20 @@ class VMaskStoreOp(_MaskedAccess):
         self._check_masked(self.value.type)
 
 
+ROWS_ATTR = "hw.transpose_rows"
+"""Unit attribute of a `loop.load` read transposed in an unrolled strip (loop-default-schedule's
+transpose_tiles.py): convert-loop-to-hw makes its gather a `hw.vgather {rows}`."""
+
+
 @irdl_op_definition
 class VGatherOp(_MaskedAccess):
     """Loads lanes `l` from `x[..., j + stride * l]` where the mask bit is set
     (other lanes are 0.0 and never touched): a strided vector read.
+
+    With the unit attribute `rows` (every lane on, `x`'s last dim a multiple of the lanes, the
+    stride in an outer dim) the backend reads the lanes' rows from the aligned block that holds
+    `j` and transposes them in registers: in a strip of consecutive `j` unrolled by the lanes
+    (transpose_tiles.py marks its read `ROWS_ATTR`), one load per row for all the strip's gathers.
 
     ```mlir
     %v = hw.vgather %x[%i, %j], %m {stride = 2 : i64} : memref<4x64xf32>, vector<16xi1> -> vector<16xf32>

@@ -9,12 +9,14 @@ from dataclasses import dataclass
 from xdsl.builder import Builder
 from xdsl.context import Context
 from xdsl.dialects import arith, builtin, math
-from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, IndexType, IntegerAttr, MemRefType, StringAttr, VectorType
+from xdsl.dialects.builtin import (DenseIntOrFPElementsAttr, IndexType, IntegerAttr, MemRefType, StringAttr, UnitAttr,
+                                   VectorType)
 from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint
 
 from ziggurat.dialects import hw, loop
+from ziggurat.dialects.hw import ROWS_ATTR
 
 # Scalar float ops that have a lane-wise vector form of the same op.
 LANEWISE = (
@@ -67,6 +69,7 @@ class _Vectorizer:
         self.clamped: dict[SSAValue, tuple[SSAValue, SSAValue]] = {}
         self.masked_loads: set[loop.LoadOp] = set()
         self.gathers: dict[loop.LoadOp, int] = {}
+        self.row_gathers: set[loop.LoadOp] = set()  # gathers read as rows and transposed (`rows`)
         # Indices made from loaded lanes (`arith.index_cast` of i32 lanes: a table lookup's
         # index) and the loads through them (`hw.vlookup`).
         self.lane_index: dict[SSAValue, SSAValue] = {}
@@ -215,6 +218,10 @@ class _Vectorizer:
             inner = op.buffer.type.get_shape()[d + 1:]  # type: ignore[attr-defined]
             if k is not None and k > 0 and all(n > 0 for n in inner):
                 self.gathers[op] = k * product(inner)  # a stride in an outer dim: its flat stride
+                shape = op.buffer.type.get_shape()  # type: ignore[attr-defined]
+                if ROWS_ATTR in op.attributes and shape[-1] > 0 and shape[-1] % self.width == 0 \
+                        and indices[-1] not in self.clamped:
+                    self.row_gathers.add(op)  # a transposed read in an unrolled strip (transpose_tiles.py)
                 return "vector"
         raise NotVectorizable(f"'{op.name}' is not contiguous in the loop variable (strides {strides})")
 
@@ -422,7 +429,10 @@ class _Vectorizer:
                 base, cond = self.clamped.get(last, (last, None))
                 idx = [mapping.get(i, i) for i in op.indices[:-1]] + [mapping.get(base, base)]
                 mask = self._mask_or_all(b, mapping[cond] if cond is not None else None)
-                mapping[op.result] = b.insert(hw.VGatherOp(op.buffer, idx, mask, self._lanes(op.buffer), self.gathers[op])).result  # type: ignore[arg-type]
+                gather = b.insert(hw.VGatherOp(op.buffer, idx, mask, self._lanes(op.buffer), self.gathers[op]))  # type: ignore[arg-type]
+                if op in self.row_gathers and cond is None:
+                    gather.attributes["rows"] = UnitAttr()
+                mapping[op.result] = gather.result
             elif isinstance(op, loop.LoadOp) and op in self.masked_loads:
                 base, cond = self.clamped[op.indices[-1]]
                 idx = [mapping.get(i, i) for i in op.indices[:-1]] + [mapping.get(base, base)]

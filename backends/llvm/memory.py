@@ -104,6 +104,9 @@ def _vgather(t: Translator, f: FuncState, op: Operation) -> None:
     if stride == 1:  # consecutive elements (a [C, 1, 1] per-channel constant read along C): one masked load
         _vmaskload(t, f, op)
         return
+    if "rows" in op.attributes:  # a transposed read in an unrolled strip: rows and an in-register transpose
+        _vgather_rows(t, f, op, stride)
+        return
     vt = t.ty(op.results[0].type)
     b, lanes = f.b, vt.count
     p = b.ptrtoint(_lane_address(t, f, op.operands[0], op.operands[1:-1], vt), I64)
@@ -112,6 +115,49 @@ def _vgather(t: Translator, f: FuncState, op: Operation) -> None:
     splat = b.shuffle_vector(b.insert_element(undef, p, I32(0)), undef, ir.Constant(ir.VectorType(I32, lanes), [I32(0)] * lanes))
     offsets = ir.Constant(it, [I64(i * element_size(vt.element) * stride) for i in range(lanes)])
     _masked_gather(t, f, op, b.inttoptr(b.add(splat, offsets), ir.VectorType(vt.element.as_pointer(), lanes)))
+
+
+def _vgather_rows(t: Translator, f: FuncState, op: Operation, stride: int) -> None:
+    """hw.vgather {rows}: the lanes' rows, each read as one vector from the start of the aligned
+    block of `lanes` elements that holds the gathered one (`buf`'s last index rounded down; the
+    last dim is a multiple of the lanes, so the block is in bounds), transposed in registers
+    (`transpose_vectors`), and the column of the last index's offset in its block taken. In an
+    unrolled strip of `lanes` consecutive last indices (transpose_tiles.py) the offset is a
+    constant in each copy, and LLVM shares the loads and the transpose between the copies:
+    `lanes` vector loads and lanes x log2(lanes) shuffles for `lanes` gathers."""
+    vt = t.ty(op.results[0].type)
+    b, lanes = f.b, vt.count
+    last = f.get(op.operands[-2])
+    k = b.and_(last, I64(lanes - 1))
+    base = b.gep(address(t, f, op.operands[0], op.operands[1:-1]), [b.sub(I64(0), k)])
+    rows = [b.load(b.bitcast(b.gep(base, [I64(r * stride)]), vt.as_pointer()), align=element_size(vt.element))
+            for r in range(lanes)]
+    cols = transpose_vectors(b, rows)
+    out = cols[-1]
+    for c in range(lanes - 2, -1, -1):  # a select chain on the offset: one column once k is a constant
+        out = b.select(b.icmp_unsigned("==", k, I64(c)), cols[c], out)
+    f.vals[op.results[0]] = out
+
+
+def transpose_vectors(b: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
+    """The columns of the square matrix whose rows are `rows` (n vectors of n lanes, n a power of
+    two): log2(n) stages, each swapping the off-diagonal d x d blocks of every 2d x 2d block with
+    two-vector shuffles (d = 1, 2, 4, ...; at 8 f32 lanes LLVM selects unpack, shufps and
+    vperm2f128)."""
+    n = len(rows)
+    v = list(rows)
+    d = 1
+    while d < n:
+        for i in range(n):
+            if i & d:
+                continue
+            lo = [j if not j & d else n + j - d for j in range(n)]  # a's even blocks, b's even blocks
+            hi = [j + d if not j & d else n + j for j in range(n)]  # a's odd blocks, b's odd blocks
+            a, c = v[i], v[i + d]
+            v[i] = b.shuffle_vector(a, c, ir.Constant(ir.VectorType(I32, n), lo))
+            v[i + d] = b.shuffle_vector(a, c, ir.Constant(ir.VectorType(I32, n), hi))
+        d *= 2
+    return v
 
 
 def _vlookup(t: Translator, f: FuncState, op: Operation) -> None:

@@ -28,9 +28,13 @@ becomes `%i1_o (16) > %i2 (64) > %i1_i (16) > %i3 (64)` with `%1 = %i1_o * 16 + 
 
 from __future__ import annotations
 
+from xdsl.dialects.builtin import UnitAttr
+
 from ziggurat.dialects import loop
+from ziggurat.dialects.hw import ROWS_ATTR
 from ziggurat.transforms.loop.primitives.reorder import reorder
 from ziggurat.transforms.loop.primitives.split import split, split_loop
+from ziggurat.transforms.loop.primitives.unroll import unroll
 from ziggurat.transforms.schedule.nest import stride
 
 LINE_BYTES = 64
@@ -41,8 +45,8 @@ def _bytes(buffer) -> int:
     return max(1, getattr(elt, "bitwidth", 32) // 8)
 
 
-def _transposed_loop(loops: list[loop.ForOp], blk: loop.BlockOp) -> tuple[loop.ForOp, int] | None:
-    """(the loop along a transposed read's last dim, a line of its elements), or None."""
+def _transposed_loop(loops: list[loop.ForOp], blk: loop.BlockOp) -> tuple[loop.ForOp, int, loop.LoadOp] | None:
+    """(the loop along a transposed read's last dim, a line of its elements, the read), or None."""
     if any(g.bounds[0] != 0 or g.bounds[2] != 1 or g.kind.data != "serial" for g in loops[:-1]):
         return None  # reorder restructures plain loops only (the lane loop, a concatenation's range, stays)
     lane = loops[-1].iv
@@ -63,7 +67,7 @@ def _transposed_loop(loops: list[loop.ForOp], blk: loop.BlockOp) -> tuple[loop.F
             continue
         if read.buffer.type.get_shape()[-1] < line or f.trip_count < 2 * line or f.trip_count % line:  # type: ignore[attr-defined]
             continue
-        return f, line
+        return f, line, read
     return None
 
 
@@ -75,7 +79,8 @@ def tile_transposed_reads(loops: list[loop.ForOp], blk: loop.BlockOp, width: int
     found = _transposed_loop(loops, blk)
     if found is None:
         return
-    f, line = found
+    f, line, read = found
+    rows = width > 1 and line % width == 0 and loops[-1].trip_count % width == 0 and _reads_its_var(blk, read, f)
     at = loops.index(f)
     outer, inner = split(f, line)
     lane = loops[-1]
@@ -85,3 +90,22 @@ def tile_transposed_reads(loops: list[loop.ForOp], blk: loop.BlockOp, width: int
         vectors, _ = split_loop(lane, lane.trip_count // width, width, ("_v", "_l"), lane.bounds[0])
         order.append(vectors)
     reorder(order + [inner])  # the lane loop (or the lanes of one vector) stays innermost
+    if rows:
+        strip = blk.parent_op().parent_op()  # reorder rebuilt the loops: the one just outside the lanes
+        assert isinstance(strip, loop.ForOp) and strip.trip_count == line
+        if line != width:
+            strip = split(strip, width)[1]
+        unroll(strip)  # `width` consecutive last indices: the gathers share their rows' loads
+        for other in blk.body.block.ops:
+            if isinstance(other, loop.LoadOp) and other.indices and other.indices[-1] is read.indices[-1]:
+                other.attributes[ROWS_ATTR] = UnitAttr()
+
+
+def _reads_its_var(blk: loop.BlockOp, read: loop.LoadOp, f: loop.ForOp) -> bool:
+    """Whether `read`'s last index is the block variable bound to `f` itself (no offset), and its
+    other indices do not move with it: a strip of `f` then reads aligned blocks of that dim."""
+    binding = dict(zip(blk.vars, blk.bindings))
+    last = read.indices[-1]
+    if binding.get(last) is not f.iv:
+        return False
+    return all(stride(i, last, {}) == 0 for i in read.indices[:-1])

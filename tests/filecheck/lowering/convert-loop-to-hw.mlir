@@ -97,6 +97,34 @@ func.func @column(%x: memref<16x16xf32>, %y: memref<16xf32>, %w: memref<16x16xf3
 
 // -----
 
+// A read marked `hw.transpose_rows` (a transposed read in an unrolled strip, transpose_tiles.py)
+// becomes a gather with `rows` where its last dim is whole vectors (16 = 2 x 8) and every lane
+// is on; a marked read whose last dim is not (12) stays a plain gather.
+func.func @rows(%x: memref<16x16xf32>, %y: memref<16x16xf32>, %x2: memref<16x12xf32>, %y2: memref<12x16xf32>) {
+  loop.for %i = 0 to 8 unrolled {
+    loop.for %j = 0 to 16 vectorized {
+      loop.block "t" [S %a = %i, S %b = %j] {
+        %v = loop.load %x[%b, %a] {hw.transpose_rows} : memref<16x16xf32>
+        loop.store %v, %y[%a, %b] : memref<16x16xf32>
+      }
+    }
+  }
+  loop.for %i2 = 0 to 8 unrolled {
+    loop.for %j2 = 0 to 16 vectorized {
+      loop.block "t2" [S %a2 = %i2, S %b2 = %j2] {
+        %v2 = loop.load %x2[%b2, %a2] {hw.transpose_rows} : memref<16x12xf32>
+        loop.store %v2, %y2[%a2, %b2] : memref<12x16xf32>
+      }
+    }
+  }
+  func.return
+}
+// CHECK-LABEL: func.func @rows
+// CHECK:         hw.vgather %x[%{{.*}}, %{{.*}}], %{{.*}} {stride = 16 : i64, rows} : memref<16x16xf32>, vector<8xi1> -> vector<8xf32>
+// CHECK:         hw.vgather %x2[%{{.*}}, %{{.*}}], %{{.*}} {stride = 12 : i64} : memref<16x12xf32>, vector<8xi1> -> vector<8xf32>
+
+// -----
+
 // An outer vectorized loop (a reduction loop inside): vector code for whole
 // vectors, then one masked vector iteration for the tail (20 = 16 + 4, width 8). The
 // padded read (clamped index) becomes a masked load; the stride-2 read a gather.

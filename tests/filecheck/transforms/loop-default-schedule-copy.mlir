@@ -161,14 +161,18 @@ func.func @channel_padded(%in0: memref<1x12x3x4xf32>, %out0: memref<1x2x5x6x8xf3
 // An elementwise nest reading its input transposed ([64 rows, 64 channels] -> [64 channels,
 // 8 x 8]): the lanes (%i2) fall on other rows, so the channel loop is strip-mined by one
 // 64-byte line of f32 (16) and its strip moves just outside the lane loop
-// (transforms/schedule/transpose_tiles.py); the lane loop stays innermost.
+// (transforms/schedule/transpose_tiles.py); the lane loop stays innermost. The strip runs
+// in parts of one vector (8), unrolled, and the read is marked `hw.transpose_rows`: its
+// gathers become one load per row and a transpose in registers (convert-loop-to-hw).
 // CHECK-LABEL: func.func @transposed_read
 // CHECK:         loop.for %i0_o = 0 to 4 serial {
 // CHECK-NEXT:      loop.for %i1 = 0 to 8 serial {
-// CHECK-NEXT:        loop.for %i0_i = 0 to 16 serial {
+// CHECK-NEXT:        loop.for %i0_i_o = 0 to 2 serial {
+// CHECK-NEXT:          loop.for %i0_i_i = 0 to 8 unrolled {
 // CHECK:                 %i0 = arith.addi
 // CHECK-NEXT:            loop.for %i2 = 0 to 8 serial {
 // CHECK-NEXT:              loop.block "dequantize" [S %{{.*}} = %i0, S %{{.*}} = %i1, S %{{.*}} = %i2]
+// CHECK:                     loop.load %in0[%{{.*}}, %{{.*}}] {hw.transpose_rows} : memref<64x64xf32>
 // OFF-LABEL: func.func @transposed_read
 // OFF:         loop.for %i0 = 0 to 64 serial {
 // OFF-NEXT:      loop.for %i1 = 0 to 8 serial {
@@ -198,7 +202,8 @@ func.func @transposed_read(%in0: memref<64x64xf32>, %out0: memref<64x8x8xf32>) {
 // CHECK-LABEL: func.func @transposed_lanes
 // CHECK:         loop.for %i0_o = 0 to 4 serial {
 // CHECK-NEXT:      loop.for %i1_v = 0 to 4 serial {
-// CHECK-NEXT:        loop.for %i0_i = 0 to 16 serial {
+// CHECK-NEXT:        loop.for %i0_i_o = 0 to 2 serial {
+// CHECK-NEXT:          loop.for %i0_i_i = 0 to 8 unrolled {
 // CHECK:               loop.for %i1_l = 0 to 8 serial {
 // CHECK:                 %[[L:.*]] = arith.addi %{{.*}}, %i1_l : index
 // CHECK-NEXT:            %[[S:.*]] = arith.constant 8 : index
