@@ -563,8 +563,11 @@ class ConvertLoopToHwPass(ModulePass):
     covers the tail instead of a scalar loop. In any vectorized loop, an index
     test of the loop variable becomes a lane mask, a read through an index
     clamped by such a test (padding) a `hw.vmaskload`, a read with a constant
-    stride > 1 a `hw.vgather`, a read through an index cast from i32 lanes
-    (`graph.lookup`'s table) a `hw.vlookup`, and a select on a lane mask a `hw.vselect`. A loop that cannot be vectorized becomes `serial`
+    stride > 1 a `hw.vgather` (`{rows}` for a read loop-default-schedule marked
+    `hw.transpose_rows` whose last dim is whole vectors: the backend then loads
+    the lanes' rows and transposes them in registers), a read through an index
+    cast from i32 lanes (`graph.lookup`'s table) a `hw.vlookup`, and a select on
+    a lane mask a `hw.vselect`. A loop that cannot be vectorized becomes `serial`
     with the reason in `hw.not_vectorized`.
 
     Loops over float32 buffers, or over float64 buffers only (with half the
