@@ -110,7 +110,12 @@ QGEMM_BLOCKS = ("qgemm", EXACT16_BLOCK, WIDE16_BLOCK)
 WIDE16_DOT = ("x86_avx2_s16_8x2", 8, 4)
 
 DOTS = {"vnni": (INTRIN, 16, 8), "avx2": ("x86_avx2_u8s8_8x4", 8, 4)}
+"""int8-dot kind -> (tensor intrinsic, i32 lanes, largest register-block rows): AVX2 has 16
+vector registers, so its blocks are 4 rows x 2 vectors (8 accumulators), VNNI's 8 x 2."""
 PARALLEL_MACS = 1 << 18
+"""An int8 GEMM of at least this many multiply-adds (about 10 us on one core) runs its outermost
+loop with two or more trips `parallel` (loop-parallelize-outer sees no work in a tensorized nest,
+so it would stay serial); with one thread the backend runs it serially."""
 A_PART_MIN_BYTES = 4 << 20
 A_PART_BYTES = 128 << 10
 """A GEMM whose A operand holds `A_PART_MIN_BYTES` or more runs it in parts of at most
@@ -120,11 +125,6 @@ int8 models ran 0.965-1.021x with parts for every GEMM)."""
 B_PANEL_BYTES = 16 << 10
 """A column panel of B (2 vectors of columns) over K is cut into k blocks of at most this many
 bytes, half an L1, where it holds more: every row block re-reads the panel."""
-"""An int8 GEMM of at least this many multiply-adds (about 10 us on one core) runs its outermost
-loop with two or more trips `parallel` (loop-parallelize-outer sees no work in a tensorized nest,
-so it would stay serial); with one thread the backend runs it serially."""
-"""int8-dot kind -> (tensor intrinsic, i32 lanes, largest register-block rows): AVX2 has 16
-vector registers, so its blocks are 4 rows x 2 vectors (8 accumulators), VNNI's 8 x 2."""
 
 
 def no_pair_saturates(b: np.ndarray, a_max: int = 255) -> bool:
@@ -190,12 +190,13 @@ def _k_block(steps: int, step_bytes: int) -> int:
 
 
 def _elt_bytes(fn, block: str) -> int:
-    """Bytes of one element of the A operand (the first buffer the block reads)."""
+    """Bytes of one element of the operands A and B (one type, narrower than the i32 C the block
+    also reads): the narrowest element the block reads."""
     from ziggurat.dialects import loop
 
     blk = next(o for o in fn.walk() if isinstance(o, loop.BlockOp) and o.block_name.data == block)
-    read = next(o for o in blk.body.walk() if isinstance(o, loop.LoadOp))
-    return max(1, getattr(read.buffer.type.element_type, "bitwidth", 8) // 8)
+    return min(max(1, getattr(o.buffer.type.element_type, "bitwidth", 8) // 8)
+               for o in blk.body.walk() if isinstance(o, loop.LoadOp))
 
 
 def _tensorize(fn, block: str, intrin: str, lanes: int, max_rows: int) -> bool:
@@ -219,11 +220,12 @@ def _tensorize(fn, block: str, intrin: str, lanes: int, max_rows: int) -> bool:
     p_jr = p_j + (1 if has_jo else 0)
     if nv > 1:
         s.split(s.get_loops(block)[p_jr], lanes)  # jv, jl
-    k_bytes = cur[-2].op.trip_count * cur[-1].op.trip_count * _elt_bytes(fn, block)
+    elt = _elt_bytes(fn, block)
+    k_bytes = cur[-2].op.trip_count * cur[-1].op.trip_count * elt
     part = _row_part(m // mr, mr * k_bytes) if has_jo else 0
     if part:
         s.split(s.get_loops(block)[nb], part)  # ip (parts of A), io
-    kc = _k_block(cur[-2].op.trip_count, nv * lanes * cur[-1].op.trip_count * _elt_bytes(fn, block))
+    kc = _k_block(cur[-2].op.trip_count, nv * lanes * cur[-1].op.trip_count * elt)
     if kc:
         s.split(s.get_loops(block)[-2], kc)  # kb, the k groups
     cur = s.get_loops(block)
