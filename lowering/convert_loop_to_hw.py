@@ -69,7 +69,6 @@ class _Vectorizer:
         self.clamped: dict[SSAValue, tuple[SSAValue, SSAValue]] = {}
         self.masked_loads: set[loop.LoadOp] = set()
         self.gathers: dict[loop.LoadOp, int] = {}
-        self.row_gathers: set[loop.LoadOp] = set()  # gathers read as rows and transposed (`rows`)
         # Indices made from loaded lanes (`arith.index_cast` of i32 lanes: a table lookup's
         # index) and the loads through them (`hw.vlookup`).
         self.lane_index: dict[SSAValue, SSAValue] = {}
@@ -218,10 +217,6 @@ class _Vectorizer:
             inner = op.buffer.type.get_shape()[d + 1:]  # type: ignore[attr-defined]
             if k is not None and k > 0 and all(n > 0 for n in inner):
                 self.gathers[op] = k * product(inner)  # a stride in an outer dim: its flat stride
-                shape = op.buffer.type.get_shape()  # type: ignore[attr-defined]
-                if ROWS_ATTR in op.attributes and shape[-1] > 0 and shape[-1] % self.width == 0 \
-                        and indices[-1] not in self.clamped:
-                    self.row_gathers.add(op)  # a transposed read in an unrolled strip (transpose_tiles.py)
                 return "vector"
         raise NotVectorizable(f"'{op.name}' is not contiguous in the loop variable (strides {strides})")
 
@@ -430,8 +425,9 @@ class _Vectorizer:
                 idx = [mapping.get(i, i) for i in op.indices[:-1]] + [mapping.get(base, base)]
                 mask = self._mask_or_all(b, mapping[cond] if cond is not None else None)
                 gather = b.insert(hw.VGatherOp(op.buffer, idx, mask, self._lanes(op.buffer), self.gathers[op]))  # type: ignore[arg-type]
-                if op in self.row_gathers and cond is None:
-                    gather.attributes["rows"] = UnitAttr()
+                last_dim = op.buffer.type.get_shape()[-1]  # type: ignore[attr-defined]
+                if ROWS_ATTR in op.attributes and cond is None and last_dim > 0 and last_dim % self.width == 0:
+                    gather.attributes["rows"] = UnitAttr()  # a transposed read in an unrolled strip (transpose_tiles.py)
                 mapping[op.result] = gather.result
             elif isinstance(op, loop.LoadOp) and op in self.masked_loads:
                 base, cond = self.clamped[op.indices[-1]]

@@ -174,8 +174,7 @@ def _row_part(blocks: int, block_bytes: int) -> int:
     L2, where the whole A would stream from memory once per panel."""
     if blocks * block_bytes < A_PART_MIN_BYTES:
         return 0
-    fit = max(1, A_PART_BYTES // block_bytes)
-    part = max(d for d in range(1, min(blocks, fit) + 1) if blocks % d == 0)
+    part = _divisor_within(blocks, A_PART_BYTES // block_bytes)
     return part if part < blocks else 0
 
 
@@ -185,18 +184,22 @@ def _k_block(steps: int, step_bytes: int) -> int:
     panel stays in L1 while the row blocks cross it."""
     if steps * step_bytes <= B_PANEL_BYTES:
         return 0
-    fit = max(1, B_PANEL_BYTES // step_bytes)
-    return max(d for d in range(1, min(steps, fit) + 1) if steps % d == 0)
+    return _divisor_within(steps, B_PANEL_BYTES // step_bytes)
 
 
-def _elt_bytes(fn, block: str) -> int:
+def _divisor_within(n: int, cap: int) -> int:
+    """The largest divisor of `n` up to `cap` (1 at least)."""
+    return max(d for d in range(1, min(n, max(1, cap)) + 1) if n % d == 0)
+
+
+def _elt_bytes(group_loop) -> int:
     """Bytes of one element of the operands A and B (one type, narrower than the i32 C the block
-    also reads): the narrowest element the block reads."""
+    also reads): the narrowest element the block in `group_loop` (the innermost loop) reads."""
+    from ziggurat import dtypes
     from ziggurat.dialects import loop
 
-    blk = next(o for o in fn.walk() if isinstance(o, loop.BlockOp) and o.block_name.data == block)
-    return min(max(1, getattr(o.buffer.type.element_type, "bitwidth", 8) // 8)
-               for o in blk.body.walk() if isinstance(o, loop.LoadOp))
+    return min(dtypes.to_numpy(o.buffer.type.element_type).itemsize
+               for o in group_loop.walk() if isinstance(o, loop.LoadOp))
 
 
 def _tensorize(fn, block: str, intrin: str, lanes: int, max_rows: int) -> bool:
@@ -209,6 +212,8 @@ def _tensorize(fn, block: str, intrin: str, lanes: int, max_rows: int) -> bool:
     s.decompose_reduction(block, s.get_loops(block)[0])
     cur = s.get_loops(block)
     m, n = cur[nb].op.trip_count, cur[nb + 1].op.trip_count
+    steps, group = cur[-2].op.trip_count, cur[-1].op.trip_count  # k groups, the group
+    elt = _elt_bytes(cur[-1].op)
     mr = next(f for f in (8, 6, 4, 3, 2, 1) if m % f == 0 and f <= max_rows)
     nv = 2 if n % (2 * lanes) == 0 else 1
     if mr > 1:
@@ -220,39 +225,33 @@ def _tensorize(fn, block: str, intrin: str, lanes: int, max_rows: int) -> bool:
     p_jr = p_j + (1 if has_jo else 0)
     if nv > 1:
         s.split(s.get_loops(block)[p_jr], lanes)  # jv, jl
-    elt = _elt_bytes(fn, block)
-    k_bytes = cur[-2].op.trip_count * cur[-1].op.trip_count * elt
-    part = _row_part(m // mr, mr * k_bytes) if has_jo else 0
+    part = _row_part(m // mr, mr * steps * group * elt) if has_jo else 0
     if part:
         s.split(s.get_loops(block)[nb], part)  # ip (parts of A), io
-    kc = _k_block(cur[-2].op.trip_count, nv * lanes * cur[-1].op.trip_count * elt)
+    kc = _k_block(steps, nv * lanes * group * elt)
     if kc:
         s.split(s.get_loops(block)[-2], kc)  # kb, the k groups
     cur = s.get_loops(block)
-    kb = cur[-3] if kc else None
-    ip = cur[nb] if part else None
-    io = cur[nb + (1 if part else 0)]
-    ii = cur[nb + (2 if part else 1)] if mr > 1 else None
     off = 1 if part else 0
+    ip, io = (cur[nb] if part else None), cur[nb + off]
+    ii = cur[nb + off + 1] if mr > 1 else None
     jo = cur[p_j + off] if has_jo else None
     jv = cur[p_jr + off] if nv > 1 else None
     jl = cur[p_jr + off + (1 if nv > 1 else 0)]
-    # batch, part of A, column panel, row block, k groups, then the register block (rows, vectors),
-    # lanes, the group
-    order = [*cur[:nb], ip, jo, kb, io, cur[-2], ii, jv, jl, cur[-1]]
-    s.reorder(*[x for x in order if x is not None])
-    macs = m * n * cur[-2].op.trip_count * (kb.op.trip_count if kb else 1) * cur[-1].op.trip_count
-    if macs >= PARALLEL_MACS:  # never the k blocks (a reduction)
-        loops = s.get_loops(block)
-        outer = nb + sum(x is not None for x in (ip, jo))
-        io_at = outer + (1 if kb is not None else 0)
-        first = next((lp for lp in [*loops[:outer], loops[io_at]] if lp.op.trip_count >= 2), None)
+    kb = cur[-3] if kc else None
+    # batch, part of A, column panel, k block, row block, k groups, then the register block (rows,
+    # vectors), lanes, the group
+    order = [x for x in (*cur[:nb], ip, jo, kb, io, cur[-2], ii, jv, jl, cur[-1]) if x is not None]
+    s.reorder(*order)
+    at = {id(x): i for i, x in enumerate(order)}  # positions after the reorder
+    loops = s.get_loops(block)
+    if m * n * steps * group >= PARALLEL_MACS:  # never the k blocks (a reduction)
+        outer = [loops[at[id(x)]] for x in (*cur[:nb], ip, jo, io) if x is not None]
+        first = next((lp for lp in outer if lp.op.trip_count >= 2), None)
         if first is not None:
             s.parallel(first)
-    pos = nb + sum(x is not None for x in (ip, jo, kb)) + 2
-    for part in (ii, jv):
-        if part is not None:
-            s.unroll(s.get_loops(block)[pos])
-            pos += 1
-    s.tensorize(s.get_loops(block)[pos], intrin)
+    for x in (ii, jv):
+        if x is not None:
+            s.unroll(s.get_loops(block)[at[id(x)]])
+    s.tensorize(s.get_loops(block)[at[id(jl)]], intrin)
     return True

@@ -203,9 +203,8 @@ def walk_loops(st: WalkState, ops) -> None:
         elif op.results:
             lanes = _lanes(op.results[0].type)
             st.max_width = max(st.max_width, lanes)
-            group = getattr(op, "GROUP", None)  # an x86vec dot: `lanes` accumulators += `group` products
-            if isinstance(group, int) and name.startswith("x86vec."):
-                st.dot_ops += trips * 2 * lanes * group
+            if name.startswith("x86vec.") and isinstance(group := getattr(op, "GROUP", None), int):
+                st.dot_ops += trips * 2 * lanes * group  # a dot step: `lanes` accumulators += `group` products
             if name == "hw.vfma" or name == "math.fma":
                 n = 2 * lanes
             elif name == "hw.vreduce":
