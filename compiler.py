@@ -203,7 +203,7 @@ def compile(  # noqa: A001 - the public name, as in TVM's relay.build / torch.co
         with _fewer_collections():
             try:
                 work, inputs, outputs = _import_model(model, bind, memory_limit, check_indices, stats,
-                                                      int8_dot=tgt.int8_dot)
+                                                      int8_dot=tgt.int8_dot, int8_pairs=tgt.int8_pairs)
             except DynamicAxesError as err:
                 if not tgt.is_native or err.model is None:
                     raise
@@ -305,7 +305,8 @@ def compile_symbolic(model: Any, target: str | Target = "llvm", opt_level: int =
 
 
 def _import_model(model: Any, bind: dict[str, Any] | None, memory_limit: int | str | None, check_indices: bool,
-                  stats: CompileStats, int8_dot: str = "none", symbolic: bool = False) -> tuple[_Work, list[Any], list[Any]]:
+                  stats: CompileStats, int8_dot: str = "none", symbolic: bool = False,
+                  int8_pairs: str = "exact") -> tuple[_Work, list[Any], list[Any]]:
     """Imports `model` (ONNX, after `bind`): the module and store a build runs on, and the signature
     (the inputs, then the outputs followed by the outputs of the index checks)."""
     from ziggurat.frontends.onnx import ImportedModel, import_onnx
@@ -321,7 +322,7 @@ def _import_model(model: Any, bind: dict[str, Any] | None, memory_limit: int | s
         model = bind_inputs(load_model(model, memory_limit)[0], bind)
     imported = (model if isinstance(model, ImportedModel)
                 else import_onnx(model, memory_limit=memory_limit, check_indices=check_indices, int8_dot=int8_dot,
-                                 symbolic=symbolic))
+                                 symbolic=symbolic, int8_pairs=int8_pairs))
     owned, model = imported is not model, None  # bind='s ModelProto is not needed past the import
     stats.seconds["import"] = time.perf_counter() - t0
 

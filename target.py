@@ -267,6 +267,7 @@ class Target:
     num_cores: int | None = None
     mtriple: str | None = None  # None: the host's triple
     denormals: str | None = None  # -denormals=keep|flush; None: flush (flush_denormals)
+    int8: str | None = None  # -int8=exact|saturate; None: exact (int8_pairs)
 
     @classmethod
     def parse(cls, text: str | Target) -> Target:
@@ -295,12 +296,16 @@ class Target:
                 if value not in ("flush", "keep"):
                     raise ZigguratError(f"-denormals must be flush or keep, got '{value}'")
                 fields["denormals"] = value
+            elif key == "int8":
+                if value not in ("exact", "saturate"):
+                    raise ZigguratError(f"-int8 must be exact or saturate, got '{value}'")
+                fields["int8"] = value
             elif key == "num-cores":
                 if not value.isdigit() or int(value) < 1:
                     raise ZigguratError(f"-num-cores must be a positive integer, got '{value}'")
                 fields["num_cores"] = int(value)
             else:
-                raise ZigguratError(f"unknown target option '-{key}'; known: -mtriple, -mcpu, -mattr, -num-cores, -denormals"
+                raise ZigguratError(f"unknown target option '-{key}'; known: -mtriple, -mcpu, -mattr, -num-cores, -denormals, -int8"
                                     + (", -arch (cuda)" if words[0] == "cuda" else ""))
         tgt = cls(**fields)  # type: ignore[arg-type]
         if tgt.kind == "cuda":
@@ -419,6 +424,16 @@ class Target:
         return "vnni" if self.has("avx512vnni") else ("avx2" if self.has("avx2") else "none")
 
     @property
+    def int8_pairs(self) -> str:
+        """How AVX2's int8 GEMMs treat weights whose pairs of products could leave int16 in
+        `vpmaddubsw` (`-int8=`): 'exact' (default) runs them on int16 operands (`vpmaddwd`), as the
+        QDQ semantics ask; 'saturate' lets `vpmaddubsw` saturate them as onnxruntime's AVX2
+        kernels do, in whichever operand order keeps typical activations in range
+        (lowering/qgemm.py `saturating_form`), about 1.2x faster. Only AVX2 targets without
+        AVX512-VNNI have a choice: `vpdpbusd` and AMX are exact."""
+        return self.int8 or "exact"
+
+    @property
     def lookup_cost(self) -> int:
         """What one vector of table reads (`graph.lookup`: a gather) costs, counted in vector ops: the
         `min-cost` of quantized-lookup (lowering/pipelines.py), below which an elementwise chain of a
@@ -464,6 +479,8 @@ class Target:
             parts.append(f"-num-cores={self.num_cores}")
         if self.denormals:
             parts.append(f"-denormals={self.denormals}")
+        if self.int8:
+            parts.append(f"-int8={self.int8}")
         return " ".join(parts)
 
 

@@ -2,6 +2,7 @@
 
     python -m benchmarks.int8_models [--models ../shared/models/real] [--only a,b] [--reduce-range] [--dynamic]
                                      [--threads 1,2] [--rounds 20] [--cache DIR] [--markdown FILE]
+                                     [--int8 exact|saturate]
 
 Each static model under `--models` is quantized as a user would with onnxruntime's tool
 (`quantize_static`, `QuantFormat.QDQ`, `per_channel=True`, uint8 activations, int8 weights,
@@ -13,6 +14,8 @@ ConvInteger at run time, no calibration) into
 `--cache` (default `~/.cache/ziggurat/int8`; reused while the source model is unchanged).
 Then, paired in one run at each thread count: onnxruntime's fp32 model, onnxruntime's int8
 model (all graph optimizations: its QDQ fusion) and ziggurat's compile of the int8 model.
+`--int8 saturate` compiles with the target option `-int8=saturate` (AVX2: pairs of products may
+saturate int16 as in onnxruntime's AVX2 kernels; `Target.int8_pairs`).
 The deviation columns are the max abs difference from the literal QDQ semantics
 (onnxruntime with graph optimizations off) relative to that output's range, for
 onnxruntime's optimized int8 build and for ziggurat; issue 27 asks ziggurat's to be no
@@ -83,7 +86,7 @@ def _deviation(out: list[np.ndarray], ref: list[np.ndarray]) -> float:
 
 
 def bench_model(folder: Path, threads: int, rounds: int, cache: Path, reduce_range: bool = False,
-                dynamic: bool = False) -> dict:
+                dynamic: bool = False, int8: str = "exact") -> dict:
     import onnxruntime as ort
 
     with np.load(folder / "inputs.npz") as f:
@@ -91,7 +94,7 @@ def bench_model(folder: Path, threads: int, rounds: int, cache: Path, reduce_ran
     qpath = quantized(folder / "model.onnx", inputs, cache, reduce_range, dynamic)
     row: dict = {"model": folder.name, "threads": threads}
     start = time.perf_counter()
-    compiled = ziggurat.compile(str(qpath), target=f"llvm -num-cores={threads}")
+    compiled = ziggurat.compile(str(qpath), target=f"llvm -num-cores={threads}" + (f" -int8={int8}" if int8 != "exact" else ""))
     row["compile_s"] = time.perf_counter() - start
     literal_opts = ort.SessionOptions()
     literal_opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
@@ -142,6 +145,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--markdown", default=None)
     ap.add_argument("--reduce-range", action="store_true", help="7-bit weights (onnxruntime's reduce_range)")
     ap.add_argument("--dynamic", action="store_true", help="onnxruntime's quantize_dynamic instead of quantize_static")
+    ap.add_argument("--int8", choices=("exact", "saturate"), default="exact",
+                    help="the target's -int8= (saturate: AVX2's int8 GEMMs may saturate pairs as onnxruntime's do)")
     args = ap.parse_args(argv)
     only = set(args.only.split(",")) if args.only else None
     folders = [p.parent for p in sorted(Path(args.models).glob("*/model.onnx"))
@@ -149,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for folder in folders:
         for t in (int(x) for x in args.threads.split(",")):
-            row = bench_model(folder, t, args.rounds, Path(args.cache), args.reduce_range, args.dynamic)
+            row = bench_model(folder, t, args.rounds, Path(args.cache), args.reduce_range, args.dynamic, args.int8)
             print(row, flush=True)
             rows.append(row)
     table = format_table(rows)

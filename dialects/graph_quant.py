@@ -42,9 +42,14 @@ class QGemmOp(IRDLOperation):
     and N of 16: the frontend pads with zeros. `loop-default-schedule`
     tensorizes its 16 x 4 steps onto `x86_vnni_u8s8_16x4` where the target
     has AVX512-VNNI; on AVX2 its 8 x 4 steps onto `x86_avx2_u8s8_8x4` where
-    the op is marked `pairs16` (the frontend's promise, from the constant
-    weight, that no pair of consecutive-k products of b with unsigned bytes
-    leaves int16: `vpmaddubsw` is exact; its te block is then `qgemm_s16`).
+    the op is marked `pairs16`: each pair of consecutive-k products is summed
+    in int16 with saturation first, as `vpmaddubsw` does (te block `qgemm_s16`).
+    The frontend marks it where no pair can leave int16 (the constant weight's
+    check: exact), or where the target accepts onnxruntime's saturation
+    (`Target.int8_pairs`). A `pairs16` op may also hold `a` as signed bytes
+    and `b` as unsigned ones (the weight plus 128): the same sum with the
+    instruction's operands swapped (te block `qgemm_x16`, `x86_avx2_s8u8_8x4`),
+    whose pairs stay small where the activations sit near 128.
 
     The wide form holds the same 8-bit values widened to i16: `a` `[..., M, K]`
     i16 and `b` `[..., K/2, 2*N]` i16 (`B[k, j]` at `[k // 2, 2 * j + k % 2]`),
@@ -59,6 +64,7 @@ class QGemmOp(IRDLOperation):
     ```mlir
     %c = graph.qgemm %a, %b : tensor<8x64xui8>, tensor<16x128xi8> -> tensor<8x32xi32>
     %d = graph.qgemm %a, %b {pairs16} : tensor<8x64xui8>, tensor<16x128xi8> -> tensor<8x32xi32>
+    %s = graph.qgemm %as, %bu {pairs16} : tensor<8x64xi8>, tensor<16x128xui8> -> tensor<8x32xi32>
     %e = graph.qgemm %a16, %b16 : tensor<8x64xi16>, tensor<32x64xi16> -> tensor<8x32xi32>
     ```
     """
@@ -88,8 +94,12 @@ class QGemmOp(IRDLOperation):
             require(_elt(self.b) == IntegerType(16), self, f"b must hold i16 with an i16 a, got {self.b.type}")
             require(self.pairs16 is None, self, "pairs16 applies to 8-bit operands only")
         else:
-            require(_elt(self.a) == IntegerType(8, Signedness.UNSIGNED), self, f"a must hold ui8 (or i16), got {self.a.type}")
-            require(_elt(self.b) == IntegerType(8), self, f"b must hold i8 (signed), got {self.b.type}")
+            u8, s8 = IntegerType(8, Signedness.UNSIGNED), IntegerType(8)
+            if self.pairs16 is not None and _elt(self.a) == s8:
+                require(_elt(self.b) == u8, self, f"b must hold ui8 with a signed 8-bit a, got {self.b.type}")
+            else:
+                require(_elt(self.a) == u8, self, f"a must hold ui8 (or i16; i8 with pairs16), got {self.a.type}")
+                require(_elt(self.b) == s8, self, f"b must hold i8 (signed), got {self.b.type}")
         require(_elt(self.result) == IntegerType(32), self, f"the result must hold i32, got {self.result.type}")
         require(len(a) >= 2 and len(b) >= 2, self, "a and b need at least 2 dims")
         m, k = a[-2:]

@@ -7,6 +7,11 @@
 - `x86_avx2_u8s8_8x4`: the same at 8 lanes with AVX2's `vpmaddubsw` +
   `vpmaddwd` (`x86vec.maddubs_dot`): exact where no pair of products
   saturates int16 (lowering/qgemm.py `no_pair_saturates` decides where it is used).
+- `x86_avx2_s8u8_8x4`: the same instruction with the operands' roles swapped: 4 signed
+  bytes of `a` (shared) times 4 unsigned bytes of `b` per lane (`vpmaddubsw`'s unsigned
+  operand is the packed weight plus 128). Activations near their zero point 128 then
+  keep the pairs small where the unsigned-activation form saturates (lowering/qgemm.py
+  `SWAP16_BLOCK`).
 - `x86_avx2_s16_8x2`: 8 i32 lanes, each += 2 int16 of `a` (shared) times
   that lane's 2 int16 of `b` (`[k/2][N][2]`), one `vpmaddwd` + `vpaddd`
   (`x86vec.maddwd_dot`): exact for widened 8-bit operands, AVX2's int8 GEMM
@@ -60,12 +65,14 @@ func.func @{name}(%a: memref<{group}x{in_t}>, %b: memref<{wide}x{in_t}>, %c: mem
 
 VNNI_DESC = dot_description("vnni_u8s8_16x4", 4, 16, "i8", "i32", "arith.extui", "arith.extsi", "arith.muli", "arith.addi")
 AVX2_DESC = dot_description("avx2_u8s8_8x4", 4, 8, "i8", "i32", "arith.extui", "arith.extsi", "arith.muli", "arith.addi")
+AVX2_SWAP_DESC = dot_description("avx2_s8u8_8x4", 4, 8, "i8", "i32", "arith.extsi", "arith.extui", "arith.muli", "arith.addi")
 AVX2_S16_DESC = dot_description("avx2_s16_8x2", 2, 8, "i16", "i32", "arith.extsi", "arith.extsi", "arith.muli", "arith.addi")
 BF16_DESC = dot_description("bf16_16x2", 2, 16, "bf16", "f32", "arith.extf", "arith.extf", "arith.mulf", "arith.addf")
 
 
-def _dot_emitter(group_t: VectorType, wide_t: VectorType, acc_t: VectorType, op_cls):
-    """Broadcast a's group, load b and c, one dot-product instruction, store c."""
+def _dot_emitter(group_t: VectorType, wide_t: VectorType, acc_t: VectorType, op_cls, swap: bool = False):
+    """Broadcast a's group, load b and c, one dot-product instruction (`swap`: b is the
+    instruction's first operand), store c."""
 
     def emit(b: Builder, acc: dict[str, Access]) -> None:
         (abuf, aidx), (bbuf, bidx), (cbuf, cidx) = acc["a"], acc["b"], acc["c"]
@@ -73,7 +80,7 @@ def _dot_emitter(group_t: VectorType, wide_t: VectorType, acc_t: VectorType, op_
         shared = b.insert(x86vec.BcastGroupOp(group, wide_t)).result
         rhs = b.insert(hw.VLoadOp(bbuf, bidx, wide_t)).result
         c0 = b.insert(hw.VLoadOp(cbuf, cidx, acc_t)).result
-        c1 = b.insert(op_cls(c0, shared, rhs)).result
+        c1 = b.insert(op_cls(c0, rhs, shared) if swap else op_cls(c0, shared, rhs)).result
         b.insert(hw.VStoreOp(c1, cbuf, cidx))
 
     return emit
@@ -92,6 +99,14 @@ X86_INTRINSICS = (TensorIntrin(
     features=("avx2",),
     doc="8 i32 lanes += 4 u8 (broadcast) x 4 s8 per lane: vpmaddubsw, vpmaddwd with ones, vpaddd "
         "(pairs of products saturate int16: used where the weights keep them in range)",
+), TensorIntrin(
+    name="x86_avx2_s8u8_8x4",
+    description=AVX2_SWAP_DESC,
+    implement=_dot_emitter(VectorType(I8, [4]), VectorType(I8, [32]), VectorType(I32, [8]), x86vec.MaddubsDotOp,
+                           swap=True),
+    features=("avx2",),
+    doc="8 i32 lanes += 4 s8 (broadcast) x 4 u8 per lane: vpmaddubsw with the lanes' bytes unsigned, "
+        "vpmaddwd with ones, vpaddd (pairs saturate int16)",
 ), TensorIntrin(
     name="x86_avx2_s16_8x2",
     description=AVX2_S16_DESC,

@@ -18,6 +18,8 @@ gives the padded sizes and `pack_b` pads B with zeros.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 from xdsl.context import Context
 from xdsl.dialects import builtin
@@ -100,14 +102,19 @@ def pack_b(b: np.ndarray, n_pad: int | None = None, k_pad: int | None = None) ->
 
 
 EXACT16_BLOCK = "qgemm_s16"
-"""The te/loop block of a `graph.qgemm {pairs16}`: its int16 pairs cannot saturate, so AVX2's
-`vpmaddubsw` is exact on it; a plain `qgemm` block stays scalar on AVX2."""
+"""The te/loop block of a `graph.qgemm {pairs16}` (u8 a, s8 b): AVX2's `vpmaddubsw` may run it,
+its int16 pairs saturating (exact where the weight keeps them in range); a plain `qgemm` block
+stays scalar on AVX2."""
+SWAP16_BLOCK = "qgemm_x16"
+"""The same with the operands' signs swapped (s8 a, u8 b: the weight plus 128): `vpmaddubsw`
+with the packed weight as its unsigned operand (`x86_avx2_s8u8_8x4`)."""
 WIDE16_BLOCK = "qgemm_w16"
 """The te/loop block of a `graph.qgemm` over int16 operands (8-bit values widened, B packed
 `[K/2][2 N]`): AVX2's exact int8 GEMM for weights that would saturate `vpmaddubsw`, 8 lanes of
 `vpmaddwd` (`x86_avx2_s16_8x2`) on any target with AVX2."""
-QGEMM_BLOCKS = ("qgemm", EXACT16_BLOCK, WIDE16_BLOCK)
+QGEMM_BLOCKS = ("qgemm", EXACT16_BLOCK, SWAP16_BLOCK, WIDE16_BLOCK)
 WIDE16_DOT = ("x86_avx2_s16_8x2", 8, 4)
+SWAP16_DOT = ("x86_avx2_s8u8_8x4", 8, 4)
 
 DOTS = {"vnni": (INTRIN, 16, 8), "avx2": ("x86_avx2_u8s8_8x4", 8, 4)}
 """int8-dot kind -> (tensor intrinsic, i32 lanes, largest register-block rows): AVX2 has 16
@@ -140,11 +147,46 @@ def no_pair_saturates(b: np.ndarray, a_max: int = 255) -> bool:
     return bool(pos.max(initial=0) <= 32767 and neg.min(initial=0) >= -32768)
 
 
+TYPICAL_STEPS = 48
+"""How far (in quantization steps) from its zero point `pairs_at` takes an activation to sit
+typically: onnxruntime's min-max calibration maps the extremes to 0 and 255, and a layer's
+values crowd around the zero point."""
+
+
+def pairs_at(b: np.ndarray, values: Sequence[int], swap: bool = False) -> int:
+    """How many (pair of consecutive k, column) of weights `b` (K x N int8) leave int16 in
+    `vpmaddubsw` when both activations of the pair equal one of `values` (unsigned bytes): as
+    u8 activation x s8 weight, or `swap`, as (activation - 128) x (weight + 128)."""
+    k = b.shape[0]
+    w = np.zeros((k + k % 2, b.shape[1]), np.int32)
+    w[:k] = b.astype(np.int32) + (128 if swap else 0)  # an odd K's padding pairs a zero activation
+    pair = w.reshape(-1, 2, w.shape[1]).sum(1)
+    count = 0
+    for v in values:
+        p = pair * ((v - 128) if swap else v)
+        count += int(np.count_nonzero((p > 32767) | (p < -32768)))
+    return count
+
+
+def saturating_form(b: np.ndarray, zero_point: int) -> str:
+    """'pairs16' (u8 activation x s8 weight) or 'swap16' (s8 x u8: both shifted by 128), the
+    form of AVX2's saturating `vpmaddubsw` GEMM in which no pair of weights `b` saturates while
+    the activations (zero point `zero_point`) stay within `TYPICAL_STEPS` of it; '' where
+    neither form keeps such pairs in range (the exact wide form then). Activations near 0
+    (after a ReLU) favour the first, near 128 (after a LayerNorm) the second."""
+    near = sorted({max(0, zero_point - TYPICAL_STEPS), min(255, zero_point + TYPICAL_STEPS)})
+    plain, swapped = pairs_at(b, near), pairs_at(b, near, swap=True)
+    if plain == 0 and swapped == 0:  # the form whose activation operand sits nearer 0
+        return "swap16" if abs(zero_point - 128) < zero_point else "pairs16"
+    return "pairs16" if plain == 0 else ("swap16" if swapped == 0 else "")
+
+
 def schedule_qgemm(fn, block: str = "qgemm", dot: str | None = None) -> bool:
     """The default schedule of a lowered `graph.qgemm` kernel: register blocks and tensorized
     int8 dot steps. `dot` is the target's int8 dot product (`Target.int8_dot`: 'vnni', 16 lanes of
     `vpdpbusd`; 'avx2', 8 lanes of `vpmaddubsw` + `vpmaddwd`; 'none'; a `WIDE16_BLOCK` takes
-    `vpmaddwd` on int16 pairs wherever the target has one of them); the default pipelines pass
+    `vpmaddwd` on int16 pairs, and a `SWAP16_BLOCK` `vpmaddubsw` with swapped operands, wherever
+    the target has one of them); the default pipelines pass
     `loop-default-schedule{int8-dot=...}` from the target; None asks the default target
     (`Target.parse("llvm")`). Returns False (leaving the plain
     nest, which is correct but scalar) for a target without one. A GEMM of `PARALLEL_MACS` or
@@ -157,6 +199,8 @@ def schedule_qgemm(fn, block: str = "qgemm", dot: str | None = None) -> bool:
         if dot == "none":
             return False
         return _tensorize(fn, block, *WIDE16_DOT)
+    if block == SWAP16_BLOCK:  # s8 x u8 pairs: vpmaddubsw wherever AVX2 is
+        return dot != "none" and _tensorize(fn, block, *SWAP16_DOT)
     if dot == "amx":  # whole C blocks in AMX tiles over all of K (lowering/qgemm_amx.py)
         from ziggurat.lowering.qgemm_amx import schedule_qgemm_amx
 

@@ -18,7 +18,7 @@ from xdsl.ir import SSAValue
 
 from ziggurat.dtypes import is_unsigned
 from ziggurat.dialects.graph_quant import LookupOp, QGemmOp
-from ziggurat.lowering.qgemm import EXACT16_BLOCK, WIDE16_BLOCK
+from ziggurat.lowering.qgemm import EXACT16_BLOCK, SWAP16_BLOCK, WIDE16_BLOCK
 from ziggurat.lowering.te_builder import Expr, compute, reduce
 from ziggurat.lowering.topi_base import Define, Lookup, shape_of
 
@@ -40,12 +40,16 @@ def define_qgemm(op: QGemmOp, b: Builder, x: Lookup) -> SSAValue:
         row, col = i[batch], i[batch + 1]
         xa = e.read(a, lead + [row, e.affine([(ko, g), (ki, 1)])])
         wb = e.read(w, (lead if b_batched else []) + [ko, e.affine([(col, g), (ki, 1)])])
-        xe = e._add(arith.ExtSIOp(xa, I32) if g == 2 else arith.ExtUIOp(xa, I32))
-        we = e._add(arith.ExtSIOp(wb, I32))
+        xe = e._add(arith.ExtUIOp(xa, I32) if a_unsigned else arith.ExtSIOp(xa, I32))
+        we = e._add(arith.ExtUIOp(wb, I32) if b_unsigned else arith.ExtSIOp(wb, I32))
         return e._add(arith.MuliOp(xe, we))
 
-    # lowering/qgemm.py: AVX2 takes qgemm_s16 (vpmaddubsw) and qgemm_w16 (vpmaddwd) only
-    tag = WIDE16_BLOCK if g == 2 else (EXACT16_BLOCK if op.pairs16 is not None else "qgemm")
+    # each operand extended as its own element type says: ui8 x i8, i8 x ui8 (pairs16, swapped), i16 x i16
+    a_unsigned = is_unsigned(op.a.type.element_type)  # type: ignore[attr-defined]
+    b_unsigned = is_unsigned(op.b.type.element_type)  # type: ignore[attr-defined]
+    # lowering/qgemm.py: AVX2 takes qgemm_s16 / qgemm_x16 (vpmaddubsw) and qgemm_w16 (vpmaddwd) only
+    tag = (WIDE16_BLOCK if g == 2 else "qgemm" if op.pairs16 is None else
+           EXACT16_BLOCK if a_unsigned else SWAP16_BLOCK)
     return reduce(b, tag, "add", 0, op.result.type, [k // g, g], body)  # type: ignore[arg-type]
 
 

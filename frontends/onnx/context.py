@@ -98,6 +98,7 @@ class ConversionContext:
         self.reads: dict[str, tuple[str, ...]] = {}  # value name -> the names its node read (bodies, branches too)
         self.producers: dict[str, onnx.NodeProto] = {}  # value name -> the node of the graph that makes it
         self.int8_dot = "none"  # the target's int8 dot product (vnni, avx2): QDQ MatMuls become int8 GEMMs
+        self.int8_pairs = "exact"  # 'saturate': AVX2's int8 GEMMs may saturate pairs (Target.int8_pairs)
         self.extents: dict[str, Any] = {}  # value name -> RuntimeExtent (convert_data_dependent.py)
         self.constraints: list[Any] = []  # symbolic.Constraint: what a symbolic import needs of the symbols
 

@@ -37,7 +37,7 @@ from ziggurat.dialects import graph
 from ziggurat.frontends.onnx.context import ConversionContext, attributes, element_type, shape_of
 from ziggurat.frontends.onnx.convert_qdq import constant_params
 from ziggurat.frontends.onnx.convert_quant import SI8, UI8, _bin, _cast, _const, _t, int8_matmul
-from ziggurat.lowering.qgemm import no_pair_saturates
+from ziggurat.lowering.qgemm import PARALLEL_MACS, no_pair_saturates, saturating_form
 
 
 def _dequantize(ctx: ConversionContext, name: str) -> tuple[str, np.ndarray, np.ndarray | None, int] | None:
@@ -88,7 +88,14 @@ def _weight_gemm(ctx: ConversionContext, x: SSAValue, wt: np.ndarray, sx: np.nda
         return None
     if no_pair_saturates(wt):
         return per_column, "pairs16"
-    return per_column, ("wide16" if ctx.int8_dot == "avx2" else "")
+    if ctx.int8_dot != "avx2":
+        return per_column, ""
+    macs = int(np.prod([int(d) for d in shape_of(x)])) * n  # M K N: x holds M x K values
+    if ctx.int8_pairs == "saturate" and macs >= PARALLEL_MACS:
+        form = saturating_form(wt, int(zx.reshape(())) if zx is not None else 0) if element_type(x) == UI8 else ""
+        if form:
+            return per_column, form
+    return per_column, "wide16"
 
 
 def qdq_matmul(ctx: ConversionContext, node: onnx.NodeProto) -> SSAValue | None:

@@ -94,8 +94,10 @@ def int8_matmul(ctx: ConversionContext, a: SSAValue, b: SSAValue, za: SSAValue |
     za is a scalar or per row of a ([M]), zb a scalar or per column of b ([N]). `form`: 'pairs16',
     the caller checked that b (signed) keeps every int16 pair of products in range (`graph.qgemm`'s
     property: AVX2's `vpmaddubsw` GEMM may run it); 'wide16', both operands widened to int16 and b
-    packed `[K/2][2 N]` (`graph.qgemm`'s wide form: AVX2's exact `vpmaddwd` GEMM); '' the 8-bit
-    form for the target's int8 dot product."""
+    packed `[K/2][2 N]` (`graph.qgemm`'s wide form: AVX2's exact `vpmaddwd` GEMM); 'swap16', a as
+    signed bytes (minus 128) and b as unsigned ones (plus 128), AVX2's `vpmaddubsw` with the weight
+    as its unsigned operand, pairs saturating (the caller chose it, convert_qdq_matmul.py); '' the
+    8-bit form for the target's int8 dot product."""
     a_shape, b_shape = list(shape_of(a)), list(shape_of(b))
     if len(a_shape) < 2 or len(b_shape) < 2 or a_shape[-1] != b_shape[-2]:
         raise ctx.shape_error(f"cannot multiply {a_shape} by {b_shape}")
@@ -103,13 +105,17 @@ def int8_matmul(ctx: ConversionContext, a: SSAValue, b: SSAValue, za: SSAValue |
         raise ctx.unsupported(f"batch dims of B {b_shape[:-2]} must equal A's {a_shape[:-2]} or be absent")
     m, k = a_shape[-2:]
     n = b_shape[-1]
-    wide = form == "wide16"  # int16 holds u8 and s8 alike: no shift to the u8 x s8 instruction's signs
-    za_shift = 128 if element_type(a) == SI8 and not wide else 0
-    zb_shift = -128 if element_type(b) == UI8 and not wide else 0
-    if za_shift:
-        a = _cast(ctx, _bin(ctx, graph.AddOp, _cast(ctx, a, I32), _const(ctx, np.array(128, np.int32), f"{label}_s")), UI8)
+    wide, swap = form == "wide16", form == "swap16"  # int16 holds u8 and s8 alike: no shift to the instruction's signs
+    # the instruction's operand signs: u8 a x s8 b; swap16: s8 a x u8 b (the weight plus 128)
+    a_elt, b_elt = (SI8, UI8) if swap else (UI8, SI8)
+    za_shift = 0 if wide or element_type(a) == a_elt else (-128 if swap else 128)
+    zb_shift = 0 if wide or element_type(b) == b_elt else (128 if swap else -128)
+    if za_shift and swap:  # through f32, as the wide form: u8 -> i32 (extui) has no vector form
+        a = _cast(ctx, _bin(ctx, graph.AddOp, _cast(ctx, a, f32), _const(ctx, np.array(za_shift, np.float32), f"{label}_s")), a_elt)
+    elif za_shift:
+        a = _cast(ctx, _bin(ctx, graph.AddOp, _cast(ctx, a, I32), _const(ctx, np.array(za_shift, np.int32), f"{label}_s")), a_elt)
     if zb_shift:
-        b = _cast(ctx, _bin(ctx, graph.SubOp, _cast(ctx, b, I32), _const(ctx, np.array(128, np.int32), f"{label}_s")), SI8)
+        b = _cast(ctx, _bin(ctx, graph.AddOp, _cast(ctx, b, I32), _const(ctx, np.array(zb_shift, np.int32), f"{label}_s")), b_elt)
     # za' = za + 128 (signed a), zb' = zb - 128 (unsigned b)
     if za_shift:
         shift = _const(ctx, np.array(za_shift, np.int32), f"{label}_za")
@@ -121,7 +127,7 @@ def int8_matmul(ctx: ConversionContext, a: SSAValue, b: SSAValue, za: SSAValue |
     ap = _pad_last2(ctx, a, 0, kp - k, f"{label}_a")
     bp = _pad_last2(ctx, b, kp - k, np_ - n, f"{label}_b")
     lead = list(shape_of(bp)[:-2])
-    g, lane_t = (2, I16) if wide else (4, SI8)
+    g, lane_t = (2, I16) if wide else (4, b_elt)
     if wide:
         # a (run time) through f32: exact for 8-bit values, and int <-> float casts have vector forms (extui
         # has none); b (a constant int8 weight) sign-extended directly, a cast fold-constants evaluates, so the
@@ -138,7 +144,8 @@ def int8_matmul(ctx: ConversionContext, a: SSAValue, b: SSAValue, za: SSAValue |
         # came from L2 on every pass. One more line of zeros (never read) makes it odd: 128x256 @ 256x1024
         # wide, 1 thread, znver3: 766 -> 564 us.
         packed = _pad_last2(ctx, packed, 0, 16 * g, f"{label}_row")
-    c = ctx.emit(QGemmOp(ap, packed, _t(a_shape[:-2] + [m, np_], I32), pairs16=form == "pairs16" and not zb_shift))
+    pairs16 = swap or (form == "pairs16" and not zb_shift)
+    c = ctx.emit(QGemmOp(ap, packed, _t(a_shape[:-2] + [m, np_], I32), pairs16=pairs16))
     if np_ != n:
         starts = [0] * len(shape_of(c))
         c = ctx.emit(graph.SliceOp(c, starts, [1] * len(starts), _t(a_shape[:-2] + [m, n], I32)))

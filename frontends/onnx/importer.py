@@ -248,7 +248,8 @@ class ImportedModel:
 
 
 def import_onnx(model_or_path: ModelSource, memory_limit: int | str | None = None,
-                check_indices: bool = True, int8_dot: str = "none", symbolic: bool = False) -> ImportedModel:
+                check_indices: bool = True, int8_dot: str = "none", symbolic: bool = False,
+                int8_pairs: str = "exact") -> ImportedModel:
     """Imports an ONNX model given as a `ModelProto`, a path or serialized bytes.
 
     Raises ModelLoadError for a file that cannot be read or is not valid ONNX
@@ -262,7 +263,8 @@ def import_onnx(model_or_path: ModelSource, memory_limit: int | str | None = Non
     `check_indices=False` leaves out the run-time bounds checks of
     data-dependent indices (frontends/onnx/index_checks.py). `int8_dot` (the target's int8 dot
     product, `Target.int8_dot`: 'vnni' or 'avx2'; 'none') makes the MatMuls of a
-    QDQ model int8 GEMMs (convert_qdq_matmul.py). `symbolic=True` imports a model with dynamic
+    QDQ model int8 GEMMs (convert_qdq_matmul.py); `int8_pairs` (`Target.int8_pairs`: 'exact' or
+    'saturate') says whether AVX2's may saturate pairs as onnxruntime's do. `symbolic=True` imports a model with dynamic
     axes once for every shape: each dynamic axis is a symbol (frontends/onnx/symbols.py names
     them), the shapes computed from it are `Sym` expressions (`#sym.dims` in the types), and the
     shape arithmetic on them folds symbolically (frontends/onnx/fold_symbolic.py); a node that
@@ -278,7 +280,7 @@ def import_onnx(model_or_path: ModelSource, memory_limit: int | str | None = Non
     _check_valid(model, label)
     shapes, types = _inferred(model)
     check_value_sizes(model.graph, shapes, types, label, memory_limit=limit)
-    return _import_graph(model.graph, opset, shapes, types, check_indices, int8_dot, symbolic)
+    return _import_graph(model.graph, opset, shapes, types, check_indices, int8_dot, symbolic, int8_pairs)
 
 
 def _node_label(node: onnx.NodeProto, index: int) -> str:
@@ -555,7 +557,7 @@ def _erase_dead_ops(block: Block) -> None:
 
 def _import_graph(graph: onnx.GraphProto, opset: int, inferred: dict[str, Shape],
                   types: dict[str, Attribute] | None = None, check_indices: bool = True,
-                  int8_dot: str = "none", symbolic: bool = False) -> ImportedModel:
+                  int8_dot: str = "none", symbolic: bool = False, int8_pairs: str = "exact") -> ImportedModel:
     initializers = {tensor.name: numpy_helper.to_array(tensor) for tensor in graph.initializer}
     inputs = [info for info in graph.input if info.name not in initializers]
     input_types = [_input_type(info, symbolic) for info in inputs]
@@ -565,6 +567,7 @@ def _import_graph(graph: onnx.GraphProto, opset: int, inferred: dict[str, Shape]
     ctx.value_types = types or {}
     ctx.producers = {out: node for node in graph.node for out in node.output if out}
     ctx.int8_dot = int8_dot
+    ctx.int8_pairs = int8_pairs
     for name, array in initializers.items():
         ctx.bind(name, array)
     for info, arg in zip(inputs, block.args, strict=True):

@@ -10,6 +10,10 @@
 // TE-NEXT:   arith.extsi {{.*}} : i8 to i32
 // TE-NEXT:   arith.muli
 // TE:      te.reduce "qgemm_s16" add init 0 : i32
+// A pairs16 GEMM of signed activations and unsigned (shifted) weights: sign-extended a, zero-extended b, qgemm_x16.
+// TE:      te.reduce "qgemm_x16" add init 0 : i32
+// TE:        arith.extsi {{.*}} : i8 to i32
+// TE-NEXT:   arith.extui {{.*}} : i8 to i32
 
 // The default schedule: an 8x32 register block (8 rows unrolled, 2 vectors unrolled) per k quad, one vpdpbusd each.
 // VNNI-LABEL: func.func @qgemm_0
@@ -34,11 +38,19 @@
 // AVX2:            x86vec.bcast_group {{.*}} : vector<4xi8> -> vector<32xi8>
 // AVX2:            x86vec.maddubs_dot {{.*}} : vector<8xi32>, vector<32xi8>, vector<32xi8>
 // AVX2-NOT:  loop.block "qgemm_s16"
+// The swapped GEMM (-int8=saturate): the same blocks on x86_avx2_s8u8_8x4, the packed weight as vpmaddubsw's unsigned
+// operand (first) and the broadcast activations as its signed one.
+// AVX2-LABEL: func.func @qgemm_2
+// AVX2:            %[[G:.*]] = x86vec.bcast_group {{.*}} : vector<4xi8> -> vector<32xi8>
+// AVX2:            %[[B:.*]] = hw.vload {{.*}} : memref<16x128xi8> -> vector<32xi8>
+// AVX2:            x86vec.maddubs_dot %{{.*}}, %[[B]], %[[G]] : vector<8xi32>, vector<32xi8>, vector<32xi8>
+// AVX2-NOT:  loop.block "qgemm_x16"
 
 // int8-dot=none must not fire: the scalar nests stay.
 // NONE:      loop.block "qgemm"
 // NONE-NOT:  x86vec.dpbusd
 // NONE:      loop.block "qgemm_s16"
+// NONE:      loop.block "qgemm_x16"
 
 // AMX (lowering/qgemm_amx.py): per 16-column panel (N = 32 is 2 tiles, so one panel of 2), one tile
 // configuration, 8 rows (M < 16) in tiles of 8 rows, K = 64 in one 64-byte step (no k loop); the init nest is
@@ -62,8 +74,9 @@
 // AMX-LABEL: func.func @qgemm_1
 // AMX:         amx.tdp "busd"
 
-func.func @main(%a: tensor<8x64xui8>, %b: tensor<16x128xi8>) -> (tensor<8x32xi32>, tensor<8x32xi32>) {
+func.func @main(%a: tensor<8x64xui8>, %b: tensor<16x128xi8>, %as: tensor<8x64xi8>, %bu: tensor<16x128xui8>) -> (tensor<8x32xi32>, tensor<8x32xi32>, tensor<8x32xi32>) {
   %c = graph.qgemm %a, %b : tensor<8x64xui8>, tensor<16x128xi8> -> tensor<8x32xi32>
   %d = graph.qgemm %a, %b {pairs16} : tensor<8x64xui8>, tensor<16x128xi8> -> tensor<8x32xi32>
-  func.return %c, %d : tensor<8x32xi32>, tensor<8x32xi32>
+  %s = graph.qgemm %as, %bu {pairs16} : tensor<8x64xi8>, tensor<16x128xui8> -> tensor<8x32xi32>
+  func.return %c, %d, %s : tensor<8x32xi32>, tensor<8x32xi32>, tensor<8x32xi32>
 }
