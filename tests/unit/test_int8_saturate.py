@@ -100,6 +100,8 @@ def test_the_swapped_form_is_graph_qgemm_of_signed_activations_and_unsigned_weig
     if AVX2:
         x = (np.random.default_rng(1).standard_normal((64, 128)) * 3).astype(np.float32)
         check(c(x)[0], reference(model, x, "swap16"))
+        two = ziggurat.compile(model, target=SATURATE.replace("-num-cores=1", "-num-cores=2"), cache=False)
+        np.testing.assert_array_equal(two(x)[0], c(x)[0])  # the column panels in parallel: the same sums
 
 
 @pytest.mark.skipif(not AVX2, reason="runs AVX2 code: the host has no AVX2")

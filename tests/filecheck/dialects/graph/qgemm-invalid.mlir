@@ -4,7 +4,15 @@ func.func @signed_a(%a: tensor<8x64xi8>, %b: tensor<16x128xi8>) {
   %c = graph.qgemm %a, %b : tensor<8x64xi8>, tensor<16x128xi8> -> tensor<8x32xi32>
   func.return
 }
-// CHECK: 'graph.qgemm' op a must hold ui8 (or i16), got tensor<8x64xi8>
+// CHECK: 'graph.qgemm' op a must hold ui8 (or i16; i8 with pairs16), got tensor<8x64xi8>
+
+// -----
+
+func.func @signed_a_signed_b(%a: tensor<8x64xi8>, %b: tensor<16x128xi8>) {
+  %c = graph.qgemm %a, %b {pairs16} : tensor<8x64xi8>, tensor<16x128xi8> -> tensor<8x32xi32>
+  func.return
+}
+// CHECK: 'graph.qgemm' op b must hold ui8 with a signed 8-bit a, got tensor<16x128xi8>
 
 // -----
 

@@ -25,3 +25,11 @@ func.func @padded_rows(%a: tensor<8x64xi16>, %b: tensor<32x96xi16>) -> tensor<8x
   %c = graph.qgemm %a, %b : tensor<8x64xi16>, tensor<32x96xi16> -> tensor<8x32xi32>
   func.return %c : tensor<8x32xi32>
 }
+
+// The swapped pairs16 form (-int8=saturate): signed activations (minus 128) times the weight plus 128, unsigned.
+// CHECK-LABEL: func.func @swapped
+// CHECK-NEXT: %c = graph.qgemm %a, %b {pairs16} : tensor<8x64xi8>, tensor<16x128xui8> -> tensor<8x32xi32>
+func.func @swapped(%a: tensor<8x64xi8>, %b: tensor<16x128xui8>) -> tensor<8x32xi32> {
+  %c = graph.qgemm %a, %b {pairs16} : tensor<8x64xi8>, tensor<16x128xui8> -> tensor<8x32xi32>
+  func.return %c : tensor<8x32xi32>
+}
