@@ -19,7 +19,11 @@ products with int16 saturation; onnxruntime's AVX2 kernels accept that error and
 pair of which can saturate against any uint8 activation (`qgemm.no_pair_saturates`: 7-bit
 weights always pass), so its results are exact; other weights take AVX2's `vpmaddwd` on both
 operands widened to int16 (`graph.qgemm`'s wide form: exact, about 1.5x the fp32 FMA rate on a
-Zen 3 core), pointwise Convs included; on targets without an int8 dot product the MatMul
+Zen 3 core), pointwise Convs included. With `-int8=saturate` (`Target.int8_pairs`) a GEMM of
+`qgemm.PARALLEL_MACS` or more with uint8 activations takes `vpmaddubsw` anyway, pairs saturating
+as in onnxruntime, in the operand order `qgemm.saturating_form` picks from the weight and the
+activation's zero point ('pairs16', or 'swap16': activation - 128 times weight + 128), where
+one keeps typical activations' pairs in range. On targets without an int8 dot product the MatMul
 stays a float one on the folded weight. Conditions: x uint8 or int8 at run time, rank >= 2,
 per-tensor scale and zero point; w a constant 2-D int8 with per-tensor or per-column
 (axis 1) scale and zero point. A pointwise Conv (1x1, stride 1, no padding, one group) with a
@@ -77,8 +81,9 @@ def _weight_gemm(ctx: ConversionContext, x: SSAValue, wt: np.ndarray, sx: np.nda
     by the constant int8 weight `wt` (K x N), dequantized per tensor or per output column (the
     DequantizeLinear's `axis` of the stored rank-`rank` weight is its `column_axis`); None where any of
     that does not hold. `form` (`convert_quant.int8_matmul`): 'pairs16' where no pair of the weight's
-    products can saturate AVX2's `vpmaddubsw`, else 'wide16' where the target's int8 dot product is
-    AVX2's (both operands widened to int16, `vpmaddwd`: exact), else ''. What qdq_matmul, qdq_gemm
+    products can saturate AVX2's `vpmaddubsw`; '' where the target's int8 dot product is not AVX2's
+    (VNNI, AMX: exact); with `-int8=saturate`, 'pairs16' or 'swap16' as `saturating_form` picks for a
+    large GEMM; else 'wide16' (both operands widened to int16, `vpmaddwd`: exact). What qdq_matmul, qdq_gemm
     and qdq_conv_1x1 check alike."""
     n = wt.shape[1]
     if element_type(x) not in (UI8, SI8) or sx.size != 1 or (zx is not None and zx.size != 1):

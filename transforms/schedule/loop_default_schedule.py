@@ -65,7 +65,9 @@ class LoopDefaultSchedulePass(ModulePass):
     byte steps (lowering/qgemm_amx.py); with VNNI, register blocks of up
     to 8 rows by 32 columns, the k loop outside the block, and every 16-column x
     4-k step tensorized onto `x86_vnni_u8s8_16x4`; on AVX2, blocks of up to 4
-    rows by 16 columns and 8-column steps on `x86_avx2_u8s8_8x4` (docs/hw-level.md).
+    rows by 16 columns and 8-column steps on `x86_avx2_u8s8_8x4` (block `qgemm_s16`),
+    `x86_avx2_s8u8_8x4` (`qgemm_x16`, the swapped signs of `-int8=saturate`) or
+    `x86_avx2_s16_8x2` (`qgemm_w16`, int16 operands) (docs/hw-level.md).
 
     With 8 lanes (`vector-width=8`, AVX2: 16 registers) the block is 2-D
     instead (transforms/schedule/plan.py): `U` rows (6, 4, 3 or 2) times two
