@@ -116,7 +116,7 @@ def int8_matmul(ctx: ConversionContext, a: SSAValue, b: SSAValue, za: SSAValue |
         a = _cast(ctx, _bin(ctx, graph.AddOp, _cast(ctx, a, I32), _const(ctx, np.array(za_shift, np.int32), f"{label}_s")), a_elt)
     if zb_shift:
         b = _cast(ctx, _bin(ctx, graph.AddOp, _cast(ctx, b, I32), _const(ctx, np.array(zb_shift, np.int32), f"{label}_s")), b_elt)
-    # za' = za + 128 (signed a), zb' = zb - 128 (unsigned b)
+    # the zero points follow the shifts: za' = za + za_shift, zb' = zb + zb_shift
     if za_shift:
         shift = _const(ctx, np.array(za_shift, np.int32), f"{label}_za")
         za = shift if za is None else _bin(ctx, graph.AddOp, za, shift)
