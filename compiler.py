@@ -125,7 +125,10 @@ def compile(  # noqa: A001 - the public name, as in TVM's relay.build / torch.co
     which returns their counters; see runtime/profile.py). `cache` (default:
     on unless `ZIGGURAT_CACHE=0`) looks the model up in the persistent disk
     cache before importing it, and stores the build after a miss (cache.py;
-    not with `after_pass` or `profile`). `cast_inputs=True` makes the model
+    not with `after_pass` or `profile`); with `cache=False` a compile of the same
+    model, target and options in the same process still returns the build it
+    keeps in memory (an A/B that patches the compiler passes `after_pass` to get
+    a fresh one). `cast_inputs=True` makes the model
     convert arrays of another dtype instead of refusing them (see
     `CompiledModel`). `memory_limit` (bytes, or a size such as '4G'; default:
     `limits.default_memory_limit()`) refuses, before allocating them, external
