@@ -139,12 +139,20 @@ def no_pair_saturates(b: np.ndarray, a_max: int = 255) -> bool:
     to `a_max`: every pair of consecutive k (from an even k) keeps a_max * (its positive sum) and
     a_max * (its negative sum) within int16. True for 7-bit weights (onnxruntime's
     `reduce_range`), rarely for full-range ones."""
+    w = _k_pairs(b)
+    pos = np.maximum(w, 0).sum(1) * a_max
+    neg = np.minimum(w, 0).sum(1) * a_max
+    return bool(pos.max(initial=0) <= 32767 and neg.min(initial=0) >= -32768)
+
+
+def _k_pairs(b: np.ndarray, shift: int = 0) -> np.ndarray:
+    """Weights `b` (K x N int8) plus `shift` as int32 `[K/2, 2, N]`: the pairs of consecutive k
+    that `vpmaddubsw` sums; an odd K's last pair takes a zero (its padding, which pairs a zero
+    activation)."""
     k = b.shape[0]
     w = np.zeros((k + k % 2, b.shape[1]), np.int32)
-    w[:k] = b
-    pos = np.maximum(w, 0).reshape(-1, 2, w.shape[1]).sum(1) * a_max
-    neg = np.minimum(w, 0).reshape(-1, 2, w.shape[1]).sum(1) * a_max
-    return bool(pos.max(initial=0) <= 32767 and neg.min(initial=0) >= -32768)
+    w[:k] = b.astype(np.int32) + shift
+    return w.reshape(-1, 2, b.shape[1])
 
 
 TYPICAL_STEPS = 48
@@ -157,10 +165,7 @@ def pairs_at(b: np.ndarray, values: Sequence[int], swap: bool = False) -> int:
     """How many (pair of consecutive k, column) of weights `b` (K x N int8) leave int16 in
     `vpmaddubsw` when both activations of the pair equal one of `values` (unsigned bytes): as
     u8 activation x s8 weight, or `swap`, as (activation - 128) x (weight + 128)."""
-    k = b.shape[0]
-    w = np.zeros((k + k % 2, b.shape[1]), np.int32)
-    w[:k] = b.astype(np.int32) + (128 if swap else 0)  # an odd K's padding pairs a zero activation
-    pair = w.reshape(-1, 2, w.shape[1]).sum(1)
+    pair = _k_pairs(b, 128 if swap else 0).sum(1)
     count = 0
     for v in values:
         p = pair * ((v - 128) if swap else v)
@@ -195,12 +200,9 @@ def schedule_qgemm(fn, block: str = "qgemm", dot: str | None = None) -> bool:
 
     if dot is None:
         dot = Target.parse("llvm").int8_dot
-    if block == WIDE16_BLOCK:  # int16 operands: vpmaddwd wherever AVX2 is (VNNI and AMX hosts have it)
-        if dot == "none":
-            return False
-        return _tensorize(fn, block, *WIDE16_DOT)
-    if block == SWAP16_BLOCK:  # s8 x u8 pairs: vpmaddubsw wherever AVX2 is
-        return dot != "none" and _tensorize(fn, block, *SWAP16_DOT)
+    if block in (WIDE16_BLOCK, SWAP16_BLOCK):  # int16 operands (vpmaddwd), s8 x u8 pairs (vpmaddubsw): AVX2's
+        # instructions, which VNNI and AMX hosts have too
+        return dot != "none" and _tensorize(fn, block, *(WIDE16_DOT if block == WIDE16_BLOCK else SWAP16_DOT))
     if dot == "amx":  # whole C blocks in AMX tiles over all of K (lowering/qgemm_amx.py)
         from ziggurat.lowering.qgemm_amx import schedule_qgemm_amx
 
