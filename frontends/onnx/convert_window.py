@@ -232,7 +232,14 @@ def convert_average_pool_nd(ctx: ConversionContext, node: onnx.NodeProto) -> Seq
 
 
 def convert_conv_nd(ctx: ConversionContext, node: onnx.NodeProto) -> Sequence[Value]:
-    """Conv, 1-D to 3-D (2-D by convert_nn.convert_conv)."""
+    """Conv, 1-D to 3-D (2-D by convert_nn.convert_conv). A QDQ Conv with a window larger than one
+    point, 1-D or 2-D, is an int8 GEMM over im2col rows where the target has an int8 dot product
+    (convert_qdq_matmul.qdq_conv_im2col)."""
+    from ziggurat.frontends.onnx.convert_qdq_matmul import qdq_conv_im2col
+
+    fused = qdq_conv_im2col(ctx, node)
+    if fused is not None:
+        return [fused]
     rank = len(ctx.shape(node.input[0]))
     if rank == 3:
         return _lift_1d(ctx, node, convert_conv, True)

@@ -238,6 +238,11 @@ def simplify_block(blk: loop.BlockOp) -> int:
             q = _Aff({a: p for a, p in parts.items() if p is not None}, qc)
             r = _Aff({a: k for a, k in x.terms.items() if parts[a] is None}, rc)
             rs, xs = span(r), span(x)
+            if rs is not None and not any(isinstance(d, Sym) for d in (*rs, c)) and rs[0] // c == rs[1] // c != 0:
+                # r's constant split off alone leaves it a whole c out of [0, c): `c*q + t - 1` with t in
+                # [1, c] is `c*q + (t - 1)`, not `c*(q - 1) + (t + c - 1)`; m c moves from r to q
+                m = rs[0] // c
+                q, r, rs = _Aff(q.terms, q.const + m), _Aff(r.terms, r.const - m * c), (rs[0] - m * c, rs[1] - m * c)
             # x // c = q and x % c = r when 0 <= r < c: exact for floor division, and for the unsigned and
             # truncating ops while x >= 0; the truncating signed ops need that proved (x's range known)
             signed = isinstance(op, (arith.DivSIOp, arith.RemSIOp))

@@ -180,3 +180,29 @@ func.func @symbolic_transpose(%x: memref<?x?x256xf32, #sym.dims<"batch", "seq">>
   }
   func.return
 }
+
+// A halo's offset: %t binds 1 to 1001 (a padded row read one step back), so (1000 c + t - 1) splits
+// as 1000 c + (t - 1), with t - 1 in [0, 999]: the constant -1 stays with the remainder rather than
+// being split off alone (-1 = 1000 * -1 + 999 would leave t + 999 out of [0, 1000)).
+// CHECK-LABEL: func.func @halo_offset
+// CHECK:         %[[ONE:.*]] = arith.constant 1 : index
+// CHECK-NEXT:    %r = arith.subi %t, %[[ONE]] : index
+// CHECK-NEXT:    %v = loop.load %x[%r, %c] : memref<1000x256xf32>
+func.func @halo_offset(%x: memref<1000x256xf32>, %y: memref<256x1002xf32>) {
+  loop.for %i = 0 to 256 serial {
+    loop.for %j = 1 to 1001 serial {
+      loop.block "transpose" [S %c = %i, S %t = %j] {
+        %c1000 = arith.constant 1000 : index
+        %cm1 = arith.constant -1 : index
+        %c1000c = arith.muli %c, %c1000 : index
+        %tm1 = arith.addi %t, %cm1 : index
+        %flat = arith.addi %c1000c, %tm1 : index
+        %r = arith.remui %flat, %c1000 : index
+        %q = arith.divui %flat, %c1000 : index
+        %v = loop.load %x[%r, %q] : memref<1000x256xf32>
+        loop.store %v, %y[%c, %t] : memref<256x1002xf32>
+      }
+    }
+  }
+  func.return
+}
