@@ -90,3 +90,42 @@ def test_concatenations_into_the_blocked_layout_match_onnxruntime(channels, tran
     stays one nest), at 8 and 16 lanes."""
     target = "llvm -mcpu=haswell -num-cores=1" if width == 8 else AVX512
     _check(_concat_conv(channels, 4, transposed), target)
+
+
+def _windows_of_one_buffer(c: int, hw: int) -> onnx.ModelProto:
+    """NHWC `x` framed by constant rows and columns (a concat along H, then one along W: an im2col's
+    padding), then its 3 column windows side by side along channels (a concat of slices of one buffer)."""
+    rng = np.random.default_rng(2)
+    inits = [nh.from_array(rng.standard_normal((1, 1, hw, c)).astype(np.float32), "top"),
+             nh.from_array(rng.standard_normal((1, 1, hw, c)).astype(np.float32), "bottom"),
+             nh.from_array(rng.standard_normal((1, hw + 2, 1, c)).astype(np.float32), "left"),
+             nh.from_array(rng.standard_normal((1, hw + 2, 1, c)).astype(np.float32), "right")]
+    nodes = [h.make_node("Concat", ["top", "x", "bottom"], ["rows"], axis=1),
+             h.make_node("Concat", ["left", "rows", "right"], ["framed"], axis=2),
+             h.make_node("Relu", ["framed"], ["act"])]
+    for dx in range(3):
+        inits += [nh.from_array(np.array([0, 0, dx, 0], np.int64), f"s{dx}"),
+                  nh.from_array(np.array([1, hw + 2, dx + hw, c], np.int64), f"e{dx}")]
+        nodes.append(h.make_node("Slice", ["act", f"s{dx}", f"e{dx}"], [f"w{dx}"]))
+    nodes.append(h.make_node("Concat", ["w0", "w1", "w2"], ["y"], axis=3, name="cat"))
+    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [1, hw, hw, c])],
+                     [h.make_tensor_value_info("y", T.FLOAT, [1, hw + 2, hw, 3 * c])], inits)
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+
+
+def test_windows_of_one_buffer_and_a_frame_split_into_plain_copies():
+    """A concatenation whose parts are slices of one buffer splits like one of distinct inputs, and a
+    piece that still selects along another variable (the frame's columns inside its rows) splits again:
+    no select, masked load or scalar loop is left at 8 lanes."""
+    model = _windows_of_one_buffer(16, 6)
+    seen: dict[str, str] = {}
+
+    def keep(p, module, _s):
+        if p.name == "convert-loop-to-hw":
+            seen["hw"] = str(module)
+
+    target = "llvm -mcpu=haswell -num-cores=1"
+    _check(model, target)
+    ziggurat.compile(model, target=target, cache=False, after_pass=keep)
+    kernels = seen["hw"].split("func.func @")[1:]
+    assert kernels and not any(s in k for k in kernels for s in ("arith.select", "hw.vmaskload", "not_vectorized"))

@@ -15,7 +15,10 @@ cuts the loop at the test boundaries into one copy of the nest per piece, and
 folds each copy's tests to constants: the selects vanish, as do the reads of
 the other inputs, and `divui`/`remui` of an index whose range the piece fixes.
 What is left per piece is a plain permutation copy that convert-loop-to-hw
-vectorizes (a strided read becomes a gather). Splitting a loop's range and
+vectorizes (a strided read becomes a gather). The parts may be slices of one
+buffer (an int8 conv's im2col windows: masked byte loads, scalar on AVX2,
+before), and a piece that still selects along another variable splits again
+(a frame concatenated along H, then W), up to MAX_PIECES nests in all. Splitting a loop's range and
 resolving tests that are constant on each piece change no value.
 
 Example: `loop.for %c = 0 to 8` around
@@ -140,18 +143,21 @@ def fold_decided(blk: loop.BlockOp, ranges: dict[SSAValue, tuple[int, int]]) -> 
     erase_dead(blk)
 
 
-def split_select_ranges(top: loop.ForOp, blk: loop.BlockOp) -> list[loop.ForOp]:
+def split_select_ranges(top: loop.ForOp, blk: loop.BlockOp, budget: int = MAX_PIECES) -> list[loop.ForOp]:
     """Splits the nest `top` (whose innermost body is the one block `blk`) as the module docstring
     says; returns the nests, `top` first (its loop narrowed to the first piece), its copies for the
-    other pieces after it. A nest with nothing to split comes back alone and unchanged."""
-    if len({o.buffer for o in blk.body.block.ops if isinstance(o, loop.LoadOp)}) < 2:
-        return [top]  # one input: a padded copy (copy_nest.peel_padding), not a concatenation
+    other pieces after it. Each piece splits again along another variable while the nests stay within
+    `budget` (a concat along H then W: an im2col's padding). A nest with nothing to split comes back
+    alone and unchanged."""
+    if sum(isinstance(o, loop.LoadOp) for o in blk.body.block.ops) < 2:
+        return [top]  # one read: a padded copy (copy_nest.peel_padding), not a concatenation (whose
+        # parts may be slices of one buffer: an im2col's windows)
     loops = chain(top)
     var_loop = {v: b.owner.parent_op() for v, b in zip(blk.vars, blk.bindings)}  # type: ignore[union-attr]
     ranges = {v: (f.bounds[0], f.bounds[1] - 1) for v, f in var_loop.items()}
     for v in blk.vars:
         pieces = _pieces(blk, v, ranges)
-        if pieces is not None:
+        if pieces is not None and len(pieces) <= budget:
             break
     else:
         return [top]
@@ -169,4 +175,7 @@ def split_select_ranges(top: loop.ForOp, blk: loop.BlockOp) -> list[loop.ForOp]:
         narrowed[inner.vars[position]] = (a, b)
         fold_decided(inner, narrowed)
         simplify_block(inner)  # the piece's narrower range splits more of its index math
-    return nests
+    if budget // len(nests) < 2:
+        return nests
+    return [piece for nest in nests for piece in split_select_ranges(
+        nest, next(o for o in chain(nest)[-1].body.block.ops if isinstance(o, loop.BlockOp)), budget // len(nests))]
