@@ -13,7 +13,9 @@ Each static model under `--models` is quantized as a user would with onnxruntime
 ConvInteger at run time, no calibration) into
 `--cache` (default `~/.cache/ziggurat/int8`; reused while the source model is unchanged).
 Then, paired in one run at each thread count: onnxruntime's fp32 model, onnxruntime's int8
-model (all graph optimizations: its QDQ fusion) and ziggurat's compile of the int8 model.
+model (all graph optimizations: its QDQ fusion) and ziggurat's compile of the int8 model, in
+`BLOCKS` turns of `--rounds / BLOCKS` calls each; the times are the medians of all calls, the
+ratios the medians of the blocks' ratios (a burst of load hits a few blocks, not one side).
 `--int8 saturate` compiles with the target option `-int8=saturate` (AVX2: pairs of products may
 saturate int16 as in onnxruntime's AVX2 kernels; `Target.int8_pairs`).
 The deviation columns are the max abs difference from the literal QDQ semantics
@@ -35,6 +37,9 @@ import ziggurat
 from benchmarks.run import SETTLE_S, _median_iqr, _ort_session, call_times
 
 DEFAULT_MODELS = Path(__file__).resolve().parents[2] / "shared" / "models" / "real"
+
+
+BLOCKS = 8  # turns of the three builds
 
 
 def calibration(inputs: dict[str, np.ndarray], count: int = 8) -> list[dict[str, np.ndarray]]:
@@ -107,15 +112,21 @@ def bench_model(folder: Path, threads: int, rounds: int, cache: Path, reduce_ran
     row["dev_ort"] = _deviation(int8.run(None, inputs), literal)
     row["dev_zig"] = _deviation(outs, literal)
     times: dict[str, list[float]] = {"fp32": [], "int8": [], "zig": []}
-    for _ in range(4):  # blocks in turn, so drift on a shared host hits all three alike
+    blocks: dict[str, list[float]] = {"fp32": [], "int8": [], "zig": []}
+    for _ in range(BLOCKS):  # blocks in turn, so drift on a shared host hits all three alike
         for key, fn in (("fp32", lambda: fp32.run(None, inputs)), ("int8", lambda: int8.run(None, inputs)),
                         ("zig", lambda: compiled.run_native(ins, outs))):
             time.sleep(SETTLE_S)
-            times[key] += call_times(fn, max(2, rounds // 4))
+            block = call_times(fn, max(2, rounds // BLOCKS))
+            times[key] += block
+            blocks[key].append(float(np.median(block)))
     for key in times:
         row[f"{key}_ms"] = _median_iqr(times[key])[0] * 1e3
-    row["zig_vs_int8"] = row["zig_ms"] / row["int8_ms"]
-    row["zig_vs_fp32"] = row["zig_ms"] / row["fp32_ms"]
+    # the ratios: the median of each block's ratio to its neighbours' (a burst of load on a shared host
+    # lands in a few blocks; the medians of all calls let it move one side alone)
+    z = np.array(blocks["zig"])
+    row["zig_vs_int8"] = float(np.median(z / np.array(blocks["int8"])))
+    row["zig_vs_fp32"] = float(np.median(z / np.array(blocks["fp32"])))
     return row
 
 
