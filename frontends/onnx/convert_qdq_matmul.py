@@ -258,6 +258,8 @@ def qdq_conv_im2col(ctx: ConversionContext, node: onnx.NodeProto) -> SSAValue | 
     xq, sx, zx, wq, w, sw, zw, axis = found
     x = ctx.value(xq)
     xs = list(shape_of(x))
+    if not all(isinstance(d, int) and d > 0 for d in xs):  # run-time dims: the float conv
+        return None
     if rank == 3:  # Conv1d: a 2-D window of height 1
         w = w.reshape(w.shape[0], w.shape[1], 1, w.shape[2])
         strides, dilations = [1, *attrs.get("strides", [1])], [1, *attrs.get("dilations", [1])]

@@ -97,3 +97,13 @@ def test_random_window_convs_match_onnxruntime(ci, co, size, k, stride, pad, zer
     model = qdq_conv(shape, co, (k, k), (stride, stride), (pad,) * 4, (1, 1), seed, seven=True, x_zero=zero)
     x = (np.random.default_rng(seed).standard_normal(shape) * 3).astype(np.float32)
     check(ziggurat.compile(model, target=HASWELL)(x)[0], literal(model, x))
+
+
+def test_a_run_time_length_keeps_the_float_conv():
+    """A Conv1d over a dynamic axis: no static rows to gather, so the float conv, bound at run time."""
+    model = qdq_conv((1, 64, 64), 64, (3,), (1,), (1, 1), (1,), seed=1, seven=True)
+    for v in (model.graph.input[0], model.graph.output[0]):
+        v.type.tensor_type.shape.dim[2].dim_param = "L"
+    m = ziggurat.compile(model, target=HASWELL)
+    x = (np.random.default_rng(0).standard_normal((1, 64, 40)) * 3).astype(np.float32)
+    check(m(x)[0], literal(model, x))
