@@ -39,11 +39,12 @@ import onnx
 from xdsl.dialects.builtin import f32
 from xdsl.ir import SSAValue
 
-from ziggurat import dtypes
 from ziggurat.dialects import graph
 from ziggurat.frontends.onnx.context import ConversionContext, attributes, element_type, shape_of
+from ziggurat.frontends.onnx.convert_layout import _concat, _pad_part
 from ziggurat.frontends.onnx.convert_qdq import constant_params
 from ziggurat.frontends.onnx.convert_quant import SI8, UI8, _bin, _cast, _const, _t, int8_matmul
+from ziggurat.frontends.onnx.convert_tensor import slice_value
 from ziggurat.lowering.qgemm import PARALLEL_MACS, no_pair_saturates, saturating_form
 
 
@@ -222,8 +223,14 @@ def qdq_conv_1x1(ctx: ConversionContext, node: onnx.NodeProto) -> SSAValue | Non
     rows = ctx.emit(graph.TransposeOp(x, [0, 2, 3, 1], _t([n, h, wd, ci], element_type(x))))
     rows = ctx.reshape(rows, (n * h * wd, ci))
     y = _scaled_product(ctx, rows, _const(ctx, wt, f"{label}_wt"), sx, zx, sw, zw, per_channel, label, form)
-    y = ctx.reshape(y, (n, h, wd, co))
-    y = ctx.emit(graph.TransposeOp(y, [0, 3, 1, 2], _t([n, co, h, wd], f32)))
+    return _conv_output(ctx, node, y, (n, h, wd, co))
+
+
+def _conv_output(ctx: ConversionContext, node: onnx.NodeProto, y: SSAValue, nhwc: tuple[int, int, int, int]) -> SSAValue:
+    """A conv GEMM's rows `[(n h w), co]` as the Conv's NCHW result, its bias (a constant, or a
+    dequantized int32 one) added in float as Conv's is."""
+    n, h, wd, co = nhwc
+    y = ctx.emit(graph.TransposeOp(ctx.reshape(y, nhwc), [0, 3, 1, 2], _t([n, co, h, wd], f32)))
     bias = ctx.input(node, 2)
     if bias is None:
         return y
@@ -246,7 +253,7 @@ def qdq_conv_im2col(ctx: ConversionContext, node: onnx.NodeProto) -> SSAValue | 
     the result goes back to NCHW and the bias is added in float, as in `qdq_conv_1x1`. Taken where
     both the window's K (`ci kh kw`) and `co` reach `MIN_POINTWISE_CHANNELS` (whisper's Conv1d front
     end, segformer's patch embeddings; not a 3-channel stem) and the GEMM has `PARALLEL_MACS`."""
-    if ctx.int8_dot == "none" or len(node.input) < 2:
+    if ctx.int8_dot != "avx2" or len(node.input) < 2:  # the saturating forms are AVX2's
         return None
     attrs = attributes(node)
     rank = len(ctx.shape(node.input[0]))
@@ -284,28 +291,17 @@ def qdq_conv_im2col(ctx: ConversionContext, node: onnx.NodeProto) -> SSAValue | 
         return None
     label = ctx.node_label or "qdq_conv"
     elt = element_type(x)
-    fill = np.array(zx.reshape(()) if zx is not None else 0).astype(dtypes.to_numpy(elt))
+    fill = int(zx.reshape(())) if zx is not None else 0
     # NHWC first: the windows are slices along H and W with the channels innermost, so the rows read
-    # contiguous channels (and the NCHW -> NHWC transpose cancels against a GEMM producer's NHWC -> NCHW)
+    # contiguous channels; the frame is the zero point, as Pad's constant mode makes it
     x = ctx.emit(graph.TransposeOp(x, [0, 2, 3, 1], _t([n, h, wd, ci], elt)))
     for dim, (before, after) in ((1, (pads[0], pads[2])), (2, (pads[1], pads[3]))):
-        if before or after:
-            shape = list(shape_of(x))
-            parts = [_const(ctx, np.full([s if a != dim else size for a, s in enumerate(shape)], fill), f"{label}_pad")
-                     for size in (before, after)]
-            shape[dim] += before + after
-            x = ctx.emit(graph.ConcatOp([p for p, size in zip((parts[0], x, parts[1]), (before, 1, after)) if size],
-                                        dim, _t(shape, elt)))
-    windows = [ctx.emit(graph.SliceOp(x, [0, dy * dilations[0], dx * dilations[1], 0], [1, *strides, 1],
-                                      _t([n, oh, ow, ci], elt)))
+        parts = [_pad_part(ctx, x, dim, before, True, "constant", fill)] if before else []
+        parts += [x] + ([_pad_part(ctx, x, dim, after, False, "constant", fill)] if after else [])
+        x = _concat(ctx, parts, dim)
+    windows = [slice_value(ctx, x, [0, dy * dilations[0], dx * dilations[1], 0], [1, *strides, 1], [n, oh, ow, ci])
                for dy in range(kh) for dx in range(kw)]
-    rows = ctx.emit(graph.ConcatOp(windows, 3, _t([n, oh, ow, k], elt)))
-    rows = ctx.reshape(rows, (n * oh * ow, k))
+    rows = ctx.reshape(_concat(ctx, windows, 3), (n * oh * ow, k))
     y = _scaled_product(ctx, rows, _const(ctx, wt, f"{label}_wt"), sx, zx, sw, zw, params[0], label, params[1])
-    y = ctx.emit(graph.TransposeOp(ctx.reshape(y, (n, oh, ow, co)), [0, 3, 1, 2], _t([n, co, oh, ow], f32)))
-    bias = ctx.input(node, 2)
-    if bias is not None:
-        if ctx.shape(bias) != (co,):
-            raise ctx.shape_error(f"bias shape {ctx.shape(bias)} should be ({co},)")
-        y = ctx.emit(graph.AddOp(y, ctx.reshaped(bias, (co, 1, 1)), y.type))
+    y = _conv_output(ctx, node, y, (n, oh, ow, co))
     return ctx.reshape(y, (n, co, ow)) if rank == 3 else y

@@ -166,6 +166,7 @@ def split_select_ranges(top: loop.ForOp, blk: loop.BlockOp, budget: int = MAX_PI
     nests = [top] + [top.clone() for _ in pieces[1:]]  # copies of the whole nest, before any narrowing
     for prev, nest in zip(nests, nests[1:]):
         top.parent_block().insert_op_after(nest, prev)  # type: ignore[union-attr]
+    inners = []
     for nest, (a, b) in zip(nests, pieces):
         f = chain(nest)[at]
         f.lb = IntegerAttr(a, f.lb.type)
@@ -175,7 +176,8 @@ def split_select_ranges(top: loop.ForOp, blk: loop.BlockOp, budget: int = MAX_PI
         narrowed[inner.vars[position]] = (a, b)
         fold_decided(inner, narrowed)
         simplify_block(inner)  # the piece's narrower range splits more of its index math
-    if budget // len(nests) < 2:
+        inners.append(inner)
+    share = budget // len(nests)
+    if share < 2:
         return nests
-    return [piece for nest in nests for piece in split_select_ranges(
-        nest, next(o for o in chain(nest)[-1].body.block.ops if isinstance(o, loop.BlockOp)), budget // len(nests))]
+    return [piece for nest, inner in zip(nests, inners) for piece in split_select_ranges(nest, inner, share)]
